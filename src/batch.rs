@@ -1,0 +1,123 @@
+//! The unit that flows from sources to sinks: records already serialised into one buffer, plus
+//! what to acknowledge once every sink has delivered them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::source::checkpoint::{Checkpoint, Position};
+
+/// Where one record sits in a batch's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMeta {
+    /// End of the record in `Batch::buf`, just past its newline.
+    pub end: usize,
+    /// When hooklog read the line, in milliseconds since the epoch (CloudWatch's timestamp).
+    pub time_ms: i64,
+}
+
+/// A run of records from one source, in the order they were read.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The records as JSON lines, each ending in `\n`: stdout writes this buffer as it is.
+    pub buf: Vec<u8>,
+    /// One entry per record in `buf`.
+    pub records: Vec<RecordMeta>,
+    /// The file position these records bring their source to, committed when delivered.
+    pub ack: Option<Ack>,
+    /// Sinks that still have to deliver this batch before `ack` is committed.
+    pending_sinks: AtomicUsize,
+}
+
+/// A checkpoint to advance once a batch is delivered.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    /// The source's checkpoint.
+    pub checkpoint: Arc<Checkpoint>,
+    /// Where the source stands after the batch's last record.
+    pub position: Position,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when it holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Marks the end of a record just written to `buf` (which must end with a newline).
+    pub fn push_record(&mut self, time_ms: i64) {
+        debug_assert_eq!(self.buf.last(), Some(&b'\n'));
+        self.records.push(RecordMeta {
+            end: self.buf.len(),
+            time_ms,
+        });
+    }
+
+    /// Each record as (JSON without its newline, time in ms).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], i64)> + '_ {
+        let mut start = 0;
+        self.records.iter().map(move |r| {
+            let rec = &self.buf[start..r.end - 1];
+            start = r.end;
+            (rec, r.time_ms)
+        })
+    }
+
+    /// Sets how many sinks must deliver this batch before its checkpoint moves.
+    pub fn expect_sinks(&self, n: usize) {
+        self.pending_sinks.store(n, Ordering::SeqCst);
+    }
+
+    /// Called by each sink once the batch is delivered (or handed to a fallback); the last call
+    /// commits the checkpoint.
+    pub fn delivered(&self) {
+        let before = self
+            .pending_sinks
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)))
+            .unwrap_or(0);
+        if before <= 1
+            && let Some(ack) = &self.ack
+        {
+            ack.checkpoint.commit(ack.position);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iterates_records_without_newlines() {
+        let mut b = Batch::new();
+        b.buf.extend_from_slice(b"{\"a\":1}\n");
+        b.push_record(5);
+        b.buf.extend_from_slice(b"{}\n");
+        b.push_record(7);
+        let got: Vec<_> = b.iter().map(|(r, t)| (r.to_vec(), t)).collect();
+        assert_eq!(got, vec![(b"{\"a\":1}".to_vec(), 5), (b"{}".to_vec(), 7)]);
+    }
+
+    #[test]
+    fn commits_only_after_the_last_sink() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Arc::new(Checkpoint::new(dir.path().join("cp")));
+        let mut b = Batch::new();
+        let pos = Position { dev: 1, ino: 2, offset: 30 };
+        b.ack = Some(Ack { checkpoint: cp.clone(), position: pos });
+        b.expect_sinks(2);
+        b.delivered();
+        assert_eq!(cp.committed(), None);
+        b.delivered();
+        assert_eq!(cp.committed(), Some(pos));
+    }
+}

@@ -1,0 +1,261 @@
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag has an environment
+//! variable, because pods are configured through env (lists are comma-separated).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration::clap_parse as duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  # The sidecar: follow a shared file and a socket, print enriched JSON lines on stdout
+  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock --peers envoy,api-server
+
+  # A container's preStop hook, reported from start to exit status
+  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock -- /shared-logs/bin/hooklog sleep 15
+
+  # Distroless images have no sleep, cp or echo
+  hooklog sleep 1m30s
+  hooklog install /shared-logs/bin
+  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'";
+
+/// hooklog: makes Kubernetes preStop hooks visible.
+#[derive(Debug, Parser)]
+#[command(name = "hooklog", version, about, long_about = None, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Format of hooklog's own diagnostics on stderr (records always go to stdout as JSON).
+    #[arg(long, global = true, env = "HOOKLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Format of stderr diagnostics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per event.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The sidecar daemon: follow files and sockets, write enriched JSON records.
+    #[command(after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock \\\n    --podinfo /etc/podinfo --peers envoy,api-server --grace 25s")]
+    Run(RunArgs),
+    /// Run a lifecycle hook command and report its output and how it ended.
+    #[command(after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock \\\n    --file /shared-logs/prestop.log -- /shared-logs/bin/hooklog sleep 15")]
+    Hook(HookArgs),
+    /// Sleep for a duration (for images without a sleep binary).
+    #[command(after_help = "Examples:\n  hooklog sleep 50\n  hooklog sleep 1m30s\n  hooklog sleep 0.5")]
+    Sleep(SleepArgs),
+    /// Copy this executable into a folder (an emptyDir), executable by every user.
+    #[command(after_help = "Example (an init container or native sidecar at start):\n  hooklog install /shared-logs/bin")]
+    Install(InstallArgs),
+    /// Write one well-formed JSON record (instead of hand-written echo JSON).
+    #[command(after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'")]
+    Emit(EmitArgs),
+}
+
+/// Where records go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// JSON lines on stdout (Fargate's Fluent Bit ships them).
+    Stdout,
+    /// CloudWatch Logs, through PutLogEvents.
+    Cloudwatch,
+}
+
+/// `hooklog run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// File to follow (tail -F); created if missing. Repeatable.
+    #[arg(long = "file", env = "HOOKLOG_FILE", value_delimiter = ',')]
+    pub files: Vec<PathBuf>,
+
+    /// Unix stream socket to listen on; a stale socket file is replaced. Repeatable.
+    #[arg(long = "socket", env = "HOOKLOG_SOCKET", value_delimiter = ',')]
+    pub sockets: Vec<PathBuf>,
+
+    /// Permission bits (octal) for files and sockets hooklog creates; the default lets
+    /// containers running as other users append.
+    #[arg(long, env = "HOOKLOG_FILE_MODE", default_value = "666", value_parser = parse_mode)]
+    pub file_mode: u32,
+
+    /// Downward API volume holding `labels` and `annotations` files.
+    #[arg(long, env = "HOOKLOG_PODINFO")]
+    pub podinfo: Option<PathBuf>,
+
+    /// Longest output record in bytes, newline included; longer lines are split into parts.
+    #[arg(long, env = "HOOKLOG_MAX_LINE_BYTES", default_value_t = crate::record::DEFAULT_MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
+
+    /// Most socket connections served at once; more wait to be accepted.
+    #[arg(long, env = "HOOKLOG_MAX_CONNECTIONS", default_value_t = 64)]
+    pub max_connections: usize,
+
+    /// Containers expected to run a hook; on SIGTERM hooklog waits for each.
+    #[arg(long, env = "HOOKLOG_PEERS", value_delimiter = ',')]
+    pub peers: Vec<String>,
+
+    /// Longest hooklog runs after SIGTERM, whatever is pending.
+    #[arg(long, env = "HOOKLOG_GRACE", default_value = "25s", value_parser = duration)]
+    pub grace: Duration,
+
+    /// Quiet period after the last hook ended, for trailing lines.
+    #[arg(long, env = "HOOKLOG_LINGER", default_value = "500ms", value_parser = duration)]
+    pub linger: Duration,
+
+    /// How long after SIGTERM an expected peer may take to announce its hook before it counts as
+    /// missing.
+    #[arg(long, env = "HOOKLOG_ANNOUNCE_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub announce_timeout: Duration,
+
+    /// Where records go: stdout, cloudwatch, or both (`stdout,cloudwatch`).
+    #[arg(long = "output", env = "HOOKLOG_OUTPUT", value_delimiter = ',', value_enum, default_value = "stdout")]
+    pub outputs: Vec<Output>,
+
+    /// CloudWatch Logs group (required with `--output cloudwatch`).
+    #[arg(long, env = "HOOKLOG_LOG_GROUP")]
+    pub log_group: Option<String>,
+
+    /// CloudWatch Logs stream name; `{pod_name}`, `{namespace_name}`, `{pod_id}`, `{pod_ip}`
+    /// and `{host}` are replaced by the pod's values.
+    #[arg(long, env = "HOOKLOG_LOG_STREAM", default_value = "{namespace_name}/{pod_name}")]
+    pub log_stream: String,
+
+    /// Retention to set on a log group hooklog creates (one of CloudWatch's allowed values).
+    #[arg(long, env = "HOOKLOG_RETENTION_DAYS")]
+    pub retention_days: Option<i32>,
+
+    /// Longest a record waits before a CloudWatch batch is sent.
+    #[arg(long, env = "HOOKLOG_FLUSH_INTERVAL", default_value = "1s", value_parser = duration)]
+    pub flush_interval: Duration,
+
+    /// Add CloudWatch Embedded Metric Format to the `hooks.summary` record.
+    #[arg(long, env = "HOOKLOG_EMF")]
+    pub emf: bool,
+
+    /// Metric namespace for `--emf`.
+    #[arg(long, env = "HOOKLOG_EMF_NAMESPACE", default_value = "hooklog")]
+    pub emf_namespace: String,
+}
+
+/// `hooklog hook`.
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The container this hook belongs to.
+    #[arg(long, env = "HOOKLOG_CONTAINER")]
+    pub container: String,
+
+    /// hooklog's socket; tried first.
+    #[arg(long, env = "HOOKLOG_SOCKET")]
+    pub socket: Option<PathBuf>,
+
+    /// The shared file; used when the socket is unreachable (then stderr).
+    #[arg(long, env = "HOOKLOG_FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Kill the command after this long (SIGTERM, then SIGKILL 2 s later).
+    #[arg(long, env = "HOOKLOG_HOOK_TIMEOUT", value_parser = duration)]
+    pub timeout: Option<Duration>,
+
+    /// Which hook this is, reported as `hook`.
+    #[arg(long = "hook-name", env = "HOOKLOG_HOOK_NAME", default_value = "preStop")]
+    pub hook_name: String,
+
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `hooklog sleep`.
+#[derive(Debug, Args)]
+pub struct SleepArgs {
+    /// `50`, `50s`, `1m30s`, `0.5`, `250ms`.
+    #[arg(value_parser = duration)]
+    pub duration: Duration,
+}
+
+/// `hooklog install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Folder to copy the executable into (created if missing).
+    pub dir: PathBuf,
+}
+
+/// `hooklog emit`.
+#[derive(Debug, Args)]
+pub struct EmitArgs {
+    /// The container the record is about.
+    #[arg(long, env = "HOOKLOG_CONTAINER")]
+    pub container: Option<String>,
+
+    /// An extra string field, `key=value`. Repeatable.
+    #[arg(long = "field", value_name = "KEY=VALUE", value_parser = parse_field)]
+    pub fields: Vec<(String, String)>,
+
+    /// hooklog's socket; tried first.
+    #[arg(long, env = "HOOKLOG_SOCKET")]
+    pub socket: Option<PathBuf>,
+
+    /// The shared file; used when the socket is unreachable. With neither, the record goes to
+    /// stdout.
+    #[arg(long, env = "HOOKLOG_FILE")]
+    pub file: Option<PathBuf>,
+
+    /// The message.
+    pub message: String,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.trim_start_matches("0o");
+    u32::from_str_radix(digits, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode such as 666 or 0660"))
+}
+
+fn parse_field(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn modes_and_fields_parse() {
+        assert_eq!(parse_mode("666"), Ok(0o666));
+        assert_eq!(parse_mode("0o640"), Ok(0o640));
+        assert!(parse_mode("999").is_err());
+        assert!(parse_mode("1777").is_err());
+        assert_eq!(parse_field("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_field("=x").is_err());
+    }
+
+    #[test]
+    fn hook_takes_the_command_after_double_dash() {
+        let cli = Cli::try_parse_from(["hooklog", "hook", "--container", "envoy", "--", "sleep", "-x"]).unwrap();
+        match cli.command {
+            Command::Hook(h) => assert_eq!(h.command, vec![OsString::from("sleep"), OsString::from("-x")]),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Run configuration: the command line checked and turned into ready inputs before the runtime
+//! starts, so a bad path or value fails at once with one line that names it.
+
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::cli::{Output, RunArgs};
+use crate::pod::PodMeta;
+use crate::record::MIN_MAX_LINE_BYTES;
+
+/// Retention periods CloudWatch Logs accepts, in days (PutRetentionPolicy,
+/// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html>).
+pub const RETENTION_DAYS: [i32; 22] = [
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+];
+
+/// A usage or configuration error: exit code 64, one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct ConfigError(pub anyhow::Error);
+
+/// `hooklog run`, validated.
+#[derive(Debug)]
+pub struct RunConfig {
+    /// Files to follow, absolute.
+    pub files: Vec<PathBuf>,
+    /// Sockets, bound and listening.
+    pub sockets: Vec<(PathBuf, UnixListener)>,
+    /// The pod's metadata.
+    pub pod: PodMeta,
+    /// Longest output record.
+    pub max_line_bytes: usize,
+    /// Most socket connections at once.
+    pub max_connections: usize,
+    /// Peers expected to run a hook.
+    pub peers: Vec<String>,
+    /// Hard limit after SIGTERM.
+    pub grace: Duration,
+    /// Quiet period after the last hook.
+    pub linger: Duration,
+    /// How long expected peers may take to announce after SIGTERM.
+    pub announce_timeout: Duration,
+    /// Write records to stdout.
+    pub stdout: bool,
+    /// Ship records to CloudWatch Logs.
+    pub cloudwatch: Option<CloudWatchSettings>,
+    /// Add EMF metrics to the summary, in this namespace.
+    pub emf_namespace: Option<String>,
+}
+
+/// The CloudWatch Logs output's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudWatchSettings {
+    /// Log group.
+    pub log_group: String,
+    /// Log stream, template already filled in.
+    pub log_stream: String,
+    /// Retention for a group hooklog creates.
+    pub retention_days: Option<i32>,
+    /// Longest a record waits before it is sent.
+    pub flush_interval: Duration,
+}
+
+impl RunConfig {
+    /// Checks `args`, creates missing input files and binds the sockets.
+    pub fn from_args(args: RunArgs) -> Result<Self, ConfigError> {
+        Self::build(args).map_err(ConfigError)
+    }
+
+    fn build(args: RunArgs) -> anyhow::Result<Self> {
+        if args.files.is_empty() && args.sockets.is_empty() {
+            bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
+        }
+        if args.max_line_bytes < MIN_MAX_LINE_BYTES {
+            bail!("--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}", args.max_line_bytes);
+        }
+        if args.grace.is_zero() {
+            bail!("--grace must be more than 0");
+        }
+        if let Some(dir) = &args.podinfo
+            && !dir.is_dir()
+        {
+            bail!("--podinfo {}: not a directory", dir.display());
+        }
+        let pod = PodMeta::from_env(args.podinfo.as_deref())?;
+        let files = args
+            .files
+            .iter()
+            .map(|p| prepare_file(p, args.file_mode))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut seen = std::collections::HashSet::new();
+        for f in &files {
+            if !seen.insert(f) {
+                bail!("--file {} is given twice", f.display());
+            }
+        }
+        let sockets = args
+            .sockets
+            .iter()
+            .map(|p| bind_socket(p, args.file_mode).map(|l| (p.clone(), l)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let cloudwatch = if args.outputs.contains(&Output::Cloudwatch) {
+            let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
+                bail!("--output cloudwatch needs --log-group (or HOOKLOG_LOG_GROUP)");
+            };
+            if let Some(days) = args.retention_days
+                && !RETENTION_DAYS.contains(&days)
+            {
+                bail!("--retention-days {days} is not one CloudWatch accepts: {RETENTION_DAYS:?}");
+            }
+            Some(CloudWatchSettings {
+                log_group,
+                log_stream: fill_stream_template(&args.log_stream, &pod)?,
+                retention_days: args.retention_days,
+                flush_interval: args.flush_interval,
+            })
+        } else {
+            None
+        };
+        Ok(RunConfig {
+            files,
+            sockets,
+            pod,
+            max_line_bytes: args.max_line_bytes,
+            max_connections: args.max_connections,
+            peers: args.peers.into_iter().filter(|p| !p.is_empty()).collect(),
+            grace: args.grace,
+            linger: args.linger,
+            announce_timeout: args.announce_timeout,
+            stdout: args.outputs.contains(&Output::Stdout),
+            cloudwatch,
+            emf_namespace: args.emf.then_some(args.emf_namespace),
+        })
+    }
+}
+
+/// Makes `path` ready to follow: absolute, not a folder, created with `mode` when missing (so
+/// containers running as other users can append), readable, with a writable checkpoint beside.
+fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("--file {}: not a file name", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).with_context(|| format!("--file {}: cannot create its folder", path.display()))?;
+    let parent = parent
+        .canonicalize()
+        .with_context(|| format!("--file {}: cannot resolve its folder", path.display()))?;
+    let path = parent.join(name);
+    if path.is_dir() {
+        bail!("--file {}: is a directory", path.display());
+    }
+    if !path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(mode)
+            .open(&path)
+            .with_context(|| format!("--file {}: cannot create", path.display()))?;
+        // The umask narrowed the mode at creation; set it as asked.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("--file {}: cannot set mode {mode:o}", path.display()))?;
+    }
+    std::fs::File::open(&path).with_context(|| format!("--file {}: cannot read", path.display()))?;
+    let cp = crate::source::checkpoint::path_for(&path);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&cp)
+        .with_context(|| format!("--file {}: cannot write its checkpoint {}", path.display(), cp.display()))?;
+    Ok(path)
+}
+
+/// Binds a listening socket at `path`, replacing a stale socket file but never a live one.
+fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.is_dir() {
+            bail!("--socket {}: is a directory", path.display());
+        }
+        if !m.file_type().is_socket() {
+            bail!("--socket {}: exists and is not a socket", path.display());
+        }
+        if UnixStream::connect(path).is_ok() {
+            bail!("--socket {}: another process is listening on it", path.display());
+        }
+        std::fs::remove_file(path).with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).with_context(|| format!("--socket {}: cannot bind", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("--socket {}: cannot set mode {mode:o}", path.display()))?;
+    listener
+        .set_nonblocking(true)
+        .with_context(|| format!("--socket {}: cannot make non-blocking", path.display()))?;
+    Ok(listener)
+}
+
+/// Fills `{field}` placeholders from the pod; a field the pod lacks becomes `unknown`. Characters
+/// CloudWatch refuses in stream names (`:` and `*`) become `_`.
+pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .with_context(|| format!("--log-stream {template:?}: unclosed {{"))?;
+        let name = &rest[open + 1..open + close];
+        if !["pod_name", "namespace_name", "pod_id", "pod_ip", "host"].contains(&name) {
+            bail!("--log-stream {template:?}: unknown field {{{name}}} (pod_name, namespace_name, pod_id, pod_ip, host)");
+        }
+        out.push_str(pod.field(name).unwrap_or("unknown"));
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    let out: String = out.chars().map(|c| if c == ':' || c == '*' { '_' } else { c }).collect();
+    if out.is_empty() || out.len() > 512 {
+        bail!("--log-stream {template:?}: gives a name of {} characters (1 to 512 allowed)", out.len());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_template_uses_pod_fields() {
+        let pod = PodMeta {
+            pod_name: Some("api-1".into()),
+            namespace_name: Some("shop".into()),
+            ..PodMeta::default()
+        };
+        assert_eq!(fill_stream_template("{namespace_name}/{pod_name}", &pod).unwrap(), "shop/api-1");
+        assert_eq!(fill_stream_template("x:{host}", &pod).unwrap(), "x_unknown");
+        assert!(fill_stream_template("{nope}", &pod).is_err());
+        assert!(fill_stream_template("{pod_name", &pod).is_err());
+    }
+
+    #[test]
+    fn created_file_gets_the_asked_mode_despite_umask() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = prepare_file(&dir.path().join("sub/prestop.log"), 0o666).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666);
+    }
+
+    #[test]
+    fn a_directory_is_not_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = prepare_file(dir.path(), 0o666).unwrap_err();
+        assert!(format!("{err:#}").contains("is a directory"), "{err:#}");
+    }
+
+    #[test]
+    fn a_live_socket_is_not_stolen_but_a_stale_one_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock");
+        let live = bind_socket(&p, 0o666).unwrap();
+        let err = bind_socket(&p, 0o666).unwrap_err();
+        assert!(format!("{err:#}").contains("another process"), "{err:#}");
+        drop(live);
+        bind_socket(&p, 0o666).unwrap();
+    }
+}

@@ -1,0 +1,292 @@
+//! `hooklog hook -- CMD`: runs a lifecycle hook command and reports it: `hook.started`, every
+//! line of its stdout and stderr, then `hook.finished` with how it ended. Exits with the
+//! command's status (127 when it cannot be found, as shells do) so the kubelet still sees a
+//! failure; the command's output is also passed through to hooklog's own stdout and stderr.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use crate::cli::HookArgs;
+use crate::client::{LastResort, Reporter};
+use crate::framing::{FrameEnd, Framer};
+
+/// Exit status when the command cannot be found (as shells report it).
+pub const EXIT_NOT_FOUND: u8 = 127;
+/// Exit status when the command exists but cannot be run.
+pub const EXIT_CANNOT_RUN: u8 = 126;
+/// Exit status when `--timeout` killed the command (as `timeout(1)` reports it).
+pub const EXIT_TIMED_OUT: u8 = 124;
+/// Exit status when hooklog itself could not start (no runtime).
+pub const EXIT_INTERNAL: u8 = 70;
+
+/// Time between SIGTERM and SIGKILL when the timeout fires.
+const KILL_AFTER: Duration = Duration::from_secs(2);
+
+/// After the command exits, how long to wait for the rest of its output (a background child may
+/// hold the pipes open forever).
+const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// A reported output line is cut into pieces of at most this many bytes.
+const OUTPUT_LINE_MAX: usize = 8 * 1024;
+
+/// How a hook ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookResult {
+    /// `ok`, `failed` or `timed_out`.
+    pub outcome: &'static str,
+    /// Exit code, none when killed by a signal or never started.
+    pub exit_code: Option<i32>,
+    /// Name of the signal that killed it.
+    pub signal: Option<String>,
+    /// What hooklog exits with.
+    pub status: u8,
+    /// One line for people.
+    pub message: String,
+}
+
+/// Runs the hook and returns hooklog's exit status.
+pub fn run(args: HookArgs) -> u8 {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hooklog: cannot start: {e}");
+            return EXIT_INTERNAL;
+        }
+    };
+    rt.block_on(run_async(args))
+}
+
+async fn run_async(args: HookArgs) -> u8 {
+    let mut reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
+    let command: Vec<String> = args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let base = |event: &str| {
+        let mut m = serde_json::Map::new();
+        m.insert("event".into(), json!(event));
+        m.insert("container_name".into(), json!(args.container));
+        m.insert("hook".into(), json!(args.hook_name));
+        m
+    };
+    let mut started = base("hook.started");
+    started.insert("command".into(), json!(command));
+    started.insert(
+        "message".into(),
+        json!(format!("{} hook started: {}", args.hook_name, command.join(" "))),
+    );
+    reporter.send(&Value::Object(started).to_string());
+
+    let start = Instant::now();
+    let result = execute(&args.command, args.timeout, |stream, line, partial| {
+        let mut m = base("hook.output");
+        m.insert("stream".into(), json!(stream));
+        m.insert("message".into(), json!(line));
+        if partial {
+            m.insert("partial".into(), json!(true));
+        }
+        reporter.send(&Value::Object(m).to_string());
+    })
+    .await;
+    let duration_ms = start.elapsed().as_millis() as u64;
+
+    let mut finished = base("hook.finished");
+    finished.insert("outcome".into(), json!(result.outcome));
+    finished.insert("exit_code".into(), json!(result.exit_code));
+    finished.insert("signal".into(), json!(result.signal));
+    finished.insert("duration_ms".into(), json!(duration_ms));
+    finished.insert(
+        "message".into(),
+        json!(format!("{} hook {}: {} after {duration_ms} ms", args.hook_name, result.outcome, result.message)),
+    );
+    reporter.send(&Value::Object(finished).to_string());
+    if result.outcome != "ok" {
+        eprintln!("hooklog: {} hook {}: {}", args.hook_name, result.outcome, result.message);
+    }
+    result.status
+}
+
+/// Runs `command`, handing each output line to `on_line(stream, text, partial)`.
+pub async fn execute(
+    command: &[OsString],
+    timeout: Option<Duration>,
+    mut on_line: impl FnMut(&str, &str, bool),
+) -> HookResult {
+    let Some((program, rest)) = command.split_first() else {
+        return HookResult {
+            outcome: "failed",
+            exit_code: Some(EXIT_NOT_FOUND.into()),
+            signal: None,
+            status: EXIT_NOT_FOUND,
+            message: "no command given".into(),
+        };
+    };
+    let name = program.to_string_lossy().into_owned();
+    let mut child = match Command::new(program)
+        .args(rest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let (status, why) = match e.kind() {
+                std::io::ErrorKind::NotFound => (EXIT_NOT_FOUND, "command not found"),
+                std::io::ErrorKind::PermissionDenied => (EXIT_CANNOT_RUN, "permission denied"),
+                _ => (EXIT_CANNOT_RUN, "cannot run"),
+            };
+            return HookResult {
+                outcome: "failed",
+                exit_code: Some(status.into()),
+                signal: None,
+                status,
+                message: format!("{why}: {name} ({e})"),
+            };
+        }
+    };
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
+    let (tx, mut lines) = mpsc::channel::<(&'static str, String, bool)>(64);
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(read_lines(out, "stdout", tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(read_lines(err, "stderr", tx.clone()));
+    }
+    drop(tx);
+
+    let mut term = signal(SignalKind::terminate()).ok();
+    let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut timed_out = false;
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let status: std::io::Result<ExitStatus> = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            Some((stream, line, partial)) = lines.recv() => {
+                pass_through(stream, &line, partial);
+                on_line(stream, &line, partial);
+            }
+            _ = sleep_until_opt(timeout_at), if !timed_out => {
+                timed_out = true;
+                send(pid, Signal::SIGTERM);
+                kill_at = Some(tokio::time::Instant::now() + KILL_AFTER);
+            }
+            _ = sleep_until_opt(kill_at) => {
+                send(pid, Signal::SIGKILL);
+                kill_at = None;
+            }
+            Some(_) = recv_opt(&mut term) => send(pid, Signal::SIGTERM),
+        }
+    };
+    // The rest of the output, unless something else holds the pipes open.
+    let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
+    while let Ok(Some((stream, line, partial))) = tokio::time::timeout_at(drain_until, lines.recv()).await {
+        pass_through(stream, &line, partial);
+        on_line(stream, &line, partial);
+    }
+    judge(&name, status, timed_out)
+}
+
+fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> HookResult {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Err(e) => HookResult {
+            outcome: "failed",
+            exit_code: None,
+            signal: None,
+            status: EXIT_CANNOT_RUN,
+            message: format!("cannot wait for {name}: {e}"),
+        },
+        Ok(s) => {
+            let signal = s.signal().map(|n| Signal::try_from(n).map(|s| s.as_str().to_string()).unwrap_or_else(|_| n.to_string()));
+            let exit_code = s.code();
+            let (outcome, status) = if timed_out {
+                ("timed_out", EXIT_TIMED_OUT)
+            } else if let Some(code) = exit_code {
+                (if code == 0 { "ok" } else { "failed" }, u8::try_from(code).unwrap_or(1))
+            } else {
+                ("failed", 128u8.saturating_add(s.signal().unwrap_or(0) as u8))
+            };
+            let message = match (&signal, exit_code) {
+                (Some(sig), _) => format!("{name} killed by {sig}"),
+                (None, Some(code)) => format!("{name} exited {code}"),
+                (None, None) => format!("{name} ended"),
+            };
+            HookResult {
+                outcome,
+                exit_code,
+                signal,
+                status,
+                message,
+            }
+        }
+    }
+}
+
+fn send(pid: Option<Pid>, sig: Signal) {
+    if let Some(pid) = pid {
+        // The child may have exited already; then there is nothing to signal.
+        let _ = kill(pid, sig);
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_opt(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The command's output also goes to hooklog's own stdout and stderr, as if hooklog were not
+/// there (the kubelet keeps a failed hook's output in its event).
+fn pass_through(stream: &str, line: &str, partial: bool) {
+    let end = if partial { "" } else { "\n" };
+    // Nobody to tell if our own stdout or stderr is gone.
+    let _ = if stream == "stdout" {
+        write!(std::io::stdout().lock(), "{line}{end}")
+    } else {
+        write!(std::io::stderr().lock(), "{line}{end}")
+    };
+}
+
+async fn read_lines(
+    mut r: impl AsyncRead + Unpin,
+    stream: &'static str,
+    tx: mpsc::Sender<(&'static str, String, bool)>,
+) {
+    let mut framer = Framer::new(OUTPUT_LINE_MAX);
+    let mut buf = vec![0u8; 8192];
+    let mut out = Vec::new();
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        framer.feed(&buf[..n], |f| {
+            out.push((String::from_utf8_lossy(f.bytes).into_owned(), f.end == FrameEnd::Cut))
+        });
+        for (line, partial) in out.drain(..) {
+            if tx.send((stream, line, partial)).await.is_err() {
+                return;
+            }
+        }
+    }
+    framer.finish(|f| out.push((String::from_utf8_lossy(f.bytes).into_owned(), false)));
+    for (line, partial) in out.drain(..) {
+        let _ = tx.send((stream, line, partial)).await; // Receiver gone: the hook is over.
+    }
+}

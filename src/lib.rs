@@ -1,0 +1,32 @@
+//! hooklog makes Kubernetes lifecycle hooks visible.
+//!
+//! One static binary with several roles:
+//! - [`daemon`] (`hooklog run`), the sidecar: [`source`]s follow a shared file ([`source::file`])
+//!   and a Unix socket ([`source::socket`]); [`framing`] cuts their bytes into lines and
+//!   [`record`] turns each into an enriched JSON record with the pod's metadata from [`pod`].
+//!   Records travel in [`batch::Batch`]es through a bounded channel to the [`sink`]s. On
+//!   SIGTERM ([`lifecycle::signal`]) it waits for its [`lifecycle::peers`] to finish their hooks,
+//!   then emits a `hooks.summary` record and exits within `--grace`.
+//! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
+//!   through [`client`].
+//! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
+//!
+//! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
+//! [`duration`] and [`timefmt`] read and write times.
+#![forbid(unsafe_code)]
+
+pub mod batch;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod duration;
+pub mod framing;
+pub mod hook;
+pub mod lifecycle;
+pub mod pod;
+pub mod record;
+pub mod sink;
+pub mod source;
+pub mod timefmt;
+pub mod tools;

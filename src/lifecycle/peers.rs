@@ -1,0 +1,309 @@
+//! Peers: the containers whose hooks the daemon waits for, what each hook did, and the
+//! `hooks.summary` record that reports it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::record::{HookEvent, HookEventKind};
+
+/// What is known of one peer's hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerState {
+    /// Named by `--peers`, not heard from yet.
+    Expected,
+    /// `hook.started` seen.
+    Running {
+        /// When the start was read.
+        since: Instant,
+    },
+    /// `hook.finished` seen.
+    Finished {
+        /// `ok`, `failed` or `timed_out`.
+        outcome: String,
+        /// Exit status; none when killed.
+        exit_code: Option<i64>,
+        /// Duration the wrapper measured.
+        duration_ms: Option<u64>,
+    },
+}
+
+/// The outcome of one peer in the summary.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PeerOutcome {
+    /// `ok`, `failed`, `timed_out`, `missing` or `unfinished`.
+    pub outcome: String,
+    /// Exit status, when the hook exited.
+    pub exit_code: Option<i64>,
+    /// How long it ran (so far, when unfinished).
+    pub duration_ms: Option<u64>,
+}
+
+/// All peers, shared by the sources (which report events) and the shutdown sequence (which
+/// waits on them).
+#[derive(Debug, Default)]
+pub struct Peers {
+    /// Peer name to state, sorted so the summary is stable.
+    state: Mutex<BTreeMap<String, PeerState>>,
+    /// Woken on every change.
+    changed: Notify,
+}
+
+impl Peers {
+    /// Peers with `expected` names waiting to report.
+    pub fn new(expected: &[String]) -> Self {
+        let state = expected
+            .iter()
+            .map(|n| (n.clone(), PeerState::Expected))
+            .collect();
+        Peers {
+            state: Mutex::new(state),
+            changed: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PeerState>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes in a hook event read from an input.
+    pub fn observe(&self, event: HookEvent) {
+        let mut st = self.lock();
+        let new = match event.kind {
+            HookEventKind::Started => PeerState::Running {
+                since: Instant::now(),
+            },
+            HookEventKind::Finished {
+                outcome,
+                exit_code,
+                duration_ms,
+            } => PeerState::Finished {
+                outcome,
+                exit_code,
+                duration_ms,
+            },
+        };
+        tracing::debug!(container = %event.container, state = ?new, "peer");
+        st.insert(event.container, new);
+        drop(st);
+        self.changed.notify_waiters();
+    }
+
+    /// The peers still waited for: those running a hook, and (until `announce_over`) those
+    /// expected but not heard from.
+    pub fn pending(&self, announce_over: bool) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, s)| match s {
+                PeerState::Running { .. } => true,
+                PeerState::Expected => !announce_over,
+                PeerState::Finished { .. } => false,
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// True when some expected peer has not been heard from.
+    pub fn any_unannounced(&self) -> bool {
+        self.lock().values().any(|s| *s == PeerState::Expected)
+    }
+
+    /// Waits until no peer is pending, expected peers being given until `announce_by` to
+    /// announce themselves; gives up at `deadline`. Logs what is pending every `report_every`.
+    /// Returns true when every peer is done.
+    pub async fn wait_done(&self, announce_by: Instant, deadline: Instant, report_every: Duration) -> bool {
+        let mut next_report = Instant::now() + report_every;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let now = Instant::now();
+            let pending = self.pending(now >= announce_by);
+            if pending.is_empty() {
+                return true;
+            }
+            if now >= deadline {
+                tracing::warn!(pending = ?pending, "grace deadline reached with hooks still pending");
+                return false;
+            }
+            if now >= next_report {
+                tracing::info!(pending = ?pending, "waiting for peer hooks");
+                next_report = now + report_every;
+            }
+            let mut wake = deadline.min(next_report);
+            if self.any_unannounced() && announce_by > now {
+                wake = wake.min(announce_by);
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Every peer's outcome as of now.
+    pub fn outcomes(&self) -> BTreeMap<String, PeerOutcome> {
+        let now = Instant::now();
+        self.lock()
+            .iter()
+            .map(|(name, s)| {
+                let o = match s {
+                    PeerState::Expected => PeerOutcome {
+                        outcome: "missing".into(),
+                        exit_code: None,
+                        duration_ms: None,
+                    },
+                    PeerState::Running { since } => PeerOutcome {
+                        outcome: "unfinished".into(),
+                        exit_code: None,
+                        duration_ms: Some(now.duration_since(*since).as_millis() as u64),
+                    },
+                    PeerState::Finished {
+                        outcome,
+                        exit_code,
+                        duration_ms,
+                    } => PeerOutcome {
+                        outcome: outcome.clone(),
+                        exit_code: *exit_code,
+                        duration_ms: *duration_ms,
+                    },
+                };
+                (name.clone(), o)
+            })
+            .collect()
+    }
+}
+
+/// The outcomes the summary counts, in the order its message lists them.
+pub const OUTCOMES: [&str; 5] = ["ok", "failed", "timed_out", "missing", "unfinished"];
+
+/// The members of the `hooks.summary` record (without time, hooklog and kubernetes), as JSON
+/// object members: `"event":"hooks.summary","message":...,"peers":{...},"counts":{...}`.
+pub fn summary_members(outcomes: &BTreeMap<String, PeerOutcome>) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Value, json};
+    let mut counts = serde_json::Map::new();
+    for o in OUTCOMES {
+        let n = outcomes.values().filter(|p| p.outcome == o).count();
+        counts.insert(o.to_string(), json!(n));
+    }
+    let mut parts: Vec<String> = OUTCOMES
+        .iter()
+        .filter_map(|o| {
+            let n = counts[*o].as_u64().unwrap_or(0);
+            (n > 0).then(|| format!("{n} {o}"))
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push("no hooks seen".to_string());
+    }
+    let bad: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, p)| p.outcome != "ok")
+        .map(|(n, p)| format!("{n}={}", p.outcome))
+        .collect();
+    let mut message = format!("hooks: {}", parts.join(", "));
+    if !bad.is_empty() {
+        message.push_str(&format!(" ({})", bad.join(", ")));
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("event".into(), json!("hooks.summary"));
+    m.insert("message".into(), Value::String(message));
+    m.insert("peers".into(), json!(outcomes));
+    m.insert("counts".into(), Value::Object(counts));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(c: &str, outcome: &str, code: Option<i64>) -> HookEvent {
+        HookEvent {
+            container: c.into(),
+            kind: HookEventKind::Finished {
+                outcome: outcome.into(),
+                exit_code: code,
+                duration_ms: Some(5),
+            },
+        }
+    }
+
+    #[test]
+    fn expected_peer_never_heard_from_is_missing() {
+        let p = Peers::new(&["envoy".into(), "api-server".into()]);
+        p.observe(finished("api-server", "ok", Some(0)));
+        assert_eq!(p.pending(false), vec!["envoy".to_string()]);
+        assert!(p.pending(true).is_empty());
+        let o = p.outcomes();
+        assert_eq!(o["envoy"].outcome, "missing");
+        assert_eq!(o["api-server"].outcome, "ok");
+    }
+
+    #[test]
+    fn running_peer_is_pending_and_unfinished() {
+        let p = Peers::new(&[]);
+        p.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+        assert_eq!(p.pending(true), vec!["envoy".to_string()]);
+        assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
+        p.observe(finished("envoy", "failed", Some(127)));
+        assert!(p.pending(true).is_empty());
+        assert_eq!(p.outcomes()["envoy"].exit_code, Some(127));
+    }
+
+    #[test]
+    fn summary_counts_and_names_bad_hooks() {
+        let p = Peers::new(&["a".into()]);
+        p.observe(finished("b", "failed", Some(127)));
+        p.observe(finished("c", "ok", Some(0)));
+        let m = summary_members(&p.outcomes());
+        assert_eq!(m["counts"]["failed"], 1);
+        assert_eq!(m["counts"]["missing"], 1);
+        assert_eq!(m["counts"]["ok"], 1);
+        assert_eq!(m["message"], "hooks: 1 ok, 1 failed, 1 missing (a=missing, b=failed)");
+        assert_eq!(m["peers"]["b"]["exit_code"], 127);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_done_returns_when_the_last_hook_finishes() {
+        let p = std::sync::Arc::new(Peers::new(&["envoy".into()]));
+        let start = Instant::now();
+        let p2 = p.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            p2.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            p2.observe(finished("envoy", "ok", Some(0)));
+        });
+        let done = p
+            .wait_done(start + Duration::from_secs(5), start + Duration::from_secs(20), Duration::from_secs(5))
+            .await;
+        assert!(done);
+        assert_eq!(Instant::now() - start, Duration::from_secs(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_done_gives_up_on_silent_peers_after_the_announce_window() {
+        let p = Peers::new(&["envoy".into()]);
+        let start = Instant::now();
+        let done = p
+            .wait_done(start + Duration::from_secs(2), start + Duration::from_secs(20), Duration::from_secs(5))
+            .await;
+        assert!(done);
+        assert_eq!(Instant::now() - start, Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_done_stops_at_the_deadline() {
+        let p = Peers::new(&[]);
+        p.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+        let start = Instant::now();
+        let done = p
+            .wait_done(start, start + Duration::from_secs(9), Duration::from_secs(5))
+            .await;
+        assert!(!done);
+        assert_eq!(Instant::now() - start, Duration::from_secs(9));
+    }
+}

@@ -1,0 +1,95 @@
+//! The `hooklog` binary: parses the command line, sets up stderr diagnostics, and dispatches.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use hooklog::cli::{Cli, Command, LogFormat};
+use hooklog::config::RunConfig;
+use hooklog::{daemon, hook, lifecycle, tools};
+
+/// Usage or configuration error (BSD sysexits EX_USAGE).
+const EXIT_USAGE: u8 = 64;
+/// The daemon failed while running.
+const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            // If even this cannot be printed, the exit code still tells.
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let default_level = if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" };
+    init_tracing(cli.log_format, default_level);
+    ExitCode::from(match cli.command {
+        Command::Run(args) => run(args),
+        Command::Hook(args) => hook::run(args),
+        Command::Sleep(args) => {
+            std::thread::sleep(args.duration);
+            0
+        }
+        Command::Install(args) => match tools::install(&args.dir) {
+            Ok(path) => {
+                println!("{}", path.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("hooklog: {e:#}");
+                EXIT_FAILURE
+            }
+        },
+        Command::Emit(args) => {
+            tools::emit(&args);
+            0
+        }
+    })
+}
+
+fn run(args: hooklog::cli::RunArgs) -> u8 {
+    let cfg = match RunConfig::from_args(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hooklog")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hooklog: cannot start the runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let result = rt.block_on(async { daemon::run(cfg, lifecycle::signal::terminate()).await });
+    // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
+    rt.shutdown_timeout(Duration::from_millis(50));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("hooklog: {e:#}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat, default_level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    match format {
+        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}

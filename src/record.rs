@@ -1,0 +1,489 @@
+//! The record: turns one framed line into one or more enriched JSON lines.
+//!
+//! A plain line becomes `{"time","message","hooklog","kubernetes"}`; a JSON object keeps its
+//! fields. The keys `time`, `kubernetes` and `hooklog` belong to hooklog: a line cannot spoof
+//! them, its own values move to `hooklog.shadowed`. A record that would be longer than the
+//! output cap is split into parts that carry `hooklog.split = {id, index, last}`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::batch::Batch;
+use crate::framing::{Frame, FrameEnd};
+use crate::pod::{PodMeta, json_str};
+
+/// Smallest output cap accepted: room for the envelope and some message.
+pub const MIN_MAX_LINE_BYTES: usize = 1024;
+
+/// Default output cap. containerd splits stdout lines over 16 KiB into partial lines that
+/// Fargate's log router does not rejoin (and drops lines over ~66 KB), so one record stays below.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 - 1;
+
+/// Keys of a JSON line that hooklog owns.
+const RESERVED: [&str; 3] = ["time", "kubernetes", "hooklog"];
+
+/// What hooklog had to do to a line, reported in `hooklog.flags`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags(u8);
+
+impl Flags {
+    /// Bytes that were not UTF-8 were replaced by U+FFFD.
+    pub const INVALID_UTF8: Flags = Flags(1);
+    /// The line holds control characters (NUL included); JSON escapes them.
+    pub const CONTROL_CHARS: Flags = Flags(2);
+    /// The line looked like a JSON object but did not parse (bad quoting, too deep, trailing
+    /// text): it is kept as text.
+    pub const INVALID_JSON: Flags = Flags(4);
+    /// The stream ended before the line's newline (writer gone mid-line, file rotated away).
+    pub const NO_NEWLINE: Flags = Flags(8);
+    /// The line used a key hooklog owns; its value is in `hooklog.shadowed`.
+    pub const SHADOWED: Flags = Flags(16);
+    /// A JSON object too large for one record: kept as text and split.
+    pub const JSON_TOO_LARGE: Flags = Flags(32);
+
+    const NAMES: [(Flags, &'static str); 6] = [
+        (Flags::INVALID_UTF8, "invalid_utf8"),
+        (Flags::CONTROL_CHARS, "control_chars"),
+        (Flags::INVALID_JSON, "invalid_json"),
+        (Flags::NO_NEWLINE, "no_newline"),
+        (Flags::SHADOWED, "shadowed_key"),
+        (Flags::JSON_TOO_LARGE, "json_too_large"),
+    ];
+
+    fn has(self, f: Flags) -> bool {
+        self.0 & f.0 != 0
+    }
+
+    fn set(&mut self, f: Flags) {
+        self.0 |= f.0;
+    }
+}
+
+/// A lifecycle report found in a line (`event: hook.started` / `hook.finished`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookEvent {
+    /// The container whose hook it is.
+    pub container: String,
+    /// Started or finished, with how.
+    pub kind: HookEventKind,
+}
+
+/// What a hook event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookEventKind {
+    /// The hook began.
+    Started,
+    /// The hook ended.
+    Finished {
+        /// `ok`, `failed` or `timed_out` as the wrapper judged it.
+        outcome: String,
+        /// Exit status, none when killed by a signal.
+        exit_code: Option<i64>,
+        /// How long it ran.
+        duration_ms: Option<u64>,
+    },
+}
+
+/// The parts of every record that depend only on the pod and the settings, built once.
+#[derive(Debug)]
+pub struct Enrichment {
+    /// The pod's scalar `kubernetes` members.
+    pod_members: String,
+    /// The pod's `labels` and `annotations` members.
+    map_members: String,
+    /// Longest record written, newline included.
+    max_line: usize,
+    /// Prefix of split ids, unique to this run of hooklog.
+    split_prefix: String,
+    /// Counter behind split ids.
+    split_seq: AtomicU64,
+}
+
+impl Enrichment {
+    /// Enrichment for `pod`, with records capped at `max_line` bytes.
+    pub fn new(pod: &PodMeta, max_line: usize) -> Self {
+        let (pod_members, map_members) = pod.kubernetes_members();
+        Enrichment {
+            pod_members,
+            map_members,
+            max_line: max_line.max(MIN_MAX_LINE_BYTES),
+            split_prefix: format!("{:x}", crate::timefmt::now_ms()),
+            split_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The cap on one record.
+    pub fn max_line(&self) -> usize {
+        self.max_line
+    }
+
+    /// Writes the `"kubernetes":{...}` member; `container_name` sits between the pod's scalars
+    /// and its labels, as in Fluent Bit's output.
+    pub fn write_kubernetes(&self, out: &mut Vec<u8>, container: Option<&str>) {
+        out.extend_from_slice(b"\"kubernetes\":{");
+        let mut empty = true;
+        let mut member = |out: &mut Vec<u8>| {
+            if !empty {
+                out.push(b',');
+            }
+            empty = false;
+        };
+        if !self.pod_members.is_empty() {
+            member(out);
+            out.extend_from_slice(self.pod_members.as_bytes());
+        }
+        if let Some(c) = container {
+            member(out);
+            out.extend_from_slice(b"\"container_name\":");
+            write_str(out, c);
+        }
+        if !self.map_members.is_empty() {
+            member(out);
+            out.extend_from_slice(self.map_members.as_bytes());
+        }
+        out.push(b'}');
+    }
+
+    fn next_split_id(&self) -> String {
+        let n = self.split_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n:x}", self.split_prefix)
+    }
+}
+
+/// Turns the frames of one input stream into records. One per stream, because it remembers the
+/// split state of a line that spans frames.
+#[derive(Debug)]
+pub struct Encoder {
+    /// Shared enrichment.
+    enrichment: Arc<Enrichment>,
+    /// `hooklog.input` as a JSON string literal, e.g. `"file:/shared-logs/prestop.log"`.
+    input: String,
+    /// The split line in progress: its id and the next part's index.
+    split: Option<(String, u32)>,
+}
+
+/// The content of a record.
+enum Body<'a> {
+    /// A `message` string.
+    Text(&'a str),
+    /// Members of a JSON object line, reserved keys removed.
+    Fields(&'a [(Key<'a>, &'a RawValue)]),
+}
+
+impl Encoder {
+    /// An encoder for the stream called `input` (shown in `hooklog.input`).
+    pub fn new(enrichment: Arc<Enrichment>, input: &str) -> Self {
+        Encoder {
+            enrichment,
+            input: json_str(input),
+            split: None,
+        }
+    }
+
+    /// Encodes one frame read at `time_ms` into `out`, and reports any hook event it carries.
+    pub fn encode(&mut self, frame: Frame<'_>, time_ms: i64, out: &mut Batch) -> Option<HookEvent> {
+        let time = crate::timefmt::rfc3339_ms(time_ms);
+        let mut flags = Flags::default();
+        if frame.end == FrameEnd::Eof {
+            flags.set(Flags::NO_NEWLINE);
+        }
+        let is_piece = frame.continued || frame.end == FrameEnd::Cut;
+        let text: Cow<'_, str> = match std::str::from_utf8(frame.bytes) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => {
+                flags.set(Flags::INVALID_UTF8);
+                String::from_utf8_lossy(frame.bytes)
+            }
+        };
+        if !is_piece && !flags.has(Flags::INVALID_UTF8) && looks_like_object(frame.bytes) {
+            match serde_json::from_str::<Fields<'_>>(&text) {
+                Ok(fields) => {
+                    let start = out.buf.len();
+                    let event = self.write_object(&fields.0, flags, &time, &mut out.buf);
+                    if out.buf.len() - start <= self.enrichment.max_line {
+                        out.push_record(time_ms);
+                        return event;
+                    }
+                    out.buf.truncate(start);
+                    flags.set(Flags::JSON_TOO_LARGE);
+                    self.write_text(&text, flags, None, frame.end != FrameEnd::Cut, true, &time, time_ms, out);
+                    return event;
+                }
+                Err(_) => flags.set(Flags::INVALID_JSON),
+            }
+        }
+        if has_control_chars(&text) {
+            flags.set(Flags::CONTROL_CHARS);
+        }
+        self.write_text(&text, flags, None, frame.end != FrameEnd::Cut, is_piece, &time, time_ms, out);
+        None
+    }
+
+    /// Writes a record with a `message`, splitting it into parts when it would not fit.
+    #[allow(clippy::too_many_arguments)]
+    fn write_text(
+        &mut self,
+        text: &str,
+        flags: Flags,
+        container: Option<&str>,
+        line_ends_here: bool,
+        force_split: bool,
+        time: &[u8],
+        time_ms: i64,
+        out: &mut Batch,
+    ) {
+        let max = self.enrichment.max_line;
+        if !force_split && self.split.is_none() {
+            let start = out.buf.len();
+            self.write_record(&mut out.buf, time, container, Body::Text(text), flags, None, &[]);
+            if out.buf.len() - start <= max {
+                out.push_record(time_ms);
+                return;
+            }
+            out.buf.truncate(start);
+        }
+        let (id, mut index) = match self.split.take() {
+            Some(s) => s,
+            None => (self.enrichment.next_split_id(), 0),
+        };
+        // The envelope with the widest split member it can have, to size the message budget.
+        let mut scratch = Vec::new();
+        self.write_record(&mut scratch, time, container, Body::Text(""), flags, Some((&id, u32::MAX, false)), &[]);
+        let budget = max.saturating_sub(scratch.len()).max(64);
+        let mut rest = text;
+        loop {
+            let cut = escaped_prefix(rest, budget);
+            let (piece, tail) = rest.split_at(cut);
+            let last = tail.is_empty() && line_ends_here;
+            self.write_record(&mut out.buf, time, container, Body::Text(piece), flags, Some((&id, index, last)), &[]);
+            out.push_record(time_ms);
+            index = index.saturating_add(1);
+            rest = tail;
+            if rest.is_empty() {
+                break;
+            }
+        }
+        if !line_ends_here {
+            self.split = Some((id, index));
+        }
+    }
+
+    /// Writes a JSON object line's record; returns the hook event it carries, if any.
+    fn write_object(
+        &self,
+        fields: &[(Key<'_>, &RawValue)],
+        mut flags: Flags,
+        time: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Option<HookEvent> {
+        let mut container: Option<String> = None;
+        let mut kept: Vec<(Key<'_>, &RawValue)> = Vec::with_capacity(fields.len());
+        let mut shadowed: Vec<(Key<'_>, &RawValue)> = Vec::new();
+        for (k, v) in fields {
+            if k.0 == "container_name" {
+                match serde_json::from_str::<String>(v.get()) {
+                    Ok(c) => container = Some(c),
+                    Err(_) => shadowed.push((k.clone(), v)),
+                }
+            } else if RESERVED.contains(&k.0.as_ref()) {
+                shadowed.push((k.clone(), v));
+            } else {
+                kept.push((k.clone(), v));
+            }
+        }
+        if !shadowed.is_empty() {
+            flags.set(Flags::SHADOWED);
+        }
+        self.write_record(out, time, container.as_deref(), Body::Fields(&kept), flags, None, &shadowed);
+        hook_event(&kept, container)
+    }
+
+    /// Writes one record and its newline.
+    #[allow(clippy::too_many_arguments)]
+    fn write_record(
+        &self,
+        out: &mut Vec<u8>,
+        time: &[u8],
+        container: Option<&str>,
+        body: Body<'_>,
+        flags: Flags,
+        split: Option<(&str, u32, bool)>,
+        shadowed: &[(Key<'_>, &RawValue)],
+    ) {
+        out.extend_from_slice(b"{\"time\":\"");
+        out.extend_from_slice(time);
+        out.push(b'"');
+        if let Some(c) = container {
+            out.extend_from_slice(b",\"container_name\":");
+            write_str(out, c);
+        }
+        match body {
+            Body::Text(t) => {
+                out.extend_from_slice(b",\"message\":");
+                write_str(out, t);
+            }
+            Body::Fields(fields) => {
+                for (k, v) in fields {
+                    out.push(b',');
+                    write_str(out, &k.0);
+                    out.push(b':');
+                    out.extend_from_slice(v.get().as_bytes());
+                }
+            }
+        }
+        out.extend_from_slice(b",\"hooklog\":{\"input\":");
+        out.extend_from_slice(self.input.as_bytes());
+        if flags != Flags::default() {
+            out.extend_from_slice(b",\"flags\":[");
+            let mut first = true;
+            for (f, name) in Flags::NAMES {
+                if flags.has(f) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    out.push(b'"');
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b'"');
+                }
+            }
+            out.push(b']');
+        }
+        if let Some((id, index, last)) = split {
+            out.extend_from_slice(b",\"split\":{\"id\":");
+            write_str(out, id);
+            out.extend_from_slice(format!(",\"index\":{index},\"last\":{last}}}").as_bytes());
+        }
+        if !shadowed.is_empty() {
+            out.extend_from_slice(b",\"shadowed\":{");
+            for (i, (k, v)) in shadowed.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, &k.0);
+                out.push(b':');
+                out.extend_from_slice(v.get().as_bytes());
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"},");
+        self.enrichment.write_kubernetes(out, container);
+        out.extend_from_slice(b"}\n");
+    }
+}
+
+/// Finds a hook event among a JSON line's members.
+fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<String>) -> Option<HookEvent> {
+    let get = |name: &str| fields.iter().find(|(k, _)| k.0 == name).map(|(_, v)| v.get());
+    let event: String = serde_json::from_str(get("event")?).ok()?;
+    let kind = match event.as_str() {
+        "hook.started" => HookEventKind::Started,
+        "hook.finished" => HookEventKind::Finished {
+            outcome: get("outcome")
+                .and_then(|v| serde_json::from_str::<String>(v).ok())
+                .unwrap_or_else(|| "failed".to_string()),
+            exit_code: get("exit_code").and_then(|v| serde_json::from_str(v).ok()),
+            duration_ms: get("duration_ms").and_then(|v| serde_json::from_str(v).ok()),
+        },
+        _ => return None,
+    };
+    Some(HookEvent {
+        container: container?,
+        kind,
+    })
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing to a Vec cannot fail, and a &str always serialises.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Bytes `c` takes inside a JSON string as serde_json writes it.
+fn escaped_char_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        '\0'..='\u{1f}' => 6,
+        _ => c.len_utf8(),
+    }
+}
+
+/// Bytes `s` takes inside a JSON string as serde_json writes it.
+pub fn escaped_len(s: &str) -> usize {
+    s.chars().map(escaped_char_len).sum()
+}
+
+/// The longest prefix of `s` (in bytes, on a character boundary, at least one character) whose
+/// escaped form fits in `budget` bytes.
+fn escaped_prefix(s: &str, budget: usize) -> usize {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        used += escaped_char_len(c);
+        if used > budget {
+            return if i == 0 { c.len_utf8() } else { i };
+        }
+    }
+    s.len()
+}
+
+fn has_control_chars(s: &str) -> bool {
+    s.bytes().any(|b| b < 0x20 && b != b'\t')
+}
+
+fn looks_like_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// A key of a JSON line, borrowed when it has no escapes.
+#[derive(Debug, Clone)]
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The top-level members of a JSON object, in order, values left as raw JSON text.
+struct Fields<'a>(Vec<(Key<'a>, &'a RawValue)>);
+
+impl<'de> de::Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(8));
+                while let Some(entry) = m.next_entry::<Key<'de>, &'de RawValue>()? {
+                    v.push(entry);
+                }
+                Ok(Fields(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests;

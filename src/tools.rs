@@ -1,0 +1,85 @@
+//! Small tools for distroless images, which have no shell and no coreutils: `sleep`, `install`
+//! (copy this executable into a shared folder) and `emit` (one well-formed record).
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use crate::cli::EmitArgs;
+use crate::client::{LastResort, Reporter};
+
+/// Mode of the installed executable: every user may run it (containers often run as other
+/// users than the one that installed it).
+pub const INSTALL_MODE: u32 = 0o755;
+
+/// Copies the running executable to `<dir>/hooklog`, atomically (a container starting at the same
+/// moment sees the old file or the whole new one), executable by every user. Returns the path.
+pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find my own executable")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let target = dir.join("hooklog");
+    let tmp = dir.join(format!(".hooklog.{}.tmp", std::process::id()));
+    std::fs::copy(&exe, &tmp).with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(INSTALL_MODE))
+        .with_context(|| format!("cannot make {} executable", tmp.display()))?;
+    std::fs::rename(&tmp, &target).with_context(|| format!("cannot move {} into place", target.display()))?;
+    Ok(target)
+}
+
+/// Builds the record `emit` writes: `container_name`, the fields, then `message`.
+pub fn emit_record(args: &EmitArgs) -> String {
+    let mut m = serde_json::Map::new();
+    if let Some(c) = &args.container {
+        m.insert("container_name".into(), json!(c));
+    }
+    for (k, v) in &args.fields {
+        m.insert(k.clone(), json!(v));
+    }
+    m.insert("message".into(), json!(args.message));
+    Value::Object(m).to_string()
+}
+
+/// Writes one record to the socket, the file, or stdout when neither is given.
+pub fn emit(args: &EmitArgs) {
+    let last = if args.socket.is_none() && args.file.is_none() {
+        LastResort::Stdout
+    } else {
+        LastResort::Stderr
+    };
+    let mut r = Reporter::new(args.socket.clone(), args.file.clone(), last);
+    r.send(&emit_record(args));
+    // Nothing to report a flush failure to.
+    let _ = std::io::stdout().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emit_quotes_what_echo_gets_wrong() {
+        let args = EmitArgs {
+            container: Some("api-server".into()),
+            fields: vec![("phase".into(), "drain \"now\"".into())],
+            socket: None,
+            file: None,
+            message: "it's 100% \\ done\n".into(),
+        };
+        let v: Value = serde_json::from_str(&emit_record(&args)).unwrap();
+        assert_eq!(v["container_name"], "api-server");
+        assert_eq!(v["phase"], "drain \"now\"");
+        assert_eq!(v["message"], "it's 100% \\ done\n");
+    }
+
+    #[test]
+    fn install_copies_an_executable_for_everyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = install(&dir.path().join("bin")).unwrap();
+        let m = std::fs::metadata(&target).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o755);
+        assert_eq!(m.len(), std::fs::metadata(std::env::current_exe().unwrap()).unwrap().len());
+    }
+}
