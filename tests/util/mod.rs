@@ -1,0 +1,205 @@
+//! Test helpers: temporary pods (a folder standing in for the emptyDir), the real `hooklog`
+//! binary as a child process with its stdout and stderr collected, and polling under a timeout.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub fn hooklog_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hooklog"))
+}
+
+/// A `Command` for the binary under test, with a clean Downward API environment.
+pub fn hooklog() -> Command {
+    let mut c = Command::new(hooklog_bin());
+    for k in ["POD_NAME", "POD_NAMESPACE", "POD_UID", "POD_IP", "NODE_NAME"] {
+        c.env_remove(k);
+    }
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HOOKLOG_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// Polls `check` every 10 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if check() {
+            return true;
+        }
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Lines a child wrote to one stream, collected by a thread.
+#[derive(Clone, Default)]
+pub struct Collected(Arc<Mutex<Vec<String>>>);
+
+impl Collected {
+    fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
+        let c = Collected::default();
+        let lines = c.0.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(r);
+            let mut buf = Vec::new();
+            while let Ok(n) = r.read_until(b'\n', &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let line = String::from_utf8_lossy(&buf).trim_end_matches('\n').to_string();
+                lines.lock().unwrap().push(line);
+                buf.clear();
+            }
+        });
+        c
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The number of lines so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+/// A running `hooklog run`.
+pub struct Daemon {
+    pub child: Child,
+    pub stdout: Collected,
+    pub stderr: Collected,
+    pub started: Instant,
+}
+
+impl Daemon {
+    /// Starts `hooklog run ARGS` with `env` and waits until it says it is ready.
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = hooklog();
+        cmd.arg("run").args(args).envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
+    /// Starts a prepared command (whose subcommand is `run`) and waits for readiness.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        let started = Instant::now();
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hooklog");
+        let stdout = Collected::spawn(child.stdout.take().unwrap());
+        let stderr = Collected::spawn(child.stderr.take().unwrap());
+        let d = Daemon {
+            child,
+            stdout,
+            stderr,
+            started,
+        };
+        let ready = wait_until(Duration::from_secs(10), || {
+            d.stderr.lines().iter().any(|l| l.contains("hooklog ready"))
+        });
+        assert!(ready, "hooklog did not become ready; stderr: {:#?}", d.stderr.lines());
+        d
+    }
+
+    /// Every stdout line parsed as JSON (a line that is not JSON fails the test).
+    pub fn records(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}")))
+            .collect()
+    }
+
+    /// Waits until `n` records have come out.
+    pub fn wait_records(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        let ok = wait_until(timeout, || self.stdout.len() >= n);
+        assert!(
+            ok,
+            "expected {n} records, got {}: {:#?}\nstderr: {:#?}",
+            self.stdout.len(),
+            self.stdout.lines(),
+            self.stderr.lines()
+        );
+        self.records()
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args(["-s", sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(st.success());
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Waits for exit; panics (after killing it) when it takes longer than `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                // Let the collector threads finish reading the pipes.
+                let _ = wait_until(Duration::from_secs(2), || false);
+                return st;
+            }
+            if start.elapsed() > timeout {
+                let _ = self.child.kill();
+                panic!(
+                    "hooklog did not exit within {timeout:?}; stderr: {:#?}",
+                    self.stderr.lines()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
+pub fn sh(dir: &Path, script: &str) {
+    let st = Command::new("sh").arg("-c").arg(script).current_dir(dir).status().expect("run sh");
+    assert!(st.success(), "sh -c {script:?} failed: {st}");
+}
+
+/// The `message` of every record, in order.
+pub fn messages(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| r["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The Downward API environment of a test pod.
+pub const POD_ENV: [(&str, &str); 5] = [
+    ("POD_NAME", "api-server-7d9f5"),
+    ("POD_NAMESPACE", "shop"),
+    ("POD_UID", "0b1c2d3e-aaaa-bbbb-cccc-0123456789ab"),
+    ("POD_IP", "10.0.7.12"),
+    ("NODE_NAME", "fargate-ip-10-0-7-12.ec2.internal"),
+];
