@@ -82,7 +82,9 @@ impl Batch {
     pub fn delivered(&self) {
         let before = self
             .pending_sinks
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1))
+            })
             .unwrap_or(0);
         if before <= 1
             && let Some(ack) = &self.ack
@@ -112,8 +114,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(Checkpoint::new(dir.path().join("cp")));
         let mut b = Batch::new();
-        let pos = Position { dev: 1, ino: 2, offset: 30 };
-        b.ack = Some(Ack { checkpoint: cp.clone(), position: pos });
+        let pos = Position {
+            dev: 1,
+            ino: 2,
+            offset: 30,
+        };
+        b.ack = Some(Ack {
+            checkpoint: cp.clone(),
+            position: pos,
+        });
         b.expect_sinks(2);
         b.delivered();
         assert_eq!(cp.committed(), None);

@@ -48,19 +48,29 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The sidecar daemon: follow files and sockets, write enriched JSON records.
-    #[command(after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock \\\n    --podinfo /etc/podinfo --peers envoy,api-server --grace 25s")]
+    #[command(
+        after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock \\\n    --podinfo /etc/podinfo --peers envoy,api-server --grace 25s"
+    )]
     Run(RunArgs),
     /// Run a lifecycle hook command and report its output and how it ended.
-    #[command(after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock \\\n    --file /shared-logs/prestop.log -- /shared-logs/bin/hooklog sleep 15")]
+    #[command(
+        after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock \\\n    --file /shared-logs/prestop.log -- /shared-logs/bin/hooklog sleep 15"
+    )]
     Hook(HookArgs),
     /// Sleep for a duration (for images without a sleep binary).
-    #[command(after_help = "Examples:\n  hooklog sleep 50\n  hooklog sleep 1m30s\n  hooklog sleep 0.5")]
+    #[command(
+        after_help = "Examples:\n  hooklog sleep 50\n  hooklog sleep 1m30s\n  hooklog sleep 0.5"
+    )]
     Sleep(SleepArgs),
     /// Copy this executable into a folder (an emptyDir), executable by every user.
-    #[command(after_help = "Example (an init container or native sidecar at start):\n  hooklog install /shared-logs/bin")]
+    #[command(
+        after_help = "Example (an init container or native sidecar at start):\n  hooklog install /shared-logs/bin"
+    )]
     Install(InstallArgs),
     /// Write one well-formed JSON record (instead of hand-written echo JSON).
-    #[command(after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'")]
+    #[command(
+        after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
+    )]
     Emit(EmitArgs),
 }
 
@@ -119,7 +129,13 @@ pub struct RunArgs {
     pub announce_timeout: Duration,
 
     /// Where records go: stdout, cloudwatch, or both (`stdout,cloudwatch`).
-    #[arg(long = "output", env = "HOOKLOG_OUTPUT", value_delimiter = ',', value_enum, default_value = "stdout")]
+    #[arg(
+        long = "output",
+        env = "HOOKLOG_OUTPUT",
+        value_delimiter = ',',
+        value_enum,
+        default_value = "stdout"
+    )]
     pub outputs: Vec<Output>,
 
     /// CloudWatch Logs group (required with `--output cloudwatch`).
@@ -128,7 +144,11 @@ pub struct RunArgs {
 
     /// CloudWatch Logs stream name; `{pod_name}`, `{namespace_name}`, `{pod_id}`, `{pod_ip}`
     /// and `{host}` are replaced by the pod's values.
-    #[arg(long, env = "HOOKLOG_LOG_STREAM", default_value = "{namespace_name}/{pod_name}")]
+    #[arg(
+        long,
+        env = "HOOKLOG_LOG_STREAM",
+        default_value = "{namespace_name}/{pod_name}"
+    )]
     pub log_stream: String,
 
     /// Retention to set on a log group hooklog creates (one of CloudWatch's allowed values).
@@ -168,7 +188,11 @@ pub struct HookArgs {
     pub timeout: Option<Duration>,
 
     /// Which hook this is, reported as `hook`.
-    #[arg(long = "hook-name", env = "HOOKLOG_HOOK_NAME", default_value = "preStop")]
+    #[arg(
+        long = "hook-name",
+        env = "HOOKLOG_HOOK_NAME",
+        default_value = "preStop"
+    )]
     pub hook_name: String,
 
     /// The command and its arguments.
@@ -252,9 +276,21 @@ mod tests {
 
     #[test]
     fn hook_takes_the_command_after_double_dash() {
-        let cli = Cli::try_parse_from(["hooklog", "hook", "--container", "envoy", "--", "sleep", "-x"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "hooklog",
+            "hook",
+            "--container",
+            "envoy",
+            "--",
+            "sleep",
+            "-x",
+        ])
+        .unwrap();
         match cli.command {
-            Command::Hook(h) => assert_eq!(h.command, vec![OsString::from("sleep"), OsString::from("-x")]),
+            Command::Hook(h) => assert_eq!(
+                h.command,
+                vec![OsString::from("sleep"), OsString::from("-x")]
+            ),
             other => panic!("{other:?}"),
         }
     }

@@ -84,7 +84,9 @@ impl Reporter {
     }
 
     fn try_socket(&mut self, line: &[u8]) -> bool {
-        let Some(path) = &self.socket else { return false };
+        let Some(path) = &self.socket else {
+            return false;
+        };
         if self.conn.is_none() {
             match UnixStream::connect(path) {
                 Ok(c) => {
@@ -101,7 +103,9 @@ impl Reporter {
                 }
             }
         }
-        let Some(conn) = self.conn.as_mut() else { return false };
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
         match conn.write_all(line) {
             Ok(()) => true,
             Err(e) => {
@@ -115,7 +119,11 @@ impl Reporter {
     fn try_file(&mut self, line: &[u8]) -> bool {
         let Some(path) = &self.file else { return false };
         if self.file_handle.is_none() {
-            match std::fs::OpenOptions::new().append(true).create(true).open(path) {
+            match std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+            {
                 Ok(f) => self.file_handle = Some(f),
                 Err(e) => {
                     if !self.warned_file {
@@ -126,7 +134,9 @@ impl Reporter {
                 }
             }
         }
-        let Some(f) = self.file_handle.as_mut() else { return false };
+        let Some(f) = self.file_handle.as_mut() else {
+            return false;
+        };
         // One write per line: O_APPEND keeps concurrent writers' lines whole.
         match f.write_all(line) {
             Ok(()) => true,
@@ -147,10 +157,17 @@ mod tests {
     fn falls_back_from_a_dead_socket_to_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("prestop.log");
-        let mut r = Reporter::new(Some(dir.path().join("nobody.sock")), Some(file.clone()), LastResort::Stderr);
+        let mut r = Reporter::new(
+            Some(dir.path().join("nobody.sock")),
+            Some(file.clone()),
+            LastResort::Stderr,
+        );
         assert_eq!(r.send("{\"a\":1}"), Route::File);
         assert_eq!(r.send("{\"a\":2}"), Route::File);
-        assert_eq!(std::fs::read_to_string(file).unwrap(), "{\"a\":1}\n{\"a\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(file).unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n"
+        );
     }
 
     #[test]

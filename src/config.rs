@@ -15,7 +15,8 @@ use crate::record::MIN_MAX_LINE_BYTES;
 /// Retention periods CloudWatch Logs accepts, in days (PutRetentionPolicy,
 /// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html>).
 pub const RETENTION_DAYS: [i32; 22] = [
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+    3288, 3653,
 ];
 
 /// A usage or configuration error: exit code 64, one line.
@@ -76,7 +77,10 @@ impl RunConfig {
             bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
         }
         if args.max_line_bytes < MIN_MAX_LINE_BYTES {
-            bail!("--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}", args.max_line_bytes);
+            bail!(
+                "--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}",
+                args.max_line_bytes
+            );
         }
         if args.grace.is_zero() {
             bail!("--grace must be more than 0");
@@ -148,7 +152,8 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).with_context(|| format!("--file {}: cannot create its folder", path.display()))?;
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("--file {}: cannot create its folder", path.display()))?;
     let parent = parent
         .canonicalize()
         .with_context(|| format!("--file {}: cannot resolve its folder", path.display()))?;
@@ -167,13 +172,20 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
             .with_context(|| format!("--file {}: cannot set mode {mode:o}", path.display()))?;
     }
-    std::fs::File::open(&path).with_context(|| format!("--file {}: cannot read", path.display()))?;
+    std::fs::File::open(&path)
+        .with_context(|| format!("--file {}: cannot read", path.display()))?;
     let cp = crate::source::checkpoint::path_for(&path);
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(&cp)
-        .with_context(|| format!("--file {}: cannot write its checkpoint {}", path.display(), cp.display()))?;
+        .with_context(|| {
+            format!(
+                "--file {}: cannot write its checkpoint {}",
+                path.display(),
+                cp.display()
+            )
+        })?;
     Ok(path)
 }
 
@@ -187,14 +199,20 @@ fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
             bail!("--socket {}: exists and is not a socket", path.display());
         }
         if UnixStream::connect(path).is_ok() {
-            bail!("--socket {}: another process is listening on it", path.display());
+            bail!(
+                "--socket {}: another process is listening on it",
+                path.display()
+            );
         }
-        std::fs::remove_file(path).with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
     }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("--socket {}: cannot bind", path.display()))?;
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("--socket {}: cannot bind", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("--socket {}: cannot set mode {mode:o}", path.display()))?;
     listener
@@ -215,15 +233,23 @@ pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<Str
             .with_context(|| format!("--log-stream {template:?}: unclosed {{"))?;
         let name = &rest[open + 1..open + close];
         if !["pod_name", "namespace_name", "pod_id", "pod_ip", "host"].contains(&name) {
-            bail!("--log-stream {template:?}: unknown field {{{name}}} (pod_name, namespace_name, pod_id, pod_ip, host)");
+            bail!(
+                "--log-stream {template:?}: unknown field {{{name}}} (pod_name, namespace_name, pod_id, pod_ip, host)"
+            );
         }
         out.push_str(pod.field(name).unwrap_or("unknown"));
         rest = &rest[open + close + 1..];
     }
     out.push_str(rest);
-    let out: String = out.chars().map(|c| if c == ':' || c == '*' { '_' } else { c }).collect();
+    let out: String = out
+        .chars()
+        .map(|c| if c == ':' || c == '*' { '_' } else { c })
+        .collect();
     if out.is_empty() || out.len() > 512 {
-        bail!("--log-stream {template:?}: gives a name of {} characters (1 to 512 allowed)", out.len());
+        bail!(
+            "--log-stream {template:?}: gives a name of {} characters (1 to 512 allowed)",
+            out.len()
+        );
     }
     Ok(out)
 }
@@ -239,7 +265,10 @@ mod tests {
             namespace_name: Some("shop".into()),
             ..PodMeta::default()
         };
-        assert_eq!(fill_stream_template("{namespace_name}/{pod_name}", &pod).unwrap(), "shop/api-1");
+        assert_eq!(
+            fill_stream_template("{namespace_name}/{pod_name}", &pod).unwrap(),
+            "shop/api-1"
+        );
         assert_eq!(fill_stream_template("x:{host}", &pod).unwrap(), "x_unknown");
         assert!(fill_stream_template("{nope}", &pod).is_err());
         assert!(fill_stream_template("{pod_name", &pod).is_err());

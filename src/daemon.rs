@@ -42,7 +42,10 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 const LINGER_CAP_FACTOR: u32 = 4;
 
 /// Runs the daemon until `shutdown` resolves and the shutdown phases end.
-pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -> anyhow::Result<()> {
+pub async fn run(
+    cfg: RunConfig,
+    shutdown: impl Future<Output = &'static str>,
+) -> anyhow::Result<()> {
     let enrichment = Arc::new(Enrichment::new(&cfg.pod, cfg.max_line_bytes));
     let peers = Arc::new(Peers::new(&cfg.peers));
     let activity = Arc::new(Activity::default());
@@ -88,13 +91,26 @@ pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -
         });
     }
     for (path, listener) in cfg.sockets {
-        let listener = tokio::net::UnixListener::from_std(listener)
-            .with_context(|| format!("--socket {}: cannot register with the runtime", path.display()))?;
-        sources.spawn(socket::run(listener, path, ctx.clone(), cfg.max_connections, cancel.clone()));
+        let listener = tokio::net::UnixListener::from_std(listener).with_context(|| {
+            format!(
+                "--socket {}: cannot register with the runtime",
+                path.display()
+            )
+        })?;
+        sources.spawn(socket::run(
+            listener,
+            path,
+            ctx.clone(),
+            cfg.max_connections,
+            cancel.clone(),
+        ));
     }
     sources.close();
     drop(ctx);
-    let saver = tokio::spawn(save_checkpoints_every(checkpoints.clone(), CHECKPOINT_EVERY));
+    let saver = tokio::spawn(save_checkpoints_every(
+        checkpoints.clone(),
+        CHECKPOINT_EVERY,
+    ));
     tracing::info!(files = cfg.files.len(), peers = ?cfg.peers, "hooklog ready");
 
     // Phase 1: run until the signal.
@@ -112,7 +128,11 @@ pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -
     let t0 = Instant::now();
     let deadline = t0 + cfg.grace;
     let stop_waiting = deadline - FLUSH_RESERVE.min(cfg.grace / 4);
-    tracing::info!(signal, grace_ms = cfg.grace.as_millis() as u64, "shutdown: waiting for peer hooks");
+    tracing::info!(
+        signal,
+        grace_ms = cfg.grace.as_millis() as u64,
+        "shutdown: waiting for peer hooks"
+    );
     deadline_tx.send_replace(Some(deadline));
 
     let phases = async {
@@ -160,7 +180,10 @@ pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -
     let result = match tokio::time::timeout_at(deadline, phases).await {
         Ok(r) => r,
         Err(_) => {
-            tracing::warn!(grace_ms = cfg.grace.as_millis() as u64, "grace deadline reached: exiting with records still queued");
+            tracing::warn!(
+                grace_ms = cfg.grace.as_millis() as u64,
+                "grace deadline reached: exiting with records still queued"
+            );
             Ok(())
         }
     };

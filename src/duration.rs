@@ -52,7 +52,7 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
 }
 
 fn seconds(secs: f64) -> Option<Duration> {
-    (secs.is_finite() && secs >= 0.0 && secs < 1e12).then(|| Duration::from_secs_f64(secs))
+    (secs.is_finite() && (0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
 }
 
 /// clap value parser.

@@ -200,7 +200,11 @@ mod tests {
         for max in 4..16 {
             for piece in frames(max, &[&input], false) {
                 assert!(piece.0.len() <= max);
-                assert!(std::str::from_utf8(&piece.0).is_ok(), "max {max}: {:?}", piece.0);
+                assert!(
+                    std::str::from_utf8(&piece.0).is_ok(),
+                    "max {max}: {:?}",
+                    piece.0
+                );
             }
         }
     }

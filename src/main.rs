@@ -23,7 +23,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let default_level = if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" };
+    let default_level = if matches!(cli.command, Command::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     init_tracing(cli.log_format, default_level);
     ExitCode::from(match cli.command {
         Command::Run(args) => run(args),
@@ -83,7 +87,8 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

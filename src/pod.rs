@@ -28,7 +28,10 @@ impl PodMeta {
     /// Reads the Downward API env vars through `env`, and `labels` and `annotations` from
     /// `podinfo` when given. A missing file in the podinfo folder reads as empty; an unreadable
     /// one is an error naming its path.
-    pub fn load(env: impl Fn(&str) -> Option<String>, podinfo: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn load(
+        env: impl Fn(&str) -> Option<String>,
+        podinfo: Option<&Path>,
+    ) -> anyhow::Result<Self> {
         let var = |k: &str| env(k).filter(|v| !v.is_empty());
         let mut meta = PodMeta {
             pod_name: var("POD_NAME"),
@@ -176,7 +179,10 @@ mod tests {
             vec![
                 ("app".into(), "api-server".into()),
                 ("pod-template-hash".into(), "5d9f".into()),
-                ("kubernetes.io/config.seen".into(), "2026-11-30T01:00:00.000Z".into()),
+                (
+                    "kubernetes.io/config.seen".into(),
+                    "2026-11-30T01:00:00.000Z".into()
+                ),
                 ("note".into(), "say \"hi\"\n".into()),
             ]
         );
@@ -184,10 +190,13 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_kept_not_dropped() {
-        assert_eq!(parse_kv("odd=unquoted\nalone\n"), vec![
-            ("odd".into(), "unquoted".into()),
-            ("alone".into(), String::new())
-        ]);
+        assert_eq!(
+            parse_kv("odd=unquoted\nalone\n"),
+            vec![
+                ("odd".into(), "unquoted".into()),
+                ("alone".into(), String::new())
+            ]
+        );
     }
 
     #[test]

@@ -211,7 +211,16 @@ impl Encoder {
                     }
                     out.buf.truncate(start);
                     flags.set(Flags::JSON_TOO_LARGE);
-                    self.write_text(&text, flags, None, frame.end != FrameEnd::Cut, true, &time, time_ms, out);
+                    self.write_text(
+                        &text,
+                        flags,
+                        None,
+                        frame.end != FrameEnd::Cut,
+                        true,
+                        &time,
+                        time_ms,
+                        out,
+                    );
                     return event;
                 }
                 Err(_) => flags.set(Flags::INVALID_JSON),
@@ -220,7 +229,16 @@ impl Encoder {
         if has_control_chars(&text) {
             flags.set(Flags::CONTROL_CHARS);
         }
-        self.write_text(&text, flags, None, frame.end != FrameEnd::Cut, is_piece, &time, time_ms, out);
+        self.write_text(
+            &text,
+            flags,
+            None,
+            frame.end != FrameEnd::Cut,
+            is_piece,
+            &time,
+            time_ms,
+            out,
+        );
         None
     }
 
@@ -240,7 +258,15 @@ impl Encoder {
         let max = self.enrichment.max_line;
         if !force_split && self.split.is_none() {
             let start = out.buf.len();
-            self.write_record(&mut out.buf, time, container, Body::Text(text), flags, None, &[]);
+            self.write_record(
+                &mut out.buf,
+                time,
+                container,
+                Body::Text(text),
+                flags,
+                None,
+                &[],
+            );
             if out.buf.len() - start <= max {
                 out.push_record(time_ms);
                 return;
@@ -253,14 +279,30 @@ impl Encoder {
         };
         // The envelope with the widest split member it can have, to size the message budget.
         let mut scratch = Vec::new();
-        self.write_record(&mut scratch, time, container, Body::Text(""), flags, Some((&id, u32::MAX, false)), &[]);
+        self.write_record(
+            &mut scratch,
+            time,
+            container,
+            Body::Text(""),
+            flags,
+            Some((&id, u32::MAX, false)),
+            &[],
+        );
         let budget = max.saturating_sub(scratch.len()).max(64);
         let mut rest = text;
         loop {
             let cut = escaped_prefix(rest, budget);
             let (piece, tail) = rest.split_at(cut);
             let last = tail.is_empty() && line_ends_here;
-            self.write_record(&mut out.buf, time, container, Body::Text(piece), flags, Some((&id, index, last)), &[]);
+            self.write_record(
+                &mut out.buf,
+                time,
+                container,
+                Body::Text(piece),
+                flags,
+                Some((&id, index, last)),
+                &[],
+            );
             out.push_record(time_ms);
             index = index.saturating_add(1);
             rest = tail;
@@ -299,7 +341,15 @@ impl Encoder {
         if !shadowed.is_empty() {
             flags.set(Flags::SHADOWED);
         }
-        self.write_record(out, time, container.as_deref(), Body::Fields(&kept), flags, None, &shadowed);
+        self.write_record(
+            out,
+            time,
+            container.as_deref(),
+            Body::Fields(&kept),
+            flags,
+            None,
+            &shadowed,
+        );
         hook_event(&kept, container)
     }
 
@@ -379,7 +429,12 @@ impl Encoder {
 
 /// Finds a hook event among a JSON line's members.
 fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<String>) -> Option<HookEvent> {
-    let get = |name: &str| fields.iter().find(|(k, _)| k.0 == name).map(|(_, v)| v.get());
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k.0 == name)
+            .map(|(_, v)| v.get())
+    };
     let event: String = serde_json::from_str(get("event")?).ok()?;
     let kind = match event.as_str() {
         "hook.started" => HookEventKind::Started,

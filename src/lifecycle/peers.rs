@@ -114,7 +114,12 @@ impl Peers {
     /// Waits until no peer is pending, expected peers being given until `announce_by` to
     /// announce themselves; gives up at `deadline`. Logs what is pending every `report_every`.
     /// Returns true when every peer is done.
-    pub async fn wait_done(&self, announce_by: Instant, deadline: Instant, report_every: Duration) -> bool {
+    pub async fn wait_done(
+        &self,
+        announce_by: Instant,
+        deadline: Instant,
+        report_every: Duration,
+    ) -> bool {
         let mut next_report = Instant::now() + report_every;
         loop {
             let notified = self.changed.notified();
@@ -182,7 +187,9 @@ pub const OUTCOMES: [&str; 5] = ["ok", "failed", "timed_out", "missing", "unfini
 
 /// The members of the `hooks.summary` record (without time, hooklog and kubernetes), as JSON
 /// object members: `"event":"hooks.summary","message":...,"peers":{...},"counts":{...}`.
-pub fn summary_members(outcomes: &BTreeMap<String, PeerOutcome>) -> serde_json::Map<String, serde_json::Value> {
+pub fn summary_members(
+    outcomes: &BTreeMap<String, PeerOutcome>,
+) -> serde_json::Map<String, serde_json::Value> {
     use serde_json::{Value, json};
     let mut counts = serde_json::Map::new();
     for o in OUTCOMES {
@@ -245,7 +252,10 @@ mod tests {
     #[test]
     fn running_peer_is_pending_and_unfinished() {
         let p = Peers::new(&[]);
-        p.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+        p.observe(HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started,
+        });
         assert_eq!(p.pending(true), vec!["envoy".to_string()]);
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
         p.observe(finished("envoy", "failed", Some(127)));
@@ -262,7 +272,10 @@ mod tests {
         assert_eq!(m["counts"]["failed"], 1);
         assert_eq!(m["counts"]["missing"], 1);
         assert_eq!(m["counts"]["ok"], 1);
-        assert_eq!(m["message"], "hooks: 1 ok, 1 failed, 1 missing (a=missing, b=failed)");
+        assert_eq!(
+            m["message"],
+            "hooks: 1 ok, 1 failed, 1 missing (a=missing, b=failed)"
+        );
         assert_eq!(m["peers"]["b"]["exit_code"], 127);
     }
 
@@ -273,12 +286,19 @@ mod tests {
         let p2 = p.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
-            p2.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+            p2.observe(HookEvent {
+                container: "envoy".into(),
+                kind: HookEventKind::Started,
+            });
             tokio::time::sleep(Duration::from_secs(4)).await;
             p2.observe(finished("envoy", "ok", Some(0)));
         });
         let done = p
-            .wait_done(start + Duration::from_secs(5), start + Duration::from_secs(20), Duration::from_secs(5))
+            .wait_done(
+                start + Duration::from_secs(5),
+                start + Duration::from_secs(20),
+                Duration::from_secs(5),
+            )
             .await;
         assert!(done);
         assert_eq!(Instant::now() - start, Duration::from_secs(7));
@@ -289,7 +309,11 @@ mod tests {
         let p = Peers::new(&["envoy".into()]);
         let start = Instant::now();
         let done = p
-            .wait_done(start + Duration::from_secs(2), start + Duration::from_secs(20), Duration::from_secs(5))
+            .wait_done(
+                start + Duration::from_secs(2),
+                start + Duration::from_secs(20),
+                Duration::from_secs(5),
+            )
             .await;
         assert!(done);
         assert_eq!(Instant::now() - start, Duration::from_secs(2));
@@ -298,10 +322,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn wait_done_stops_at_the_deadline() {
         let p = Peers::new(&[]);
-        p.observe(HookEvent { container: "envoy".into(), kind: HookEventKind::Started });
+        p.observe(HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started,
+        });
         let start = Instant::now();
         let done = p
-            .wait_done(start, start + Duration::from_secs(9), Duration::from_secs(5))
+            .wait_done(
+                start,
+                start + Duration::from_secs(9),
+                Duration::from_secs(5),
+            )
             .await;
         assert!(!done);
         assert_eq!(Instant::now() - start, Duration::from_secs(9));

@@ -1,1 +1,266 @@
+//! Unit tests of the record: parsing, enrichment, spoofing, bad input and splitting.
 
+use super::*;
+use crate::framing::Framer;
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn pod() -> PodMeta {
+    PodMeta {
+        pod_name: Some("api-7d9".into()),
+        namespace_name: Some("shop".into()),
+        pod_id: Some("uid-1".into()),
+        pod_ip: Some("10.0.0.7".into()),
+        host: Some("fargate-ip".into()),
+        labels: vec![("app".into(), "api".into())],
+        annotations: vec![],
+    }
+}
+
+fn encode_all(max_line: usize, input: &[u8]) -> (Vec<Value>, Vec<HookEvent>, Vec<String>) {
+    let enr = Arc::new(Enrichment::new(&pod(), max_line));
+    let mut enc = Encoder::new(enr, "file:/shared/prestop.log");
+    let mut framer = Framer::new(max_line);
+    let mut batch = Batch::new();
+    let mut events = Vec::new();
+    framer.feed(input, |f| {
+        events.extend(enc.encode(f, 1_796_000_000_123, &mut batch))
+    });
+    framer.finish(|f| events.extend(enc.encode(f, 1_796_000_000_123, &mut batch)));
+    let raw: Vec<String> = batch
+        .iter()
+        .map(|(r, _)| String::from_utf8(r.to_vec()).expect("records are UTF-8"))
+        .collect();
+    let values = raw
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap_or_else(|e| panic!("not JSON ({e}): {r}")))
+        .collect();
+    (values, events, raw)
+}
+
+fn one(input: &str) -> Value {
+    let (mut v, _, _) = encode_all(DEFAULT_MAX_LINE_BYTES, format!("{input}\n").as_bytes());
+    assert_eq!(v.len(), 1, "{v:?}");
+    v.remove(0)
+}
+
+#[test]
+fn plain_line_is_enriched() {
+    let r = one("PreStop hook started, draining");
+    assert_eq!(r["message"], "PreStop hook started, draining");
+    assert_eq!(r["time"], "2026-11-30T00:53:20.123Z");
+    assert_eq!(r["kubernetes"]["pod_name"], "api-7d9");
+    assert_eq!(r["kubernetes"]["namespace_name"], "shop");
+    assert_eq!(r["kubernetes"]["pod_id"], "uid-1");
+    assert_eq!(r["kubernetes"]["pod_ip"], "10.0.0.7");
+    assert_eq!(r["kubernetes"]["host"], "fargate-ip");
+    assert_eq!(r["kubernetes"]["labels"]["app"], "api");
+    assert!(r.get("container_name").is_none());
+    assert!(r["kubernetes"].get("container_name").is_none());
+    assert_eq!(r["hooklog"]["input"], "file:/shared/prestop.log");
+    assert!(r["hooklog"].get("flags").is_none());
+}
+
+#[test]
+fn workaround_json_line_keeps_its_fields_and_names_its_container() {
+    let r = one(
+        r#"{"pod_name":"p","container_name":"api-server","message":"PreStop hook started...","n":[1,{"a":null}]}"#,
+    );
+    assert_eq!(r["container_name"], "api-server");
+    assert_eq!(r["kubernetes"]["container_name"], "api-server");
+    assert_eq!(r["message"], "PreStop hook started...");
+    assert_eq!(r["pod_name"], "p", "a line's own fields are kept");
+    assert_eq!(r["n"], serde_json::json!([1, {"a": null}]));
+    assert_eq!(
+        r["kubernetes"]["pod_name"], "api-7d9",
+        "enrichment is not overridden"
+    );
+}
+
+#[test]
+fn a_line_cannot_spoof_time_kubernetes_or_hooklog() {
+    let r =
+        one(r#"{"time":"1999-01-01","kubernetes":{"pod_name":"evil"},"hooklog":1,"message":"m"}"#);
+    assert_eq!(r["time"], "2026-11-30T00:53:20.123Z");
+    assert_eq!(r["kubernetes"]["pod_name"], "api-7d9");
+    assert_eq!(r["hooklog"]["shadowed"]["time"], "1999-01-01");
+    assert_eq!(r["hooklog"]["shadowed"]["kubernetes"]["pod_name"], "evil");
+    assert_eq!(r["hooklog"]["shadowed"]["hooklog"], 1);
+    assert_eq!(r["hooklog"]["flags"], serde_json::json!(["shadowed_key"]));
+    assert_eq!(r["message"], "m");
+}
+
+#[test]
+fn non_string_container_name_is_shadowed_not_trusted() {
+    let r = one(r#"{"container_name":{"x":1},"message":"m"}"#);
+    assert!(r.get("container_name").is_none());
+    assert_eq!(r["hooklog"]["shadowed"]["container_name"]["x"], 1);
+}
+
+#[test]
+fn broken_json_stays_text_and_is_flagged() {
+    // The classic echo quoting mistake.
+    let r = one(r#"{"container_name":"api","message":"it"s broken"}"#);
+    assert_eq!(
+        r["message"],
+        r#"{"container_name":"api","message":"it"s broken"}"#
+    );
+    assert_eq!(r["hooklog"]["flags"], serde_json::json!(["invalid_json"]));
+    let r = one(r#"{"a":1} trailing"#);
+    assert_eq!(r["hooklog"]["flags"], serde_json::json!(["invalid_json"]));
+}
+
+#[test]
+fn non_object_json_is_text_without_a_flag() {
+    let r = one("[1,2,3]");
+    assert_eq!(r["message"], "[1,2,3]");
+    assert!(r["hooklog"].get("flags").is_none());
+}
+
+#[test]
+fn deeply_nested_json_is_kept_as_text() {
+    let deep = format!("{}{}", "{\"a\":".repeat(500), "}".repeat(500));
+    let r = one(&deep);
+    assert_eq!(r["message"], deep);
+    assert_eq!(r["hooklog"]["flags"], serde_json::json!(["invalid_json"]));
+}
+
+#[test]
+fn invalid_utf8_is_replaced_and_flagged() {
+    let (v, _, _) = encode_all(DEFAULT_MAX_LINE_BYTES, b"caf\xe9 \xff ok\n");
+    assert_eq!(v[0]["message"], "caf\u{fffd} \u{fffd} ok");
+    assert_eq!(
+        v[0]["hooklog"]["flags"],
+        serde_json::json!(["invalid_utf8"])
+    );
+}
+
+#[test]
+fn nul_and_control_characters_are_escaped_and_flagged() {
+    let (v, _, raw) = encode_all(DEFAULT_MAX_LINE_BYTES, b"a\0b\x1bc\td\n");
+    assert_eq!(v[0]["message"], "a\u{0}b\u{1b}c\td");
+    assert_eq!(
+        v[0]["hooklog"]["flags"],
+        serde_json::json!(["control_chars"])
+    );
+    assert!(raw[0].contains(r"a\u0000b\u001bc\td"), "{}", raw[0]);
+}
+
+#[test]
+fn missing_final_newline_is_flagged() {
+    let (v, _, _) = encode_all(DEFAULT_MAX_LINE_BYTES, b"one\ntwo");
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[1]["message"], "two");
+    assert_eq!(v[1]["hooklog"]["flags"], serde_json::json!(["no_newline"]));
+}
+
+#[test]
+fn hook_events_are_recognised() {
+    let (_, ev, _) = encode_all(
+        DEFAULT_MAX_LINE_BYTES,
+        br#"{"event":"hook.started","container_name":"envoy"}
+{"event":"hook.finished","container_name":"envoy","outcome":"failed","exit_code":127,"duration_ms":3}
+{"event":"hook.finished","message":"no container: ignored"}
+"#,
+    );
+    assert_eq!(
+        ev,
+        vec![
+            HookEvent {
+                container: "envoy".into(),
+                kind: HookEventKind::Started
+            },
+            HookEvent {
+                container: "envoy".into(),
+                kind: HookEventKind::Finished {
+                    outcome: "failed".into(),
+                    exit_code: Some(127),
+                    duration_ms: Some(3)
+                },
+            },
+        ]
+    );
+}
+
+#[test]
+fn long_line_is_split_into_parts_that_reassemble() {
+    let line: String = (0..10_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect::<String>()
+        + "\"\\\u{1}é";
+    let max = 2048;
+    let (v, _, raw) = encode_all(max, format!("{line}\n").as_bytes());
+    assert!(v.len() > 4, "split into several parts: {}", v.len());
+    for r in &raw {
+        assert!(
+            r.len() < max,
+            "record of {} bytes over the cap {max}",
+            r.len()
+        );
+    }
+    let id = v[0]["hooklog"]["split"]["id"].clone();
+    let mut whole = String::new();
+    for (i, r) in v.iter().enumerate() {
+        let s = &r["hooklog"]["split"];
+        assert_eq!(s["id"], id);
+        assert_eq!(s["index"], i);
+        assert_eq!(s["last"], i == v.len() - 1);
+        whole.push_str(r["message"].as_str().unwrap());
+    }
+    assert_eq!(whole, line);
+}
+
+#[test]
+fn oversize_json_object_becomes_split_text() {
+    let big = format!(
+        r#"{{"container_name":"api","message":"{}"}}"#,
+        "x".repeat(3000)
+    );
+    let (v, _, raw) = encode_all(1024, format!("{big}\n").as_bytes());
+    assert!(v.len() > 1);
+    assert!(raw.iter().all(|r| r.len() < 1024));
+    let whole: String = v.iter().map(|r| r["message"].as_str().unwrap()).collect();
+    assert_eq!(whole, big);
+}
+
+#[test]
+fn escaped_len_matches_serde_json() {
+    for s in [
+        "",
+        "plain",
+        "quote\"back\\slash",
+        "\u{0}\u{1f}\u{7f}\n\r\t\u{8}\u{c}",
+        "é€😀",
+    ] {
+        assert_eq!(
+            escaped_len(s),
+            serde_json::to_string(s).unwrap().len() - 2,
+            "{s:?}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any bytes at all: every record is valid JSON under the cap, nothing panics, and the
+    /// messages of plain-text input reassemble to the (lossily decoded) lines.
+    #[test]
+    fn any_input_gives_valid_capped_records(
+        data in proptest::collection::vec(prop_oneof![
+            Just(b'\n'), Just(b'{'), Just(b'"'), Just(b'\\'), Just(0u8), Just(0xC3u8), any::<u8>()
+        ], 0..3000),
+        max in 1024usize..1500,
+    ) {
+        let (_, _, raw) = encode_all(max, &data);
+        for r in &raw {
+            prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
+            prop_assert!(serde_json::from_str::<Value>(r).is_ok());
+        }
+    }
+
+    #[test]
+    fn escaped_len_matches_serde_json_for_any_string(s in ".*") {
+        prop_assert_eq!(escaped_len(&s), serde_json::to_string(&s).unwrap().len() - 2);
+    }
+}

@@ -39,7 +39,11 @@ impl Counters {
 
 /// Hands each batch from the sources to every sink, in order. Ends when the sources' channel
 /// closes, which closes the sinks' queues in turn.
-pub async fn fan_out(mut rx: mpsc::Receiver<Batch>, sinks: Vec<mpsc::Sender<Arc<Batch>>>, counters: Arc<Counters>) {
+pub async fn fan_out(
+    mut rx: mpsc::Receiver<Batch>,
+    sinks: Vec<mpsc::Sender<Arc<Batch>>>,
+    counters: Arc<Counters>,
+) {
     while let Some(batch) = rx.recv().await {
         Counters::add(&counters.records_in, batch.len());
         batch.expect_sinks(sinks.len());

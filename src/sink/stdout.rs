@@ -28,7 +28,9 @@ pub enum StdoutError {
 /// hooklog's stdout (the CloudWatch fallback).
 pub fn write_lines(buf: &[u8]) -> Result<(), StdoutError> {
     let mut out = std::io::stdout().lock();
-    out.write_all(buf).and_then(|()| out.flush()).map_err(classify)
+    out.write_all(buf)
+        .and_then(|()| out.flush())
+        .map_err(classify)
 }
 
 fn classify(e: std::io::Error) -> StdoutError {

@@ -120,7 +120,11 @@ mod tests {
         let cp = Checkpoint::new(path_for(&dir.path().join("prestop.log")));
         assert_eq!(cp.path(), dir.path().join(".prestop.log.hooklog-offset"));
         assert_eq!(cp.load(), None);
-        let pos = Position { dev: 3, ino: 99, offset: 1234 };
+        let pos = Position {
+            dev: 3,
+            ino: 99,
+            offset: 1234,
+        };
         cp.commit(pos);
         cp.save().unwrap();
         assert_eq!(Checkpoint::new(cp.path().to_path_buf()).load(), Some(pos));

@@ -77,7 +77,11 @@ struct OpenFile {
 
 impl FileSource {
     /// Prepares to follow `path`, keeping its checkpoint at `checkpoint`.
-    pub fn new(path: PathBuf, checkpoint: Arc<Checkpoint>, ctx: SourceContext) -> (Self, StopHandle) {
+    pub fn new(
+        path: PathBuf,
+        checkpoint: Arc<Checkpoint>,
+        ctx: SourceContext,
+    ) -> (Self, StopHandle) {
         let (wake_tx, wake) = sync_channel(1);
         let stop = Arc::new(AtomicBool::new(false));
         let (watcher, poll) = match watch(&path, wake_tx.clone()) {
@@ -106,7 +110,10 @@ impl FileSource {
     /// Follows the file until stopped; meant for its own thread. Returns when stopped (after
     /// reading everything the file held) or when the pipeline is gone.
     pub fn run(self) -> anyhow::Result<()> {
-        let mut encoder = Encoder::new(self.ctx.enrichment.clone(), &format!("file:{}", self.path.display()));
+        let mut encoder = Encoder::new(
+            self.ctx.enrichment.clone(),
+            &format!("file:{}", self.path.display()),
+        );
         let mut framer = Framer::new(self.ctx.max_frame());
         let mut buf = vec![0u8; READ_BUF];
         let mut current: Option<OpenFile> = None;
@@ -160,7 +167,9 @@ impl FileSource {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("cannot open {}", self.path.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot open {}", self.path.display()));
+            }
         };
         let m = file.metadata()?;
         let mut offset = 0;
@@ -200,12 +209,16 @@ impl FileSource {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot read {}", self.path.display())),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot read {}", self.path.display()));
+                }
             };
             open.offset += n as u64;
             self.ctx.activity.touch();
             let now = crate::timefmt::now_ms();
-            framer.feed(&buf[..n], |frame| self.ctx.encode(encoder, frame, now, &mut batch));
+            framer.feed(&buf[..n], |frame| {
+                self.ctx.encode(encoder, frame, now, &mut batch)
+            });
             if batch.buf.len() >= BATCH_BYTES {
                 let delivered_to = open.offset - framer.pending_len() as u64;
                 self.send(std::mem::take(&mut batch), open, delivered_to)?;
@@ -219,7 +232,12 @@ impl FileSource {
     }
 
     /// Ends an unfinished line (rotation, truncation, stop): it comes out flagged `no_newline`.
-    fn finish_line(&self, open: &OpenFile, framer: &mut Framer, encoder: &mut Encoder) -> anyhow::Result<()> {
+    fn finish_line(
+        &self,
+        open: &OpenFile,
+        framer: &mut Framer,
+        encoder: &mut Encoder,
+    ) -> anyhow::Result<()> {
         let mut batch = Batch::new();
         let now = crate::timefmt::now_ms();
         framer.finish(|frame| self.ctx.encode(encoder, frame, now, &mut batch));
@@ -256,7 +274,7 @@ fn watch(path: &Path, wake: SyncSender<()>) -> notify::Result<notify::Recommende
         .to_path_buf();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let relevant = match &res {
-            Ok(ev) => ev.paths.is_empty() || ev.paths.iter().any(|p| *p == target),
+            Ok(ev) => ev.paths.is_empty() || ev.paths.contains(&target),
             Err(_) => true,
         };
         if relevant {

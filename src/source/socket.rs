@@ -67,7 +67,12 @@ pub async fn run(
 }
 
 /// Reads one connection to its end (or, once cancelled, to what it has sent so far).
-async fn connection(mut stream: UnixStream, input: &str, ctx: &SourceContext, cancel: CancellationToken) {
+async fn connection(
+    mut stream: UnixStream,
+    input: &str,
+    ctx: &SourceContext,
+    cancel: CancellationToken,
+) {
     let mut encoder = Encoder::new(ctx.enrichment.clone(), input);
     let mut framer = Framer::new(ctx.max_frame());
     let mut buf = vec![0u8; CONN_READ_BUF];
@@ -100,7 +105,9 @@ async fn connection(mut stream: UnixStream, input: &str, ctx: &SourceContext, ca
         ctx.activity.touch();
         let now = crate::timefmt::now_ms();
         let mut batch = Batch::new();
-        framer.feed(&buf[..n], |frame| ctx.encode(&mut encoder, frame, now, &mut batch));
+        framer.feed(&buf[..n], |frame| {
+            ctx.encode(&mut encoder, frame, now, &mut batch)
+        });
         if !batch.is_empty() && ctx.tx.send(batch).await.is_err() {
             return;
         }

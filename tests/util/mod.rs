@@ -18,7 +18,13 @@ pub fn hooklog_bin() -> PathBuf {
 /// A `Command` for the binary under test, with a clean Downward API environment.
 pub fn hooklog() -> Command {
     let mut c = Command::new(hooklog_bin());
-    for k in ["POD_NAME", "POD_NAMESPACE", "POD_UID", "POD_IP", "NODE_NAME"] {
+    for k in [
+        "POD_NAME",
+        "POD_NAMESPACE",
+        "POD_UID",
+        "POD_IP",
+        "NODE_NAME",
+    ] {
         c.env_remove(k);
     }
     for (k, _) in std::env::vars() {
@@ -58,7 +64,9 @@ impl Collected {
                 if n == 0 {
                     break;
                 }
-                let line = String::from_utf8_lossy(&buf).trim_end_matches('\n').to_string();
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches('\n')
+                    .to_string();
                 lines.lock().unwrap().push(line);
                 buf.clear();
             }
@@ -113,7 +121,11 @@ impl Daemon {
         let ready = wait_until(Duration::from_secs(10), || {
             d.stderr.lines().iter().any(|l| l.contains("hooklog ready"))
         });
-        assert!(ready, "hooklog did not become ready; stderr: {:#?}", d.stderr.lines());
+        assert!(
+            ready,
+            "hooklog did not become ready; stderr: {:#?}",
+            d.stderr.lines()
+        );
         d
     }
 
@@ -122,7 +134,10 @@ impl Daemon {
         self.stdout
             .lines()
             .iter()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}")))
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}"))
+            })
             .collect()
     }
 
@@ -183,7 +198,12 @@ impl Drop for Daemon {
 
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
-    let st = Command::new("sh").arg("-c").arg(script).current_dir(dir).status().expect("run sh");
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .status()
+        .expect("run sh");
     assert!(st.success(), "sh -c {script:?} failed: {st}");
 }
 

@@ -1,0 +1,150 @@
+//! The command line: help, version, env configuration, and unusable arguments failing at once
+//! with one line that names the problem.
+
+use std::time::Duration;
+
+use crate::util::{Daemon, hooklog, messages, sh};
+
+fn run_err(args: &[&str]) -> (Option<i32>, String) {
+    let out = hooklog().args(args).output().unwrap();
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_shows_an_example_for_each_subcommand() {
+    let out = hooklog().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for sub in ["run", "hook", "sleep", "install", "emit"] {
+        assert!(
+            help.contains(&format!("hooklog {sub} ")),
+            "no {sub} example in:\n{help}"
+        );
+        let out = hooklog().args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        let h = String::from_utf8_lossy(&out.stdout);
+        assert!(h.contains("Example"), "{sub} --help has no example:\n{h}");
+    }
+    let out = hooklog().arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("hooklog {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn unusable_arguments_fail_at_start_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let blocker = dir.path().join("plainfile");
+    std::fs::write(&blocker, "x").unwrap();
+    let under_file = format!("{}/prestop.log", blocker.display());
+    for (args, needle) in [
+        (vec!["run", "--file", d], d.to_string()),
+        (vec!["run", "--file", &under_file], under_file.clone()),
+        (vec!["run", "--socket", d], d.to_string()),
+        (
+            vec!["run", "--socket", blocker.to_str().unwrap()],
+            blocker.display().to_string(),
+        ),
+        (
+            vec!["run", "--file", "/proc/hooklog-test/x.log"],
+            "/proc/hooklog-test/x.log".into(),
+        ),
+        (vec!["run"], "--file or --socket".into()),
+        (
+            vec!["run", "--file", "/tmp/x", "--max-line-bytes", "10"],
+            "--max-line-bytes".into(),
+        ),
+        (
+            vec!["run", "--file", "/tmp/x", "--output", "cloudwatch"],
+            "--log-group".into(),
+        ),
+    ] {
+        let (code, err) = run_err(&args);
+        assert_eq!(code, Some(64), "{args:?}: {err}");
+        assert!(
+            err.contains(&needle),
+            "{args:?}: error does not name {needle:?}: {err}"
+        );
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (code, err) = run_err(&["run", "--file", "/tmp/x", "--grace", "soon"]);
+    assert_eq!(code, Some(64));
+    assert!(err.contains("invalid duration"), "{err}");
+}
+
+#[test]
+fn every_flag_can_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.log");
+    let b = dir.path().join("b.log");
+    let list = format!("{},{}", a.display(), b.display());
+    let mut daemon = Daemon::start(
+        &[],
+        &[
+            ("HOOKLOG_FILE", list.as_str()),
+            ("HOOKLOG_LOG_FORMAT", "json"),
+            ("HOOKLOG_GRACE", "3s"),
+        ],
+    );
+    sh(dir.path(), "echo to-a >> a.log; echo to-b >> b.log");
+    daemon.wait_records(2, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(10)).success());
+    let mut got = messages(&daemon.records());
+    got.retain(|m| m.starts_with("to-"));
+    got.sort();
+    assert_eq!(got, vec!["to-a", "to-b"]);
+    for l in daemon.stderr.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(&l).unwrap_or_else(|e| panic!("stderr not JSON ({e}): {l}"));
+        assert!(v.get("level").is_some(), "{l}");
+    }
+}
+
+#[test]
+fn podinfo_labels_and_annotations_enrich_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = dir.path().join("podinfo");
+    std::fs::create_dir(&info).unwrap();
+    std::fs::write(
+        info.join("labels"),
+        "app=\"api-server\"\npod-template-hash=\"7d9f5\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        info.join("annotations"),
+        "kubernetes.io/psp=\"eks.privileged\"\n",
+    )
+    .unwrap();
+    let file = dir.path().join("p.log");
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--podinfo",
+            info.to_str().unwrap(),
+        ],
+        &crate::util::POD_ENV,
+    );
+    sh(dir.path(), "echo hi >> p.log");
+    let r = daemon.wait_records(1, Duration::from_secs(10)).remove(0);
+    assert_eq!(r["kubernetes"]["labels"]["app"], "api-server");
+    assert_eq!(r["kubernetes"]["labels"]["pod-template-hash"], "7d9f5");
+    assert_eq!(
+        r["kubernetes"]["annotations"]["kubernetes.io/psp"],
+        "eks.privileged"
+    );
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(10)).success());
+}

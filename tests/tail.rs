@@ -1,0 +1,385 @@
+//! The file source end to end: echo-style writers, rotation, truncation, deletion, restarts with
+//! checkpoints, long lines, floods.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{Daemon, POD_ENV, messages, sh, wait_until};
+
+const T: Duration = Duration::from_secs(20);
+
+/// Records that are not the shutdown summary.
+fn lines_of(records: &[Value]) -> Vec<Value> {
+    records
+        .iter()
+        .filter(|r| r["event"] != "hooks.summary")
+        .cloned()
+        .collect()
+}
+
+fn count(msgs: &[String]) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for s in msgs {
+        *m.entry(s.clone()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    let sock = d.join("hooklog.sock");
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+        ],
+        &POD_ENV,
+    );
+    let mut expected: Vec<String> = Vec::new();
+
+    // The busybox workaround's writers: hand-written JSON appended with echo.
+    for i in 0..20 {
+        sh(
+            d,
+            &format!(
+                r#"echo '{{"pod_name":"api-server-7d9f5","container_name":"api-server","message":"PreStop hook step {i}"}}' >> prestop.log"#
+            ),
+        );
+        expected.push(format!("PreStop hook step {i}"));
+    }
+    // A plain writer.
+    sh(
+        d,
+        "for i in $(seq 1 50); do echo \"plain $i\" >> prestop.log; done",
+    );
+    expected.extend((1..=50).map(|i| format!("plain {i}")));
+    // A socket writer.
+    {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        for i in 0..30 {
+            writeln!(s, "socket {i}").unwrap();
+        }
+        expected.extend((0..30).map(|i| format!("socket {i}")));
+    }
+    daemon.wait_records(expected.len(), T);
+
+    // Rotation by rename: lines still unread in the old file come first, then the new file.
+    sh(
+        d,
+        "for i in $(seq 1 200); do echo \"before-rotate $i\"; done >> prestop.log; \
+           mv prestop.log prestop.log.1; \
+           for i in $(seq 1 100); do echo \"after-rotate $i\" >> prestop.log; done",
+    );
+    expected.extend((1..=200).map(|i| format!("before-rotate {i}")));
+    expected.extend((1..=100).map(|i| format!("after-rotate {i}")));
+    daemon.wait_records(expected.len(), T);
+
+    // copytruncate: copy, truncate in place, keep writing.
+    sh(
+        d,
+        "cp prestop.log prestop.log.2 && : > prestop.log && echo 'after-truncate 1' >> prestop.log && echo 'after-truncate 2' >> prestop.log",
+    );
+    expected.extend([
+        "after-truncate 1".to_string(),
+        "after-truncate 2".to_string(),
+    ]);
+    daemon.wait_records(expected.len(), T);
+
+    // Deleted and recreated.
+    sh(d, "rm prestop.log && echo 'recreated 1' >> prestop.log");
+    expected.push("recreated 1".into());
+    daemon.wait_records(expected.len(), T);
+
+    daemon.terminate();
+    assert!(daemon.wait_exit(T).success());
+    let records = daemon.records();
+    let got = messages(&lines_of(&records));
+    assert_eq!(count(&got), count(&expected), "every line exactly once");
+    // Order is kept within one writer.
+    let rot: Vec<&String> = got.iter().filter(|m| m.contains("-rotate ")).collect();
+    let want: Vec<String> = (1..=200)
+        .map(|i| format!("before-rotate {i}"))
+        .chain((1..=100).map(|i| format!("after-rotate {i}")))
+        .collect();
+    assert_eq!(rot, want.iter().collect::<Vec<_>>());
+
+    for r in lines_of(&records) {
+        let k = &r["kubernetes"];
+        assert_eq!(k["pod_name"], "api-server-7d9f5");
+        assert_eq!(k["namespace_name"], "shop");
+        assert_eq!(k["pod_id"], "0b1c2d3e-aaaa-bbbb-cccc-0123456789ab");
+        assert_eq!(k["pod_ip"], "10.0.7.12");
+        assert_eq!(k["host"], "fargate-ip-10-0-7-12.ec2.internal");
+        let t = r["time"].as_str().unwrap();
+        assert_eq!(t.len(), 24, "RFC 3339 with milliseconds: {t}");
+        assert!(t.ends_with('Z'));
+        let msg = r["message"].as_str().unwrap();
+        if msg.starts_with("PreStop") {
+            // Both places: the top-level one survives Fluent Bit's Merge_Log on Fargate.
+            assert_eq!(r["container_name"], "api-server");
+            assert_eq!(k["container_name"], "api-server");
+            assert_eq!(r["pod_name"], "api-server-7d9f5");
+        } else {
+            assert!(r.get("container_name").is_none(), "{r}");
+        }
+    }
+    let last = records.last().unwrap();
+    assert_eq!(
+        last["event"], "hooks.summary",
+        "the summary is the last record"
+    );
+}
+
+#[test]
+fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    sh(
+        d,
+        "for i in $(seq 1 100); do echo \"early $i\"; done > prestop.log",
+    );
+    let args = ["--file", file.to_str().unwrap()];
+
+    let mut first = Daemon::start(&args, &[]);
+    sh(
+        d,
+        "for i in $(seq 1 100); do echo \"first-run $i\" >> prestop.log; done",
+    );
+    first.wait_records(200, T);
+    first.terminate();
+    assert!(first.wait_exit(T).success());
+    let run1 = messages(&lines_of(&first.records()));
+
+    // Written while hooklog is down, including an unfinished line it must not lose.
+    sh(
+        d,
+        "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done",
+    );
+
+    let mut second = Daemon::start(&args, &[]);
+    sh(d, "echo 'second-run 1' >> prestop.log");
+    second.wait_records(51, T);
+    second.terminate();
+    assert!(second.wait_exit(T).success());
+    let run2 = messages(&lines_of(&second.records()));
+
+    let mut want1: Vec<String> = (1..=100).map(|i| format!("early {i}")).collect();
+    want1.extend((1..=100).map(|i| format!("first-run {i}")));
+    assert_eq!(run1, want1);
+    let mut want2: Vec<String> = (1..=50).map(|i| format!("while-down {i}")).collect();
+    want2.push("second-run 1".into());
+    assert_eq!(
+        run2, want2,
+        "restart resumes exactly where the first run stopped"
+    );
+}
+
+#[test]
+fn sigkill_loses_nothing_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    let args = ["--file", file.to_str().unwrap()];
+    let mut first = Daemon::start(&args, &[]);
+    sh(
+        d,
+        "for i in $(seq 1 300); do echo \"line $i\" >> prestop.log; done",
+    );
+    first.wait_records(300, T);
+    first.signal("KILL");
+    let _ = first.wait_exit(T);
+    sh(
+        d,
+        "for i in $(seq 301 400); do echo \"line $i\" >> prestop.log; done",
+    );
+    let mut second = Daemon::start(&args, &[]);
+    let ok = wait_until(T, || {
+        messages(&second.records()).iter().any(|m| m == "line 400")
+    });
+    assert!(ok, "{:?}", second.stdout.lines());
+    second.terminate();
+    assert!(second.wait_exit(T).success());
+    let mut all = messages(&lines_of(&first.records()));
+    all.extend(messages(&lines_of(&second.records())));
+    let seen = count(&all);
+    for i in 1..=400 {
+        assert!(
+            seen.contains_key(&format!("line {i}")),
+            "line {i} lost after SIGKILL"
+        );
+    }
+}
+
+#[test]
+fn missing_file_is_created_for_other_users_to_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("logs/prestop.log");
+    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666);
+    daemon.terminate();
+    assert!(daemon.wait_exit(T).success());
+
+    let other = dir.path().join("other.log");
+    let mut daemon = Daemon::start(
+        &["--file", other.to_str().unwrap(), "--file-mode", "0640"],
+        &[],
+    );
+    let mode = std::fs::metadata(&other).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    daemon.terminate();
+    assert!(daemon.wait_exit(T).success());
+}
+
+#[test]
+fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let big: String = (0..100_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let json_big = format!(
+        r#"{{"container_name":"api","message":"{}"}}"#,
+        "q\"".repeat(20_000)
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    writeln!(f, "{big}").unwrap();
+    writeln!(f, "{json_big}").unwrap();
+    writeln!(f, "short").unwrap();
+    drop(f);
+    let ok = wait_until(T, || {
+        messages(&daemon.records()).iter().any(|m| m == "short")
+    });
+    assert!(ok);
+    daemon.terminate();
+    assert!(daemon.wait_exit(T).success());
+    for l in daemon.stdout.lines() {
+        assert!(l.len() < 16 * 1024, "a stdout line of {} bytes", l.len());
+    }
+    let records = lines_of(&daemon.records());
+    let mut parts: HashMap<String, Vec<(u64, String, bool)>> = HashMap::new();
+    for r in &records {
+        if let Some(s) = r["hooklog"].get("split") {
+            parts
+                .entry(s["id"].as_str().unwrap().to_string())
+                .or_default()
+                .push((
+                    s["index"].as_u64().unwrap(),
+                    r["message"].as_str().unwrap().to_string(),
+                    s["last"].as_bool().unwrap(),
+                ));
+        }
+    }
+    assert_eq!(parts.len(), 2, "two split lines");
+    let mut whole: Vec<String> = parts
+        .values_mut()
+        .map(|p| {
+            p.sort();
+            assert!(p.last().unwrap().2, "last part marked");
+            assert!(p.iter().rev().skip(1).all(|x| !x.2));
+            p.iter().map(|x| x.1.as_str()).collect::<String>()
+        })
+        .collect();
+    whole.sort();
+    let mut want = vec![big, json_big];
+    want.sort();
+    assert_eq!(whole, want);
+}
+
+#[test]
+fn sigterm_without_peers_drains_what_was_written_and_exits_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    sh(
+        d,
+        "i=0; while [ $i -lt 20000 ]; do echo \"burst $i\"; i=$((i+1)); done >> prestop.log",
+    );
+    let t = std::time::Instant::now();
+    daemon.terminate();
+    let st = daemon.wait_exit(T);
+    let took = t.elapsed();
+    assert!(st.success());
+    // Generous bound for a noisy machine; the benchmark measures the real figure.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    let got = messages(&lines_of(&daemon.records()));
+    assert_eq!(got.len(), 20_000);
+    assert_eq!(got.last().map(String::as_str), Some("burst 19999"));
+}
+
+/// Reads VmRSS of a process in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_stalled_stdout_holds_memory_bounded_and_loses_nothing() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("flood.log");
+    // 200 MB waiting in the file while nobody reads hooklog's stdout.
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        let pad = "x".repeat(180);
+        for i in 0..1_000_000 {
+            writeln!(f, "flood {i} {pad}").unwrap();
+        }
+    }
+    let mut child = crate::util::hooklog()
+        .args(["run", "--file", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // Let it fill every queue it has.
+    let stalled = rss_kib(child.id());
+    assert!(
+        stalled < 64 * 1024,
+        "RSS {stalled} KiB while stdout is stalled"
+    );
+    // Now read everything: nothing was dropped while it waited.
+    let mut out = child.stdout.take().unwrap();
+    let pid = child.id();
+    let reader = std::thread::spawn(move || {
+        let mut n = 0usize;
+        let mut last = String::new();
+        let mut r = std::io::BufReader::new(&mut out);
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut r, &mut line).unwrap() > 0 {
+            n += 1;
+            if line.contains("flood 999999 ") {
+                last = line.clone();
+                break;
+            }
+            line.clear();
+        }
+        (n, last)
+    });
+    let (n, last) = reader.join().unwrap();
+    assert_eq!(n, 1_000_000);
+    assert!(last.contains("flood 999999 "));
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = child.wait();
+}
