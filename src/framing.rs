@@ -52,26 +52,42 @@ impl Framer {
 
     /// Feeds a chunk, calling `emit` for every frame it completes.
     pub fn feed(&mut self, chunk: &[u8], mut emit: impl FnMut(Frame<'_>)) {
+        let used = self.feed_some(chunk, |f| {
+            emit(f);
+            true
+        });
+        debug_assert_eq!(used, chunk.len());
+    }
+
+    /// Feeds a chunk until `emit` returns false after a whole line: returns how many bytes of
+    /// `chunk` were consumed, so the caller can hand the rest in again (after sending a full
+    /// batch, say). Everything is consumed when `emit` never returns false.
+    pub fn feed_some(&mut self, chunk: &[u8], mut emit: impl FnMut(Frame<'_>) -> bool) -> usize {
         let mut rest = chunk;
         while let Some(i) = memchr::memchr(b'\n', rest) {
             let line = &rest[..i];
             rest = &rest[i + 1..];
-            if self.pending.is_empty() {
-                self.emit_long(line, FrameEnd::Newline, &mut emit);
+            let more = if self.pending.is_empty() {
+                self.emit_long(line, FrameEnd::Newline, &mut emit)
             } else {
                 self.append(line, &mut emit);
                 let pending = std::mem::take(&mut self.pending);
-                emit(Frame {
+                let more = emit(Frame {
                     bytes: &pending,
                     continued: self.continued,
                     end: FrameEnd::Newline,
                 });
                 self.pending = pending;
                 self.pending.clear();
-            }
+                more
+            };
             self.continued = false;
+            if !more {
+                return chunk.len() - rest.len();
+            }
         }
         self.append(rest, &mut emit);
+        chunk.len()
     }
 
     /// Ends the stream: a held unfinished line comes out as a frame ending in `Eof`.
@@ -88,7 +104,7 @@ impl Framer {
     }
 
     /// Appends to the unfinished line, cutting off frames while it reaches the cap.
-    fn append(&mut self, mut bytes: &[u8], emit: &mut impl FnMut(Frame<'_>)) {
+    fn append(&mut self, mut bytes: &[u8], emit: &mut impl FnMut(Frame<'_>) -> bool) {
         while self.pending.len() + bytes.len() >= self.max {
             if self.pending.is_empty() {
                 let cut = cut_point(bytes, self.max);
@@ -115,8 +131,14 @@ impl Framer {
         self.pending.extend_from_slice(bytes);
     }
 
-    /// Emits a whole line that may be longer than the cap.
-    fn emit_long(&mut self, mut line: &[u8], end: FrameEnd, emit: &mut impl FnMut(Frame<'_>)) {
+    /// Emits a whole line that may be longer than the cap; returns what `emit` said of its last
+    /// frame.
+    fn emit_long(
+        &mut self,
+        mut line: &[u8],
+        end: FrameEnd,
+        emit: &mut impl FnMut(Frame<'_>) -> bool,
+    ) -> bool {
         while line.len() > self.max {
             let cut = cut_point(line, self.max);
             emit(Frame {
@@ -131,7 +153,7 @@ impl Framer {
             bytes: line,
             continued: self.continued,
             end,
-        });
+        })
     }
 }
 
@@ -217,6 +239,34 @@ mod tests {
             vec![
                 (b"abcd".to_vec(), false, FrameEnd::Cut),
                 (b"".to_vec(), true, FrameEnd::Eof),
+            ]
+        );
+    }
+
+    #[test]
+    fn feed_some_stops_after_a_whole_line_and_resumes() {
+        let mut f = Framer::new(100);
+        let input = b"one\ntwo\nthree\npart";
+        let mut got = Vec::new();
+        let used = f.feed_some(input, |fr| {
+            got.push(fr.bytes.to_vec());
+            got.len() < 2
+        });
+        assert_eq!(used, 8, "stopped after \"two\\n\"");
+        assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()]);
+        let used2 = f.feed_some(&input[used..], |fr| {
+            got.push(fr.bytes.to_vec());
+            true
+        });
+        assert_eq!(used + used2, input.len());
+        f.finish(|fr| got.push(fr.bytes.to_vec()));
+        assert_eq!(
+            got,
+            vec![
+                b"one".to_vec(),
+                b"two".to_vec(),
+                b"three".to_vec(),
+                b"part".to_vec()
             ]
         );
     }

@@ -334,19 +334,31 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_stalled_stdout_holds_memory_bounded_and_loses_nothing() {
+    stalled_stdout(1_000_000, |i| format!("flood {i} {}", "x".repeat(180)));
+}
+
+#[test]
+fn a_flood_of_empty_lines_holds_memory_bounded() {
+    // Each empty line becomes a record of a few hundred bytes: batches must be capped by what
+    // they encode to, not by what was read.
+    stalled_stdout(1_000_000, |_| String::new());
+}
+
+/// Writes `n` lines made by `line`, starts hooklog with nobody reading its stdout, checks its
+/// memory, then reads every record.
+fn stalled_stdout(n: usize, line: impl Fn(usize) -> String) {
     use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("flood.log");
-    // 200 MB waiting in the file while nobody reads hooklog's stdout.
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
-        let pad = "x".repeat(180);
-        for i in 0..1_000_000 {
-            writeln!(f, "flood {i} {pad}").unwrap();
+        for i in 0..n {
+            writeln!(f, "{}", line(i)).unwrap();
         }
     }
     let mut child = crate::util::hooklog()
         .args(["run", "--file", file.to_str().unwrap()])
+        .envs(POD_ENV)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -360,24 +372,24 @@ fn a_stalled_stdout_holds_memory_bounded_and_loses_nothing() {
     // Now read everything: nothing was dropped while it waited.
     let mut out = child.stdout.take().unwrap();
     let pid = child.id();
+    let want_last = line(n - 1);
     let reader = std::thread::spawn(move || {
-        let mut n = 0usize;
-        let mut last = String::new();
+        let mut count = 0usize;
         let mut r = std::io::BufReader::new(&mut out);
-        let mut line = String::new();
-        while std::io::BufRead::read_line(&mut r, &mut line).unwrap() > 0 {
-            n += 1;
-            if line.contains("flood 999999 ") {
-                last = line.clone();
-                break;
+        let mut buf = String::new();
+        while std::io::BufRead::read_line(&mut r, &mut buf).unwrap() > 0 {
+            count += 1;
+            let v: Value = serde_json::from_str(&buf).unwrap();
+            if count == n {
+                return (count, v["message"].as_str().unwrap().to_string());
             }
-            line.clear();
+            buf.clear();
         }
-        (n, last)
+        (count, String::new())
     });
-    let (n, last) = reader.join().unwrap();
-    assert_eq!(n, 1_000_000);
-    assert!(last.contains("flood 999999 "));
+    let (count, last) = reader.join().unwrap();
+    assert_eq!(count, n);
+    assert_eq!(last, want_last);
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();

@@ -216,12 +216,17 @@ impl FileSource {
             open.offset += n as u64;
             self.ctx.activity.touch();
             let now = crate::timefmt::now_ms();
-            framer.feed(&buf[..n], |frame| {
-                self.ctx.encode(encoder, frame, now, &mut batch)
-            });
-            if batch.buf.len() >= BATCH_BYTES {
-                let delivered_to = open.offset - framer.pending_len() as u64;
-                self.send(std::mem::take(&mut batch), open, delivered_to)?;
+            let mut chunk = &buf[..n];
+            while !chunk.is_empty() {
+                let used = framer.feed_some(chunk, |frame| {
+                    self.ctx.encode(encoder, frame, now, &mut batch);
+                    batch.buf.len() < BATCH_BYTES
+                });
+                chunk = &chunk[used..];
+                if batch.buf.len() >= BATCH_BYTES {
+                    let held = (framer.pending_len() + chunk.len()) as u64;
+                    self.send(std::mem::take(&mut batch), open, open.offset - held)?;
+                }
             }
         }
         if !batch.is_empty() {

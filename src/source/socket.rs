@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use crate::batch::Batch;
 use crate::framing::Framer;
 use crate::record::Encoder;
-use crate::source::SourceContext;
+use crate::source::{BATCH_BYTES, SourceContext};
 
 /// Bytes read per `read` call on one connection. Together with `--max-connections` and the line
 /// cap this bounds what connections hold.
@@ -104,12 +104,17 @@ async fn connection(
         };
         ctx.activity.touch();
         let now = crate::timefmt::now_ms();
-        let mut batch = Batch::new();
-        framer.feed(&buf[..n], |frame| {
-            ctx.encode(&mut encoder, frame, now, &mut batch)
-        });
-        if !batch.is_empty() && ctx.tx.send(batch).await.is_err() {
-            return;
+        let mut chunk = &buf[..n];
+        while !chunk.is_empty() {
+            let mut batch = Batch::new();
+            let used = framer.feed_some(chunk, |frame| {
+                ctx.encode(&mut encoder, frame, now, &mut batch);
+                batch.buf.len() < BATCH_BYTES
+            });
+            chunk = &chunk[used..];
+            if !batch.is_empty() && ctx.tx.send(batch).await.is_err() {
+                return;
+            }
         }
     }
     let mut batch = Batch::new();
