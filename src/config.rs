@@ -105,7 +105,7 @@ impl RunConfig {
         let sockets = args
             .sockets
             .iter()
-            .map(|p| bind_socket(p, args.file_mode).map(|l| (p.clone(), l)))
+            .map(|p| bind_socket(p, args.file_mode))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let cloudwatch = if args.outputs.contains(&Output::Cloudwatch) {
             let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
@@ -189,36 +189,46 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Binds a listening socket at `path`, replacing a stale socket file but never a live one.
-fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
-    if let Ok(m) = std::fs::symlink_metadata(path) {
+/// Binds a listening socket at `path` (returned absolute), replacing a stale socket file but
+/// never a live one.
+fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("--socket {}: not a file name", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
+    let path = parent
+        .canonicalize()
+        .with_context(|| format!("--socket {}: cannot resolve its folder", path.display()))?
+        .join(name);
+    if let Ok(m) = std::fs::symlink_metadata(&path) {
         if m.is_dir() {
             bail!("--socket {}: is a directory", path.display());
         }
         if !m.file_type().is_socket() {
             bail!("--socket {}: exists and is not a socket", path.display());
         }
-        if UnixStream::connect(path).is_ok() {
+        if UnixStream::connect(&path).is_ok() {
             bail!(
                 "--socket {}: another process is listening on it",
                 path.display()
             );
         }
-        std::fs::remove_file(path)
+        std::fs::remove_file(&path)
             .with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
-    }
-    let listener = UnixListener::bind(path)
+    let listener = UnixListener::bind(&path)
         .with_context(|| format!("--socket {}: cannot bind", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("--socket {}: cannot set mode {mode:o}", path.display()))?;
     listener
         .set_nonblocking(true)
         .with_context(|| format!("--socket {}: cannot make non-blocking", path.display()))?;
-    Ok(listener)
+    Ok((path, listener))
 }
 
 /// Fills `{field}` placeholders from the pod; a field the pod lacks becomes `unknown`. Characters
