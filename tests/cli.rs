@@ -148,3 +148,34 @@ fn podinfo_labels_and_annotations_enrich_records() {
     daemon.terminate();
     assert!(daemon.wait_exit(Duration::from_secs(10)).success());
 }
+
+#[test]
+fn readme_documents_every_flag_and_env_var() {
+    let readme = include_str!("../README.md");
+    for sub in ["run", "hook", "sleep", "install", "emit"] {
+        let out = hooklog().args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut checked = 0;
+        for word in help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']') {
+            let flag = word.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
+            if flag.starts_with("--") && flag.len() > 2 && flag != "--help" && flag != "--version" {
+                assert!(mentions(readme, flag), "README lacks {sub} {flag}");
+                checked += 1;
+            }
+            if let Some(var) = word.strip_prefix("HOOKLOG_") {
+                let var = format!("HOOKLOG_{}", var.trim_end_matches('='));
+                assert!(readme.contains(&var), "README lacks {var} ({sub})");
+            }
+        }
+        if sub == "run" || sub == "hook" {
+            assert!(checked > 4, "{sub}: parsed no flags from --help:\n{help}");
+        }
+    }
+}
+
+/// True when `text` holds `flag` as a whole flag (not as the start of a longer one).
+fn mentions(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(i, _)| {
+        !text[i + flag.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+    })
+}
