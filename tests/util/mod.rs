@@ -51,13 +51,16 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// Lines a child wrote to one stream, collected by a thread.
 #[derive(Clone, Default)]
-pub struct Collected(Arc<Mutex<Vec<String>>>);
+pub struct Collected(
+    Arc<Mutex<Vec<String>>>,
+    Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+);
 
 impl Collected {
     fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
         let c = Collected::default();
         let lines = c.0.clone();
-        std::thread::spawn(move || {
+        let handle = std::thread::spawn(move || {
             let mut r = BufReader::new(r);
             let mut buf = Vec::new();
             while let Ok(n) = r.read_until(b'\n', &mut buf) {
@@ -71,7 +74,15 @@ impl Collected {
                 buf.clear();
             }
         });
+        *c.1.lock().unwrap() = Some(handle);
         c
+    }
+
+    /// Waits until the stream reached its end (the child closed it).
+    pub fn join(&self) {
+        if let Some(h) = self.1.lock().unwrap().take() {
+            h.join().expect("collector thread");
+        }
     }
 
     /// Every line so far.
@@ -173,8 +184,9 @@ impl Daemon {
         let start = Instant::now();
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
-                // Let the collector threads finish reading the pipes.
-                let _ = wait_until(Duration::from_secs(2), || false);
+                // Everything the child wrote is collected once its pipes reach their end.
+                self.stdout.join();
+                self.stderr.join();
                 return st;
             }
             if start.elapsed() > timeout {
