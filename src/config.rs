@@ -142,22 +142,28 @@ impl RunConfig {
     }
 }
 
+/// `path` made absolute through its folder, which is created when missing (an emptyDir
+/// subfolder, say). Errors name `flag` and the path as given.
+fn absolute_in_created_dir(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{flag} {}: not a file name", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(parent)
+        .with_context(|| format!("{flag} {}: cannot create its folder", path.display()))?;
+    let parent = parent
+        .canonicalize()
+        .with_context(|| format!("{flag} {}: cannot resolve its folder", path.display()))?;
+    Ok(parent.join(name))
+}
+
 /// Makes `path` ready to follow: absolute, not a folder, created with `mode` when missing (so
 /// containers running as other users can append), readable, with a writable checkpoint beside.
 fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("--file {}: not a file name", path.display()))?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("--file {}: cannot create its folder", path.display()))?;
-    let parent = parent
-        .canonicalize()
-        .with_context(|| format!("--file {}: cannot resolve its folder", path.display()))?;
-    let path = parent.join(name);
+    let path = absolute_in_created_dir(path, "--file")?;
     if path.is_dir() {
         bail!("--file {}: is a directory", path.display());
     }
@@ -192,19 +198,7 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
 /// Binds a listening socket at `path` (returned absolute), replacing a stale socket file but
 /// never a live one.
 fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("--socket {}: not a file name", path.display()))?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("--socket {}: cannot create its folder", path.display()))?;
-    let path = parent
-        .canonicalize()
-        .with_context(|| format!("--socket {}: cannot resolve its folder", path.display()))?
-        .join(name);
+    let path = absolute_in_created_dir(path, "--socket")?;
     if let Ok(m) = std::fs::symlink_metadata(&path) {
         if m.is_dir() {
             bail!("--socket {}: is a directory", path.display());
