@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -134,6 +134,9 @@ pub async fn execute(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so a timeout or a forwarded SIGTERM reaches the command's
+        // children too (`sh -c 'upload; sleep 50'`), as timeout(1) does.
+        .process_group(0)
         .spawn()
     {
         Ok(c) => c,
@@ -185,6 +188,10 @@ pub async fn execute(
             Some(_) = recv_opt(&mut term) => send(pid, Signal::SIGTERM),
         }
     };
+    if timed_out {
+        // What the timed-out command left behind goes too.
+        send(pid, Signal::SIGKILL);
+    }
     // The rest of the output, unless something else holds the pipes open.
     let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
     while let Ok(Some((stream, line, partial))) = tokio::time::timeout_at(drain_until, lines.recv()).await {
@@ -230,10 +237,11 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
     }
 }
 
+/// Signals the command's process group (its id is the command's pid).
 fn send(pid: Option<Pid>, sig: Signal) {
     if let Some(pid) = pid {
-        // The child may have exited already; then there is nothing to signal.
-        let _ = kill(pid, sig);
+        // The group may be gone already; then there is nothing to signal.
+        let _ = killpg(pid, sig);
     }
 }
 

@@ -455,6 +455,10 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
     let dump = || format!("records: {records:#?}\nstderr: {stderr:#?}");
 
     // hooklog left by itself, with 0, never after its grace deadline.
+    eprintln!(
+        "hooklog exited {:?} after SIGTERM (grace {:?}, linger {:?}, announce {:?})",
+        ended.daemon_took, pod.settings.grace, pod.settings.linger, pod.settings.announce
+    );
     assert!(
         ended.daemon_status.success(),
         "hooklog exited {} after {:?}\n{}",
@@ -1016,14 +1020,21 @@ fn lines_written_after_sigterm_all_come_out() {
     };
     let mut envoy = Spec::new("envoy").sh(&burst("envoy"));
     envoy.term_line = Some("envoy: shutting down after the hook".into());
-    let api = Spec::new("api-server").sh(&burst("api-server"));
+    // api-server's hook ends last: its main process's line comes after every hook ended, and
+    // only the quiet period (`--linger`) waits for it.
+    let mut api =
+        Spec::new("api-server").sh(&format!("{}; \"$HL\" sleep 0.5", burst("api-server")));
+    api.term_line = Some("api-server: shutting down after the last hook".into());
     let specs = [envoy, api];
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
-    let mut lines = vec![line(
-        "envoy",
-        Via::Plain,
-        "envoy: shutting down after the hook",
-    )];
+    let mut lines = vec![
+        line("envoy", Via::Plain, "envoy: shutting down after the hook"),
+        line(
+            "api-server",
+            Via::Plain,
+            "api-server: shutting down after the last hook",
+        ),
+    ];
     for name in ["envoy", "api-server"] {
         for i in 0..N {
             lines.push(line(name, Via::Plain, &format!("{name} file line {i}")));
