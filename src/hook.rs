@@ -67,6 +67,9 @@ pub fn run(args: HookArgs) -> u8 {
 }
 
 async fn run_async(args: HookArgs) -> u8 {
+    // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
+    // starts, waits for it) instead of killing the wrapper with the hook half-reported.
+    let term = signal(SignalKind::terminate()).ok();
     let mut reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
     let command: Vec<String> = args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let base = |event: &str| {
@@ -85,7 +88,7 @@ async fn run_async(args: HookArgs) -> u8 {
     reporter.send(&Value::Object(started).to_string());
 
     let start = Instant::now();
-    let result = execute(&args.command, args.timeout, |stream, line, partial| {
+    let result = execute(&args.command, args.timeout, term, |stream, line, partial| {
         let mut m = base("hook.output");
         m.insert("stream".into(), json!(stream));
         m.insert("message".into(), json!(line));
@@ -113,10 +116,12 @@ async fn run_async(args: HookArgs) -> u8 {
     result.status
 }
 
-/// Runs `command`, handing each output line to `on_line(stream, text, partial)`.
+/// Runs `command`, handing each output line to `on_line(stream, text, partial)`. Each SIGTERM
+/// `term` receives is forwarded to the command.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
+    mut term: Option<tokio::signal::unix::Signal>,
     mut on_line: impl FnMut(&str, &str, bool),
 ) -> HookResult {
     let Some((program, rest)) = command.split_first() else {
@@ -165,7 +170,6 @@ pub async fn execute(
     }
     drop(tx);
 
-    let mut term = signal(SignalKind::terminate()).ok();
     let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;

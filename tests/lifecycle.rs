@@ -228,6 +228,14 @@ fn kill_group(pid: u32) {
     let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
 }
 
+/// Sends SIGTERM to the daemon; returns the instant just before the signal went (so durations
+/// measured from it are never shorter than the daemon's own).
+fn sigterm(daemon: &Daemon) -> Instant {
+    let at = Instant::now();
+    kill(Pid::from_raw(daemon.child.id() as i32), Signal::SIGTERM).expect("signal hooklog");
+    at
+}
+
 /// Deletes the pod: runs its containers' preStop hooks and signals, in the kubelet's order.
 fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm, pod_grace: Duration) -> Ended {
     // The containers' main processes; each appends its `term_line` on SIGTERM.
@@ -265,8 +273,7 @@ fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm, pod_grace: Durat
     let deleted = Instant::now();
     let mut sigterm_at = None;
     if let SidecarTerm::AtDeletion = term {
-        pod.daemon.terminate();
-        sigterm_at = Some(Instant::now());
+        sigterm_at = Some(sigterm(&pod.daemon));
     }
     let mut daemon_exit: Option<(ExitStatus, Instant)> = None;
     loop {
@@ -330,8 +337,7 @@ fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm, pod_grace: Durat
                 SidecarTerm::AfterMainsExit => running.iter().all(|r| r.main_done),
             };
             if due {
-                pod.daemon.terminate();
-                sigterm_at = Some(Instant::now());
+                sigterm_at = Some(sigterm(&pod.daemon));
             }
         }
         if daemon_exit.is_none()
