@@ -110,6 +110,9 @@ pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -
         }
     };
     let t0 = Instant::now();
+    // The quiet period starts at the signal at the earliest: a pod quiet for a while gets its
+    // SIGTERM as the hooks start, and they need a moment to announce themselves.
+    activity.touch();
     let deadline = t0 + cfg.grace;
     let stop_waiting = deadline - FLUSH_RESERVE.min(cfg.grace / 4);
     tracing::info!(signal, grace_ms = cfg.grace.as_millis() as u64, "shutdown: waiting for peer hooks");

@@ -862,8 +862,8 @@ fn sigterm_before_the_hooks_waits_for_a_late_announcer() {
     );
 }
 
-/// SIGTERM before the hooks, without `--peers`: a hook announcing itself within the linger is
-/// still waited for.
+/// SIGTERM before the hooks, without `--peers`, to a pod that has been quiet for a while: a hook
+/// announcing itself within the linger after the SIGTERM is still waited for.
 #[test]
 fn sigterm_before_the_hooks_without_peers_waits_for_one_announcing_within_the_linger() {
     let mut pod = Pod::start(Settings {
@@ -874,6 +874,10 @@ fn sigterm_before_the_hooks_without_peers_waits_for_one_announcing_within_the_li
         Spec::new("envoy").sh("echo 'envoy: started late'; \"$HL\" sleep 1; echo 'envoy: done'");
     late.hook_delay = Duration::from_millis(200);
     let specs = [late];
+    // The pod has been quiet for longer than the linger when it is deleted (as pods are): the
+    // quiet period must still start at the SIGTERM, not at the last line. This sleep sets up
+    // that precondition; it waits for nothing.
+    std::thread::sleep(pod.settings.linger * 2);
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
     check(
         &pod,
