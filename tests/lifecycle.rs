@@ -1151,3 +1151,93 @@ fn socket_down_falls_back_to_the_file() {
         );
     }
 }
+
+/// A container that never stops writing must not hold hooklog until its grace deadline: the
+/// quiet period is capped at 4 × `--linger`. What it wrote comes out once each, with no gap,
+/// up to where hooklog stopped reading.
+#[test]
+fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
+    let mut pod = Pod::start(Settings {
+        peers: &["envoy"],
+        // Far above the cap, so that waiting for the grace instead shows.
+        grace: Duration::from_secs(5),
+        ..Settings::default()
+    });
+    let chatty = pod
+        .command("sh")
+        .arg("-c")
+        .arg(
+            "i=0; while :; do echo \"chatty $i\" >> \"$SHARED_FILE\"; i=$((i+1)); sleep 0.02; done",
+        )
+        .spawn()
+        .unwrap();
+    let specs = [Spec::new("envoy").sh("echo 'envoy: bye'")];
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    kill_group(chatty.id());
+    assert!(ended.daemon_status.success(), "{}", ended.daemon_status);
+    let cap = pod.settings.linger * 4;
+    assert!(
+        ended.daemon_took < cap + SLACK,
+        "hooklog took {:?} with a chatty container; the cap is {cap:?}",
+        ended.daemon_took
+    );
+    let records = pod.daemon.records();
+    assert_eq!(event(records.last().unwrap()), "hooks.summary");
+    assert_eq!(records.last().unwrap()["peers"]["envoy"]["outcome"], "ok");
+    let mut seen: Vec<u64> = records
+        .iter()
+        .filter_map(|r| r["message"].as_str()?.strip_prefix("chatty ")?.parse().ok())
+        .collect();
+    seen.sort_unstable();
+    let n = seen.len() as u64;
+    assert!(n > 0, "no chatty line came out");
+    assert_eq!(
+        seen,
+        (0..n).collect::<Vec<_>>(),
+        "chatty lines with a gap or twice"
+    );
+}
+
+/// Nobody reads hooklog's stdout (a stuck log router): hooklog still leaves at its grace
+/// deadline, exit 0, instead of waiting for the kubelet's SIGKILL.
+#[test]
+fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let grace = Duration::from_secs(2);
+    let stderr = File::create(dir.path().join("hooklog.err")).unwrap();
+    let mut child = hooklog()
+        .args(["run", "--file", file.to_str().unwrap(), "--grace", "2s"])
+        .envs(POD_ENV)
+        .stdin(Stdio::null())
+        // A pipe nobody reads: it fills at 64 KiB and the stdout sink blocks.
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let err = dir.path().join("hooklog.err");
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&err).is_ok_and(|s| s.contains("hooklog ready"))
+    }));
+    let line = format!("{}\n", "x".repeat(200));
+    std::fs::write(&file, line.repeat(20_000)).unwrap();
+    // 4 MB of records against a 64 KiB pipe: the sink blocks (the lower bound below shows it
+    // did: an unblocked hooklog would leave after the linger).
+    let at = Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let exited = wait_until(grace + SLACK, || child.try_wait().unwrap().is_some());
+    let took = at.elapsed();
+    if !exited {
+        let _ = child.kill();
+    }
+    let st = child.wait().unwrap();
+    assert!(
+        exited,
+        "hooklog still ran {took:?} after SIGTERM with grace {grace:?}"
+    );
+    assert!(st.success(), "{st}");
+    assert!(
+        took >= grace - Duration::from_millis(100),
+        "left after {took:?}: gave up on queued records early"
+    );
+}
