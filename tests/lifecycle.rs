@@ -1163,7 +1163,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
         grace: Duration::from_secs(5),
         ..Settings::default()
     });
-    let chatty = pod
+    let mut chatty = pod
         .command("sh")
         .arg("-c")
         .arg(
@@ -1174,6 +1174,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
     let specs = [Spec::new("envoy").sh("echo 'envoy: bye'")];
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
     kill_group(chatty.id());
+    let _ = chatty.wait();
     assert!(ended.daemon_status.success(), "{}", ended.daemon_status);
     let cap = pod.settings.linger * 4;
     assert!(
