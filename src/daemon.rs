@@ -126,6 +126,9 @@ pub async fn run(
         }
     };
     let t0 = Instant::now();
+    // The quiet period starts at the signal at the earliest: a pod quiet for a while gets its
+    // SIGTERM as the hooks start, and they need a moment to announce themselves.
+    activity.touch();
     let deadline = t0 + cfg.grace;
     let stop_waiting = deadline - FLUSH_RESERVE.min(cfg.grace / 4);
     tracing::info!(

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -70,6 +70,9 @@ pub fn run(args: HookArgs) -> u8 {
 }
 
 async fn run_async(args: HookArgs) -> u8 {
+    // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
+    // starts, waits for it) instead of killing the wrapper with the hook half-reported.
+    let term = signal(SignalKind::terminate()).ok();
     let mut reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
     let command: Vec<String> = args
         .command
@@ -96,15 +99,20 @@ async fn run_async(args: HookArgs) -> u8 {
     reporter.send(&Value::Object(started).to_string());
 
     let start = Instant::now();
-    let result = execute(&args.command, args.timeout, |stream, line, partial| {
-        let mut m = base("hook.output");
-        m.insert("stream".into(), json!(stream));
-        m.insert("message".into(), json!(line));
-        if partial {
-            m.insert("partial".into(), json!(true));
-        }
-        reporter.send(&Value::Object(m).to_string());
-    })
+    let result = execute(
+        &args.command,
+        args.timeout,
+        term,
+        |stream, line, partial| {
+            let mut m = base("hook.output");
+            m.insert("stream".into(), json!(stream));
+            m.insert("message".into(), json!(line));
+            if partial {
+                m.insert("partial".into(), json!(true));
+            }
+            reporter.send(&Value::Object(m).to_string());
+        },
+    )
     .await;
     let duration_ms = start.elapsed().as_millis() as u64;
 
@@ -130,10 +138,12 @@ async fn run_async(args: HookArgs) -> u8 {
     result.status
 }
 
-/// Runs `command`, handing each output line to `on_line(stream, text, partial)`.
+/// Runs `command`, handing each output line to `on_line(stream, text, partial)`. Each SIGTERM
+/// `term` receives is forwarded to the command.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
+    mut term: Option<tokio::signal::unix::Signal>,
     mut on_line: impl FnMut(&str, &str, bool),
 ) -> HookResult {
     let Some((program, rest)) = command.split_first() else {
@@ -151,6 +161,9 @@ pub async fn execute(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so a timeout or a forwarded SIGTERM reaches the command's
+        // children too (`sh -c 'upload; sleep 50'`), as timeout(1) does.
+        .process_group(0)
         .spawn()
     {
         Ok(c) => c,
@@ -182,7 +195,6 @@ pub async fn execute(
     }
     drop(tx);
 
-    let mut term = signal(SignalKind::terminate()).ok();
     let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
@@ -205,6 +217,10 @@ pub async fn execute(
             Some(_) = recv_opt(&mut term) => send(pid, Signal::SIGTERM),
         }
     };
+    if timed_out {
+        // What the timed-out command left behind goes too.
+        send(pid, Signal::SIGKILL);
+    }
     // The rest of the output, unless something else holds the pipes open.
     let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
     while let Ok(Some((stream, line, partial))) =
@@ -262,10 +278,11 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
     }
 }
 
+/// Signals the command's process group (its id is the command's pid).
 fn send(pid: Option<Pid>, sig: Signal) {
     if let Some(pid) = pid {
-        // The child may have exited already; then there is nothing to signal.
-        let _ = kill(pid, sig);
+        // The group may be gone already; then there is nothing to signal.
+        let _ = killpg(pid, sig);
     }
 }
 

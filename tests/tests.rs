@@ -3,5 +3,7 @@
 mod util;
 
 mod cli;
+mod hook;
+mod lifecycle;
 mod socket;
 mod tail;
