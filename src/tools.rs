@@ -18,15 +18,32 @@ pub const INSTALL_MODE: u32 = 0o755;
 /// Copies the running executable to `<dir>/hooklog`, atomically (a container starting at the same
 /// moment sees the old file or the whole new one), executable by every user. Returns the path.
 pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot find my own executable")?;
+    let exe = own_executable()?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let target = dir.join("hooklog");
     let tmp = dir.join(format!(".hooklog.{}.tmp", std::process::id()));
-    std::fs::copy(&exe, &tmp).with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
+    std::fs::copy(&exe, &tmp)
+        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(INSTALL_MODE))
         .with_context(|| format!("cannot make {} executable", tmp.display()))?;
-    std::fs::rename(&tmp, &target).with_context(|| format!("cannot move {} into place", target.display()))?;
+    std::fs::rename(&tmp, &target)
+        .with_context(|| format!("cannot move {} into place", target.display()))?;
     Ok(target)
+}
+
+/// This executable's path: `/proc/self/exe`, or, where no /proc is mounted (a bare chroot, some
+/// sandboxes), the path it was started by when that names a file.
+fn own_executable() -> anyhow::Result<PathBuf> {
+    match std::env::current_exe() {
+        Ok(p) => Ok(p),
+        Err(e) => std::env::args_os()
+            .next()
+            .map(PathBuf::from)
+            .filter(|p| p.components().count() > 1 && p.is_file())
+            .with_context(|| {
+                format!("cannot find my own executable ({e}) and argv[0] is not a path")
+            }),
+    }
 }
 
 /// Builds the record `emit` writes: `container_name`, the fields, then `message`.
@@ -80,6 +97,11 @@ mod tests {
         let target = install(&dir.path().join("bin")).unwrap();
         let m = std::fs::metadata(&target).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o755);
-        assert_eq!(m.len(), std::fs::metadata(std::env::current_exe().unwrap()).unwrap().len());
+        assert_eq!(
+            m.len(),
+            std::fs::metadata(std::env::current_exe().unwrap())
+                .unwrap()
+                .len()
+        );
     }
 }

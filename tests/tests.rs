@@ -3,5 +3,7 @@
 mod util;
 
 mod cli;
+mod image;
+mod k8s;
 mod socket;
 mod tail;
