@@ -56,10 +56,7 @@ pub struct HookResult {
 
 /// Runs the hook and returns hooklog's exit status.
 pub fn run(args: HookArgs) -> u8 {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("hooklog: cannot start: {e}");
@@ -71,11 +68,7 @@ pub fn run(args: HookArgs) -> u8 {
 
 async fn run_async(args: HookArgs) -> u8 {
     let mut reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
-    let command: Vec<String> = args
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let command: Vec<String> = args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let base = |event: &str| {
         let mut m = serde_json::Map::new();
         m.insert("event".into(), json!(event));
@@ -87,11 +80,7 @@ async fn run_async(args: HookArgs) -> u8 {
     started.insert("command".into(), json!(command));
     started.insert(
         "message".into(),
-        json!(format!(
-            "{} hook started: {}",
-            args.hook_name,
-            command.join(" ")
-        )),
+        json!(format!("{} hook started: {}", args.hook_name, command.join(" "))),
     );
     reporter.send(&Value::Object(started).to_string());
 
@@ -115,17 +104,11 @@ async fn run_async(args: HookArgs) -> u8 {
     finished.insert("duration_ms".into(), json!(duration_ms));
     finished.insert(
         "message".into(),
-        json!(format!(
-            "{} hook {}: {} after {duration_ms} ms",
-            args.hook_name, result.outcome, result.message
-        )),
+        json!(format!("{} hook {}: {} after {duration_ms} ms", args.hook_name, result.outcome, result.message)),
     );
     reporter.send(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
-        eprintln!(
-            "hooklog: {} hook {}: {}",
-            args.hook_name, result.outcome, result.message
-        );
+        eprintln!("hooklog: {} hook {}: {}", args.hook_name, result.outcome, result.message);
     }
     result.status
 }
@@ -172,10 +155,7 @@ pub async fn execute(
         }
     };
     drop(child.stdin.take());
-    let pid = child
-        .id()
-        .and_then(|p| i32::try_from(p).ok())
-        .map(Pid::from_raw);
+    let pid = child.id().and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
     let (tx, mut lines) = mpsc::channel::<(&'static str, String, bool)>(64);
     if let Some(out) = child.stdout.take() {
         tokio::spawn(read_lines(out, "stdout", tx.clone()));
@@ -210,9 +190,7 @@ pub async fn execute(
     };
     // The rest of the output, unless something else holds the pipes open.
     let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
-    while let Ok(Some((stream, line, partial))) =
-        tokio::time::timeout_at(drain_until, lines.recv()).await
-    {
+    while let Ok(Some((stream, line, partial))) = tokio::time::timeout_at(drain_until, lines.recv()).await {
         pass_through(stream, &line, partial);
         on_line(stream, &line, partial);
     }
@@ -230,24 +208,14 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
             message: format!("cannot wait for {name}: {e}"),
         },
         Ok(s) => {
-            let signal = s.signal().map(|n| {
-                Signal::try_from(n)
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|_| n.to_string())
-            });
+            let signal = s.signal().map(|n| Signal::try_from(n).map(|s| s.as_str().to_string()).unwrap_or_else(|_| n.to_string()));
             let exit_code = s.code();
             let (outcome, status) = if timed_out {
                 ("timed_out", EXIT_TIMED_OUT)
             } else if let Some(code) = exit_code {
-                (
-                    if code == 0 { "ok" } else { "failed" },
-                    u8::try_from(code).unwrap_or(1),
-                )
+                (if code == 0 { "ok" } else { "failed" }, u8::try_from(code).unwrap_or(1))
             } else {
-                (
-                    "failed",
-                    128u8.saturating_add(s.signal().unwrap_or(0) as u8),
-                )
+                ("failed", 128u8.saturating_add(s.signal().unwrap_or(0) as u8))
             };
             let message = match (&signal, exit_code) {
                 (Some(sig), _) => format!("{name} killed by {sig}"),
@@ -312,10 +280,7 @@ async fn read_lines(
             Ok(n) => n,
         };
         framer.feed(&buf[..n], |f| {
-            out.push((
-                String::from_utf8_lossy(f.bytes).into_owned(),
-                f.end == FrameEnd::Cut,
-            ))
+            out.push((String::from_utf8_lossy(f.bytes).into_owned(), f.end == FrameEnd::Cut))
         });
         for (line, partial) in out.drain(..) {
             if tx.send((stream, line, partial)).await.is_err() {

@@ -22,12 +22,10 @@ pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let target = dir.join("hooklog");
     let tmp = dir.join(format!(".hooklog.{}.tmp", std::process::id()));
-    std::fs::copy(&exe, &tmp)
-        .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
+    std::fs::copy(&exe, &tmp).with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(INSTALL_MODE))
         .with_context(|| format!("cannot make {} executable", tmp.display()))?;
-    std::fs::rename(&tmp, &target)
-        .with_context(|| format!("cannot move {} into place", target.display()))?;
+    std::fs::rename(&tmp, &target).with_context(|| format!("cannot move {} into place", target.display()))?;
     Ok(target)
 }
 
@@ -40,9 +38,7 @@ fn own_executable() -> anyhow::Result<PathBuf> {
             .next()
             .map(PathBuf::from)
             .filter(|p| p.components().count() > 1 && p.is_file())
-            .with_context(|| {
-                format!("cannot find my own executable ({e}) and argv[0] is not a path")
-            }),
+            .with_context(|| format!("cannot find my own executable ({e}) and argv[0] is not a path")),
     }
 }
 
@@ -97,11 +93,6 @@ mod tests {
         let target = install(&dir.path().join("bin")).unwrap();
         let m = std::fs::metadata(&target).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o755);
-        assert_eq!(
-            m.len(),
-            std::fs::metadata(std::env::current_exe().unwrap())
-                .unwrap()
-                .len()
-        );
+        assert_eq!(m.len(), std::fs::metadata(std::env::current_exe().unwrap()).unwrap().len());
     }
 }
