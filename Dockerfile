@@ -15,23 +15,23 @@ ARG RUST_VERSION=1.95
 FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS build
 ARG TARGETARCH
 ARG BUILDARCH
-# musl-tools: musl-gcc for a native build; the GNU cross compilers only assemble and link ring's
-# C and assembly for the other architecture (Rust's musl targets bring their own libc and crt).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates musl-tools \
-      gcc-aarch64-linux-gnu gcc-x86-64-linux-gnu \
- && rm -rf /var/lib/apt/lists/*
+# musl-gcc compiles ring's C for a native build; for the other architecture Debian's GNU cross
+# compiler does (Rust's musl targets bring their own libc and crt, so it only compiles and links).
 RUN set -eu; \
     case "$TARGETARCH" in \
-      amd64) triple=x86_64-unknown-linux-musl; cross=x86_64-linux-gnu-gcc ;; \
-      arm64) triple=aarch64-unknown-linux-musl; cross=aarch64-linux-gnu-gcc ;; \
+      amd64) triple=x86_64-unknown-linux-musl; cross=x86_64-linux-gnu ;; \
+      arm64) triple=aarch64-unknown-linux-musl; cross=aarch64-linux-gnu ;; \
       *) echo "unsupported TARGETARCH $TARGETARCH (amd64 or arm64)" >&2; exit 1 ;; \
     esac; \
-    if [ "$TARGETARCH" = "$BUILDARCH" ]; then cc=musl-gcc; else cc=$cross; fi; \
+    if [ "$TARGETARCH" = "$BUILDARCH" ]; then cc=musl-gcc; linker=cc; pkg=musl-tools; \
+    else cc=$cross-gcc; linker=$cc; pkg=gcc-$(echo "$cross" | tr _ -); fi; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends ca-certificates "$pkg"; \
+    rm -rf /var/lib/apt/lists/*; \
     upper=$(echo "$triple" | tr 'a-z-' 'A-Z_'); lower=$(echo "$triple" | tr '-' '_'); \
     { echo "export TRIPLE=$triple"; \
       echo "export CC_$lower=$cc"; \
-      echo "export CARGO_TARGET_${upper}_LINKER=$cc"; } > /env.sh; \
+      echo "export CARGO_TARGET_${upper}_LINKER=$linker"; } > /env.sh; \
     rustup target add "$triple"
 WORKDIR /src
 COPY . .
