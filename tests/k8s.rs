@@ -866,3 +866,22 @@ fn iam_policies_are_least_privilege() {
             .is_some_and(|a| a.starts_with("arn:aws:iam::"))
     );
 }
+
+#[test]
+fn alarm_template_alarms_on_the_metric_its_filter_makes() {
+    let docs = documents(&k8s_dir().join("aws/failed-hooks-alarm.cfn.yaml"));
+    let [template] = docs.as_slice() else { panic!("one CloudFormation template") };
+    let resources = template["Resources"].as_object().expect("Resources");
+    let of_type = |t: &str| -> Vec<&Value> { resources.values().filter(|r| r["Type"] == t).collect() };
+    let [filter] = of_type("AWS::Logs::MetricFilter")[..] else { panic!("one metric filter") };
+    let [alarm] = of_type("AWS::CloudWatch::Alarm")[..] else { panic!("one alarm") };
+    let metric = &filter["Properties"]["MetricTransformations"][0];
+    assert_eq!(alarm["Properties"]["Namespace"], metric["MetricNamespace"]);
+    assert_eq!(alarm["Properties"]["MetricName"], metric["MetricName"]);
+    for p in template["Parameters"].as_object().expect("Parameters").keys() {
+        assert!(
+            serde_json::to_string(resources).unwrap().contains(&format!("{{\"Ref\":\"{p}\"}}")),
+            "parameter {p} is never used"
+        );
+    }
+}
