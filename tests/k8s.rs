@@ -136,8 +136,9 @@ fn validator_versions() -> Vec<String> {
 fn every_manifest_validates_strictly_from_1_29_to_the_newest_schema() {
     let versions = validator_versions();
     let files = manifests();
-    let mut cmd = Command::new("kubernetes-validate");
-    cmd.arg("--strict");
+    // `python3 -m` finds the validator wherever pip put its script.
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
     for v in &versions {
         cmd.args(["-k", v]);
     }
@@ -789,6 +790,25 @@ fn fargate_kubernetes_filter_replaces_the_map_but_container_name_names_the_write
     assert_eq!(failed["outcome"], "failed");
     assert_eq!(failed["exit_code"], 3);
 
+    // Fluent Bit reads hooklog's `time` with the hooklog_json parser's Time_Format (%L is
+    // Fluent Bit's fractional seconds, Python's %f).
+    let parsers = fluent_sections(&aws_logging()["parsers.conf"]);
+    let (_, json_parser) = parsers
+        .iter()
+        .find(|(_, p)| p["format"] == "json")
+        .expect("a json parser");
+    let format = json_parser["time_format"].replace("%L", "%f");
+    let times: Vec<&str> = originals
+        .iter()
+        .map(|r| r["time"].as_str().expect("time"))
+        .collect();
+    let parsed = python_stdin(
+        "import sys, json, datetime\nfor t in json.load(sys.stdin): datetime.datetime.strptime(t, sys.argv[1])\nprint('ok')",
+        &[&format],
+        &serde_json::to_string(&times).unwrap(),
+    );
+    assert_eq!(parsed.trim(), "ok");
+
     // The Insights query and the alarm's metric filter read fields the shipped summary has.
     let summary = shipped
         .iter()
@@ -870,17 +890,30 @@ fn iam_policies_are_least_privilege() {
 #[test]
 fn alarm_template_alarms_on_the_metric_its_filter_makes() {
     let docs = documents(&k8s_dir().join("aws/failed-hooks-alarm.cfn.yaml"));
-    let [template] = docs.as_slice() else { panic!("one CloudFormation template") };
+    let [template] = docs.as_slice() else {
+        panic!("one CloudFormation template")
+    };
     let resources = template["Resources"].as_object().expect("Resources");
-    let of_type = |t: &str| -> Vec<&Value> { resources.values().filter(|r| r["Type"] == t).collect() };
-    let [filter] = of_type("AWS::Logs::MetricFilter")[..] else { panic!("one metric filter") };
-    let [alarm] = of_type("AWS::CloudWatch::Alarm")[..] else { panic!("one alarm") };
+    let of_type =
+        |t: &str| -> Vec<&Value> { resources.values().filter(|r| r["Type"] == t).collect() };
+    let [filter] = of_type("AWS::Logs::MetricFilter")[..] else {
+        panic!("one metric filter")
+    };
+    let [alarm] = of_type("AWS::CloudWatch::Alarm")[..] else {
+        panic!("one alarm")
+    };
     let metric = &filter["Properties"]["MetricTransformations"][0];
     assert_eq!(alarm["Properties"]["Namespace"], metric["MetricNamespace"]);
     assert_eq!(alarm["Properties"]["MetricName"], metric["MetricName"]);
-    for p in template["Parameters"].as_object().expect("Parameters").keys() {
+    for p in template["Parameters"]
+        .as_object()
+        .expect("Parameters")
+        .keys()
+    {
         assert!(
-            serde_json::to_string(resources).unwrap().contains(&format!("{{\"Ref\":\"{p}\"}}")),
+            serde_json::to_string(resources)
+                .unwrap()
+                .contains(&format!("{{\"Ref\":\"{p}\"}}")),
             "parameter {p} is never used"
         );
     }
