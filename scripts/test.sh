@@ -10,7 +10,7 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 # --- set-up -----------------------------------------------------------------------------------
 need_apt=()
-for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux; do
+for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -40,5 +40,8 @@ log "cargo fmt --check"
 cargo fmt --check
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+log "static release build (the image and empty-root tests use it)"
+cargo build --release --locked --target x86_64-unknown-linux-musl
+export HOOKLOG_RELEASE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/release/hooklog"
 log "cargo nextest run"
 cargo nextest run --locked --no-fail-fast

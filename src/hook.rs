@@ -156,9 +156,11 @@ pub async fn execute(
         };
     };
     let name = program.to_string_lossy().into_owned();
+    // stdin is a pipe closed at once rather than /dev/null: the hook then reads EOF all the same,
+    // and a root without /dev (a bare chroot) can still run hooks.
     let mut child = match Command::new(program)
         .args(rest)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so a timeout or a forwarded SIGTERM reaches the command's
@@ -182,6 +184,7 @@ pub async fn execute(
             };
         }
     };
+    drop(child.stdin.take());
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())

@@ -18,7 +18,7 @@ pub const INSTALL_MODE: u32 = 0o755;
 /// Copies the running executable to `<dir>/hooklog`, atomically (a container starting at the same
 /// moment sees the old file or the whole new one), executable by every user. Returns the path.
 pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe().context("cannot find my own executable")?;
+    let exe = own_executable()?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let target = dir.join("hooklog");
     let tmp = dir.join(format!(".hooklog.{}.tmp", std::process::id()));
@@ -29,6 +29,21 @@ pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::rename(&tmp, &target)
         .with_context(|| format!("cannot move {} into place", target.display()))?;
     Ok(target)
+}
+
+/// This executable's path: `/proc/self/exe`, or, where no /proc is mounted (a bare chroot, some
+/// sandboxes), the path it was started by when that names a file.
+fn own_executable() -> anyhow::Result<PathBuf> {
+    match std::env::current_exe() {
+        Ok(p) => Ok(p),
+        Err(e) => std::env::args_os()
+            .next()
+            .map(PathBuf::from)
+            .filter(|p| p.components().count() > 1 && p.is_file())
+            .with_context(|| {
+                format!("cannot find my own executable ({e}) and argv[0] is not a path")
+            }),
+    }
 }
 
 /// Builds the record `emit` writes: `container_name`, the fields, then `message`.

@@ -4,6 +4,8 @@ mod util;
 
 mod cli;
 mod hook;
+mod image;
+mod k8s;
 mod lifecycle;
 mod socket;
 mod tail;

@@ -1,0 +1,504 @@
+//! What ships: the static release binary alone in an empty root (no shell, no libc, no sleep:
+//! the distroless incident), and the image the top-level Dockerfile builds, run with podman in a
+//! pod beside writer containers that share its volume, then stopped like a kubelet would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{POD_ENV, wait_until};
+
+/// The musl target the release binary is built for here.
+const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+/// Grace given to hooklog in the pod test; `podman pod stop -t` gives the runtime a little more.
+const POD_GRACE_SECS: u64 = 10;
+/// The pod's stop timeout (terminationGracePeriodSeconds): SIGKILL after this.
+const POD_STOP_TIMEOUT_SECS: u64 = 20;
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The static release binary: `$HOOKLOG_RELEASE_BIN` when scripts/test.sh built it before the
+/// tests, else built here once (cargo's own lock makes concurrent test processes wait for one
+/// build, and the later builds find it fresh).
+pub fn release_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("HOOKLOG_RELEASE_BIN") {
+            let p = PathBuf::from(p);
+            assert!(
+                p.is_file(),
+                "HOOKLOG_RELEASE_BIN={} does not exist",
+                p.display()
+            );
+            return p;
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--release", "--locked", "--target", MUSL_TARGET])
+            .current_dir(repo());
+        // The variables cargo and nextest set for a test would make build scripts rerun: build
+        // in the environment a shell has, so this finds the build scripts/test.sh made.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
+                || k.starts_with("NEXTEST")
+                || k.starts_with("RUST_")
+            {
+                build.env_remove(&*k);
+            }
+        }
+        let out = run(&mut build);
+        assert!(
+            out.status.success(),
+            "cannot build the static release binary (needs `rustup target add {MUSL_TARGET}` and \
+             Debian's musl-tools; scripts/test.sh installs both):\n{}",
+            text(&out.stderr)
+        );
+        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| repo().join("target"), PathBuf::from);
+        target_dir.join(MUSL_TARGET).join("release").join("hooklog")
+    })
+    .clone()
+}
+
+/// The files `ldd` says a binary loads (none for a static binary).
+fn shared_libraries(bin: &Path) -> Vec<PathBuf> {
+    let out = run(Command::new("ldd").arg(bin));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    if all.contains("not a dynamic executable") || all.contains("statically linked") {
+        return Vec::new();
+    }
+    assert!(out.status.success(), "ldd {} failed: {all}", bin.display());
+    all.lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// `unshare --mount --pid --fork chroot ROOT ARGS...`.
+fn in_empty_root(root: &Path, args: &[&str]) -> Output {
+    run(Command::new("unshare")
+        .args(["--mount", "--pid", "--fork", "chroot"])
+        .arg(root)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"))
+}
+
+#[test]
+fn release_binary_alone_in_an_empty_root_installs_and_runs_a_hook() {
+    // Are namespaces and chroot allowed here at all? Asked with the host's own `true`.
+    let probe = Command::new("unshare")
+        .args(["--mount", "--pid", "--fork", "chroot", "/", "true"])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        other => {
+            let why = match &other {
+                Ok(o) => text(&o.stderr),
+                Err(e) => e.to_string(),
+            };
+            assert!(!in_ci(), "unshare/chroot must work in CI: {why}");
+            eprintln!("SKIPPED: unshare --mount --pid --fork chroot is not permitted here ({why})");
+            return;
+        }
+    }
+
+    let bin = release_bin();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::copy(&bin, root.path().join("hooklog")).unwrap();
+    let libs = shared_libraries(&bin);
+    for lib in &libs {
+        let dest = root.path().join(lib.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(lib, &dest).unwrap();
+    }
+    eprintln!(
+        "empty root holds the binary and {} libraries: {libs:?}",
+        libs.len()
+    );
+    std::fs::create_dir(root.path().join("shared")).unwrap();
+
+    let out = in_empty_root(root.path(), &["/hooklog", "install", "/shared/bin"]);
+    assert!(
+        out.status.success(),
+        "install failed: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout).trim(), "/shared/bin/hooklog");
+
+    let out = in_empty_root(
+        root.path(),
+        &[
+            "/shared/bin/hooklog",
+            "hook",
+            "--container",
+            "envoy",
+            "--file",
+            "/shared/prestop.log",
+            "--",
+            "/shared/bin/hooklog",
+            "sleep",
+            "0.2",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "the hook failed: {}",
+        text(&out.stderr)
+    );
+
+    let log = std::fs::read_to_string(root.path().join("shared/prestop.log"))
+        .expect("the hook wrote the file");
+    let records: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let events: Vec<&str> = records.iter().filter_map(|r| r["event"].as_str()).collect();
+    assert_eq!(events, ["hook.started", "hook.finished"], "{log}");
+    for r in &records {
+        assert_eq!(r["container_name"], "envoy");
+    }
+    let finished = &records[1];
+    assert_eq!(finished["outcome"], "ok", "{log}");
+    assert_eq!(finished["exit_code"], 0);
+    let ms = finished["duration_ms"].as_u64().expect("duration_ms");
+    assert!(ms >= 200, "slept 0.2 s but took {ms} ms");
+}
+
+/// A podman pod and its containers, removed on drop.
+struct Pod {
+    name: String,
+    conf: PathBuf,
+    image: String,
+}
+
+impl Pod {
+    fn podman(&self) -> Command {
+        let mut c = Command::new("podman");
+        c.env("CONTAINERS_CONF", &self.conf);
+        c
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        // Best effort: a leftover pod or image only costs disk space.
+        let _ = self
+            .podman()
+            .args(["pod", "rm", "-f", "-t", "0", &self.name])
+            .output();
+        let _ = self.podman().args(["rmi", "-f", &self.image]).output();
+    }
+}
+
+#[test]
+fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
+    for tool in ["podman", "runc"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "{tool} is missing: apt-get install podman runc (scripts/test.sh does it)"
+        );
+    }
+    let ca = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    assert!(
+        ca.is_file(),
+        "{} is missing: apt-get install ca-certificates",
+        ca.display()
+    );
+    let bin = release_bin();
+    assert!(
+        shared_libraries(&bin).is_empty(),
+        "the release binary must be static"
+    );
+
+    let work = tempfile::tempdir().unwrap();
+    // This machine's limits (see README, Test): crun refuses its hybrid cgroups, and root
+    // cannot raise the open-files limit to podman's default.
+    let conf = work.path().join("containers.conf");
+    std::fs::write(
+        &conf,
+        "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\n[engine]\nruntime = \"runc\"\n",
+    )
+    .unwrap();
+    // What the Dockerfile's build stage outputs: /out laid out as the final root.
+    let ctx = work.path().join("build");
+    std::fs::create_dir_all(ctx.join("out/etc/ssl/certs")).unwrap();
+    std::fs::copy(&bin, ctx.join("out/hooklog")).unwrap();
+    std::fs::copy(ca, ctx.join("out/etc/ssl/certs/ca-certificates.crt")).unwrap();
+    // The emptyDir: world-writable, like the kubelet makes it.
+    let shared = work.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+
+    let id = format!("hooklog-test-{}", std::process::id());
+    let pod = Pod {
+        name: id.clone(),
+        conf,
+        image: format!("localhost/{id}:latest"),
+    };
+    let out = run(pod
+        .podman()
+        .args([
+            "build",
+            "--network",
+            "none",
+            "--pull=never",
+            "--build-arg",
+            "TARGETARCH=amd64",
+            "--build-arg",
+            "BUILDARCH=amd64",
+        ])
+        .arg("--build-context")
+        .arg(format!("build={}", ctx.display()))
+        .args(["-t", &pod.image, "-f", "Dockerfile", "."])
+        .current_dir(repo()));
+    assert!(
+        out.status.success(),
+        "podman build failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    // The image as built: non-root, entrypoint and command as documented, small.
+    let out = run(pod.podman().args([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Config.User}}|{{json .Config.Entrypoint}}|{{json .Config.Cmd}}|{{.Size}}",
+        &pod.image,
+    ]));
+    let inspect = text(&out.stdout);
+    let parts: Vec<&str> = inspect.trim().split('|').collect();
+    assert_eq!(
+        parts[..3],
+        ["65532:65532", "[\"/hooklog\"]", "[\"run\"]"],
+        "{inspect}"
+    );
+    let size: u64 = parts[3].parse().expect("image size");
+    let bin_size = std::fs::metadata(&bin).unwrap().len();
+    eprintln!("image {} bytes, binary {bin_size} bytes", size);
+
+    // No infra container (its pause image would have to be pulled); each container gets
+    // `--network none` instead of a shared network namespace, which hooklog does not need.
+    let out = run(pod
+        .podman()
+        .args(["pod", "create", "--infra=false", "--name", &id]));
+    assert!(
+        out.status.success(),
+        "podman pod create failed: {}",
+        text(&out.stderr)
+    );
+
+    let volume = format!("{}:/shared-logs", shared.display());
+    let mut daemon = pod.podman();
+    daemon.args([
+        "run",
+        "-d",
+        "--pod",
+        &id,
+        "--name",
+        &format!("{id}-hooklog"),
+        "-v",
+        &volume,
+        "--read-only",
+    ]);
+    daemon.args(["--network", "none"]);
+    daemon.args(["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]);
+    for (k, v) in POD_ENV {
+        daemon.args(["-e", &format!("{k}={v}")]);
+    }
+    daemon.args([
+        &pod.image,
+        "run",
+        "--file",
+        "/shared-logs/prestop.log",
+        "--socket",
+        "/shared-logs/hooklog.sock",
+    ]);
+    daemon.args([
+        "--peers",
+        "api-server,envoy",
+        "--grace",
+        &format!("{POD_GRACE_SECS}s"),
+    ]);
+    let out = run(&mut daemon);
+    assert!(
+        out.status.success(),
+        "podman run (hooklog) failed: {}",
+        text(&out.stderr)
+    );
+    let logs = |stream: &str| -> String {
+        let out = run(pod.podman().args(["logs", &format!("{id}-hooklog")]));
+        if stream == "stdout" {
+            text(&out.stdout)
+        } else {
+            text(&out.stderr)
+        }
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || logs("stderr")
+            .contains("hooklog ready")),
+        "hooklog did not become ready in the pod:\n{}",
+        logs("stderr")
+    );
+
+    // The writers: the same image (it has no shell), as another user, like envoy's uid 101.
+    let writer = |name: &str, args: &[&str]| -> Output {
+        run(pod
+            .podman()
+            .args([
+                "run",
+                "--rm",
+                "--pod",
+                &id,
+                "--name",
+                &format!("{id}-{name}"),
+                "-v",
+                &volume,
+            ])
+            .args([
+                "--user",
+                "101:101",
+                "--read-only",
+                "--cap-drop",
+                "ALL",
+                "--network",
+                "none",
+                &pod.image,
+            ])
+            .args(args))
+    };
+    let hook = [
+        "hook",
+        "--socket",
+        "/shared-logs/hooklog.sock",
+        "--file",
+        "/shared-logs/prestop.log",
+        "--container",
+    ];
+    let out = writer(
+        "emit",
+        &[
+            "emit",
+            "--container",
+            "api-server",
+            "--socket",
+            "/shared-logs/hooklog.sock",
+            "--field",
+            "phase=drain",
+            "draining connections",
+        ],
+    );
+    assert!(out.status.success(), "emit failed: {}", text(&out.stderr));
+    let out = writer(
+        "envoy",
+        &[&hook[..], &["envoy", "--", "/hooklog", "sleep", "0.2"]].concat(),
+    );
+    assert!(
+        out.status.success(),
+        "envoy's hook failed: {}",
+        text(&out.stderr)
+    );
+    // A failing upload: the wrapped command does not exist in the image (exit 127).
+    let out = writer(
+        "api",
+        &[
+            &hook[..],
+            &["api-server", "--", "/app/bin/upload-heap-dump"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+
+    // Stop the pod as the kubelet would: SIGTERM, SIGKILL after the timeout.
+    let started = Instant::now();
+    let out =
+        run(pod
+            .podman()
+            .args(["pod", "stop", "-t", &POD_STOP_TIMEOUT_SECS.to_string(), &id]));
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "podman pod stop: {}",
+        text(&out.stderr)
+    );
+    let out = run(pod.podman().args([
+        "inspect",
+        "--format",
+        "{{.State.ExitCode}}",
+        &format!("{id}-hooklog"),
+    ]));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "0",
+        "hooklog's exit code; stderr:\n{}",
+        logs("stderr")
+    );
+    assert!(
+        took < Duration::from_secs(POD_GRACE_SECS + 2),
+        "the pod took {took:?} to stop; hooklog's --grace is {POD_GRACE_SECS}s"
+    );
+
+    let records: Vec<Value> = logs("stdout")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for r in &records {
+        assert_eq!(r["kubernetes"]["pod_name"], POD_ENV[0].1, "{r}");
+        assert_eq!(r["kubernetes"]["namespace_name"], POD_ENV[1].1);
+        assert_eq!(r["kubernetes"]["host"], POD_ENV[4].1);
+    }
+    let find = |event: &str, container: &str| {
+        records
+            .iter()
+            .find(|r| r["event"] == event && r["container_name"] == container)
+            .unwrap_or_else(|| panic!("no {event} from {container}: {records:#?}"))
+    };
+    find("hook.started", "envoy");
+    assert_eq!(find("hook.finished", "envoy")["outcome"], "ok");
+    find("hook.started", "api-server");
+    let failed = find("hook.finished", "api-server");
+    assert_eq!(failed["outcome"], "failed");
+    assert_eq!(failed["exit_code"], 127);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["message"] == "draining connections" && r["phase"] == "drain")
+    );
+    let summary = records.last().expect("records");
+    assert_eq!(
+        summary["event"], "hooks.summary",
+        "the summary comes last: {records:#?}"
+    );
+    assert_eq!(summary["counts"]["ok"], 1);
+    assert_eq!(summary["counts"]["failed"], 1);
+    assert_eq!(summary["peers"]["api-server"]["outcome"], "failed");
+}

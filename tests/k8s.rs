@@ -1,0 +1,920 @@
+//! The shipped manifests in k8s/: strict schema validation against every Kubernetes version the
+//! installed `kubernetes-validate` knows from 1.29 on; every hooklog command line in them parsed
+//! and validated by hooklog's own parser, with the shutdown budget checked; Fargate's Fluent Bit
+//! configuration applied to real hooklog output; the CloudWatch query, alarm and IAM files
+//! checked against the records hooklog really writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser};
+use hooklog::cli::{Cli, Command as Sub, HookArgs, Output, RunArgs};
+use serde_json::{Value, json};
+
+use crate::util::{Daemon, POD_ENV, hooklog_bin, wait_until};
+
+/// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
+const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
+
+/// Fargate's limit on the aws-logging ConfigMap
+/// (<https://docs.aws.amazon.com/eks/latest/userguide/fargate-logging.html>).
+const FARGATE_CONFIGMAP_MAX_CHARS: usize = 5300;
+/// Filters Fargate's log router accepts (same page).
+const FARGATE_FILTERS: [&str; 8] = [
+    "grep",
+    "parser",
+    "record_modifier",
+    "rewrite_tag",
+    "throttle",
+    "nest",
+    "modify",
+    "kubernetes",
+];
+/// Outputs Fargate's log router accepts (same page).
+const FARGATE_OUTPUTS: [&str; 6] = [
+    "es",
+    "firehose",
+    "kinesis_firehose",
+    "cloudwatch",
+    "cloudwatch_logs",
+    "kinesis",
+];
+
+fn k8s_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s")
+}
+
+/// Every file directly in k8s/ (the manifests); sub-folders hold AWS-side files.
+fn manifests() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(k8s_dir())
+        .expect("read k8s/")
+        .map(|e| e.expect("k8s/ entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 4,
+        "expected the manifests in k8s/, found {files:?}"
+    );
+    for f in &files {
+        assert!(
+            f.extension().is_some_and(|e| e == "yaml"),
+            "{} is in k8s/ but is not a .yaml manifest: every file there is validated",
+            f.display()
+        );
+    }
+    files
+}
+
+/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
+/// is missing.
+fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
+         `pip install kubernetes-validate`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
+}
+
+/// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
+fn documents(path: &Path) -> Vec<Value> {
+    let out = python(
+        "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        &[path.to_str().expect("utf-8 path")],
+    );
+    serde_json::from_str(&out).expect("documents as JSON")
+}
+
+/// Kubernetes minor versions the installed validator has schemas for, from 1.29 on.
+fn validator_versions() -> Vec<String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import kubernetes_validate.utils as u\nprint('\\n'.join(u.all_versions()))",
+        ])
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        other => panic!(
+            "kubernetes-validate is not installed (pip install kubernetes-validate; scripts/test.sh \
+             does it): {other:?}"
+        ),
+    };
+    let mut versions = BTreeSet::new();
+    for v in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>());
+        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next())
+            && (major, minor) >= OLDEST_KUBERNETES
+        {
+            versions.insert((major, minor));
+        }
+    }
+    assert!(
+        versions.contains(&OLDEST_KUBERNETES),
+        "the installed kubernetes-validate has no 1.29 schemas: {versions:?}"
+    );
+    versions
+        .into_iter()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .collect()
+}
+
+#[test]
+fn every_manifest_validates_strictly_from_1_29_to_the_newest_schema() {
+    let versions = validator_versions();
+    let files = manifests();
+    // `python3 -m` finds the validator wherever pip put its script.
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
+    for v in &versions {
+        cmd.args(["-k", v]);
+    }
+    cmd.args(&files);
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("kubernetes-validate is not on PATH (pip install kubernetes-validate): {e}")
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "validation failed:\n{stdout}\n{stderr}"
+    );
+    let resources: usize = files.iter().map(|f| documents(f).len()).sum();
+    let passed = stdout
+        .lines()
+        .filter(|l| l.starts_with("INFO") && l.contains(" passed "))
+        .count();
+    let other: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !(l.starts_with("INFO") && l.contains(" passed ")))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "the validator reported more than passes: {other:#?}\n{stderr}"
+    );
+    assert_eq!(
+        passed,
+        resources * versions.len(),
+        "each of {resources} resources must pass for each of {versions:?}:\n{stdout}"
+    );
+    eprintln!(
+        "validated {resources} resources in {} files against {versions:?}",
+        files.len()
+    );
+}
+
+/// A hooklog command line found in a manifest.
+struct Found {
+    file: String,
+    /// Pod spec's terminationGracePeriodSeconds.
+    grace_period: u64,
+    /// Whether it runs as a native sidecar (an init container with restartPolicy Always).
+    native_sidecar: bool,
+    argv: Vec<String>,
+}
+
+/// Every hooklog invocation in the pod templates: the hooklog image's containers (ENTRYPOINT
+/// /hooklog), exec hooks calling .../hooklog, and hooklog commands a hook wraps.
+fn hooklog_commands() -> (Vec<Found>, BTreeSet<String>) {
+    let mut found = Vec::new();
+    let mut env_names = BTreeSet::new();
+    for file in manifests() {
+        for doc in documents(&file) {
+            let Some(spec) = doc.pointer("/spec/template/spec") else {
+                continue;
+            };
+            let grace_period = spec["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
+            let name = file.file_name().unwrap().to_string_lossy().to_string();
+            let init = spec["initContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let main = spec["containers"].as_array().cloned().unwrap_or_default();
+            for (is_init, c) in init
+                .iter()
+                .map(|c| (true, c))
+                .chain(main.iter().map(|c| (false, c)))
+            {
+                for e in c["env"].as_array().into_iter().flatten() {
+                    env_names.insert(e["name"].as_str().unwrap().to_string());
+                }
+                let strings = |v: &Value| -> Vec<String> {
+                    v.as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|s| s.as_str().expect("string arg").to_string())
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let native_sidecar = is_init && c["restartPolicy"] == "Always";
+                let mut push = |argv: Vec<String>| {
+                    found.push(Found {
+                        file: name.clone(),
+                        grace_period,
+                        native_sidecar,
+                        argv,
+                    })
+                };
+                if c["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("/hooklog:")
+                {
+                    let mut argv = vec!["/hooklog".to_string()];
+                    argv.extend(strings(&c["command"]));
+                    argv.extend(strings(&c["args"]));
+                    push(argv);
+                }
+                for hook in ["preStop", "postStart"] {
+                    let cmd = strings(&c["lifecycle"][hook]["exec"]["command"]);
+                    if cmd.first().is_some_and(|p| p.ends_with("/hooklog")) {
+                        if let Some(i) = cmd.iter().position(|a| a == "--")
+                            && cmd.get(i + 1).is_some_and(|p| p.ends_with("/hooklog"))
+                        {
+                            push(cmd[i + 1..].to_vec());
+                        }
+                        push(cmd);
+                    }
+                }
+            }
+        }
+    }
+    (found, env_names)
+}
+
+/// Environment variable names hooklog reads, from its own command definition.
+fn hooklog_env_names() -> BTreeSet<String> {
+    fn walk(cmd: &clap::Command, out: &mut BTreeSet<String>) {
+        for a in cmd.get_arguments() {
+            if let Some(e) = a.get_env() {
+                out.insert(e.to_string_lossy().to_string());
+            }
+        }
+        for s in cmd.get_subcommands() {
+            walk(s, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(&Cli::command(), &mut out);
+    out
+}
+
+/// Validates a `run` command as the daemon would, with the pod's paths moved under `root`.
+fn validate_run(argv: &[String], root: &Path) -> Result<(), String> {
+    let moved: Vec<OsString> = argv
+        .iter()
+        .map(|a| {
+            let mut s = a.clone();
+            for prefix in ["/shared-logs", "/etc/podinfo"] {
+                if let Some(rest) = a.strip_prefix(prefix) {
+                    s = format!("{}{prefix}{rest}", root.display());
+                }
+            }
+            OsString::from(s)
+        })
+        .collect();
+    let cli = Cli::try_parse_from(&moved).map_err(|e| e.to_string())?;
+    let Sub::Run(args) = cli.command else {
+        unreachable!("checked by the caller")
+    };
+    hooklog::config::RunConfig::from_args(args)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
+    let (found, env_names) = hooklog_commands();
+    let known_env = hooklog_env_names();
+    for name in env_names.iter().filter(|n| n.starts_with("HOOKLOG_")) {
+        assert!(
+            known_env.contains(name),
+            "the manifests set {name}, which hooklog does not read"
+        );
+    }
+
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("shared-logs")).unwrap();
+    std::fs::create_dir_all(root.path().join("etc/podinfo")).unwrap();
+    std::fs::write(
+        root.path().join("etc/podinfo/labels"),
+        "app=\"api-server\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.path().join("etc/podinfo/annotations"),
+        "team=\"payments\"\n",
+    )
+    .unwrap();
+
+    // Per file: the run command, the hooks, what else was seen.
+    let mut runs: BTreeMap<String, Vec<(RunArgs, bool, u64)>> = BTreeMap::new();
+    let mut hooks: BTreeMap<String, Vec<HookArgs>> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
+    for f in &found {
+        let cli = Cli::try_parse_from(&f.argv)
+            .unwrap_or_else(|e| panic!("{}: hooklog rejects {:?}:\n{e}", f.file, f.argv));
+        let kind = match cli.command {
+            Sub::Run(args) => {
+                validate_run(&f.argv, root.path())
+                    .unwrap_or_else(|e| panic!("{}: {:?}: {e}", f.file, f.argv));
+                runs.entry(f.file.clone()).or_default().push((
+                    args,
+                    f.native_sidecar,
+                    f.grace_period,
+                ));
+                "run"
+            }
+            Sub::Hook(args) => {
+                hooks.entry(f.file.clone()).or_default().push(args);
+                "hook"
+            }
+            Sub::Sleep(_) => "sleep",
+            Sub::Install(_) => "install",
+            Sub::Emit(_) => "emit",
+        };
+        kinds.entry(f.file.clone()).or_default().insert(kind);
+    }
+
+    let deployments: Vec<&String> = kinds.keys().collect();
+    assert!(
+        deployments.len() >= 3,
+        "expected three deployments with hooklog, found {deployments:?}"
+    );
+    for (file, k) in &kinds {
+        for want in ["install", "run", "hook", "sleep"] {
+            assert!(
+                k.contains(want),
+                "{file}: no `hooklog {want}` found ({k:?})"
+            );
+        }
+        let [(run, native, grace_period)] = runs[file].as_slice() else {
+            panic!("{file}: expected exactly one `hooklog run`")
+        };
+        let hooks = &hooks[file];
+        // Every hook reaches the daemon, and the daemon waits for exactly these containers.
+        let hook_containers: BTreeSet<&str> = hooks.iter().map(|h| h.container.as_str()).collect();
+        let peers: BTreeSet<&str> = run.peers.iter().map(String::as_str).collect();
+        assert_eq!(
+            peers, hook_containers,
+            "{file}: --peers must name the containers with hooks"
+        );
+        for h in hooks {
+            let socket = h.socket.as_ref().expect("hooks report to the socket");
+            assert!(
+                run.sockets.contains(socket),
+                "{file}: {} reports to {socket:?}, not served",
+                h.container
+            );
+            let hook_file = h.file.as_ref().expect("hooks fall back to the file");
+            assert!(
+                run.files.contains(hook_file),
+                "{file}: {} falls back to {hook_file:?}, not followed",
+                h.container
+            );
+            assert!(
+                h.timeout.is_some(),
+                "{file}: {}'s hook has no --timeout",
+                h.container
+            );
+        }
+        // The shutdown budget: hooklog must print its summary before the kubelet's SIGKILL.
+        let longest_hook = hooks.iter().filter_map(|h| h.timeout).max().unwrap();
+        let kill_at = Duration::from_secs(*grace_period);
+        if *native {
+            // The sidecar gets SIGTERM only after the app containers ended (hooks, then shutdown).
+            assert!(
+                longest_hook + run.grace < kill_at,
+                "{file}: hook timeout {longest_hook:?} + --grace {:?} must stay under terminationGracePeriodSeconds {kill_at:?}",
+                run.grace
+            );
+        } else {
+            // A regular container gets SIGTERM at once and waits for the hooks itself.
+            assert!(
+                longest_hook < run.grace && run.grace < kill_at,
+                "{file}: hook timeout {longest_hook:?} < --grace {:?} < terminationGracePeriodSeconds {kill_at:?} does not hold",
+                run.grace
+            );
+        }
+        if run.outputs.contains(&Output::Cloudwatch) {
+            assert!(
+                run.log_group.is_some(),
+                "{file}: --output cloudwatch without --log-group"
+            );
+        }
+    }
+    assert!(
+        runs.values()
+            .flatten()
+            .any(|(r, _, _)| r.outputs == vec![Output::Cloudwatch]),
+        "the direct CloudWatch variant must run with --output cloudwatch"
+    );
+}
+
+/// One `[SECTION]` of a Fluent Bit classic config: its name and its keys (lowercased).
+type Section = (String, BTreeMap<String, String>);
+
+fn fluent_sections(text: &str) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            out.push((name.to_uppercase(), BTreeMap::new()));
+        } else {
+            let (k, v) = line.split_once(char::is_whitespace).expect("key value");
+            let section = out.last_mut().expect("a key before any [SECTION]");
+            section.1.insert(k.to_lowercase(), v.trim().to_string());
+        }
+    }
+    out
+}
+
+/// Fluent Bit's Match: `*` matches any run of characters.
+fn glob_match(pattern: &str, s: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == s,
+        Some((head, rest)) => {
+            let Some(s) = s.strip_prefix(head) else {
+                return false;
+            };
+            (0..=s.len()).any(|i| s.is_char_boundary(i) && glob_match(rest, &s[i..]))
+        }
+    }
+}
+
+fn on(section: &BTreeMap<String, String>, key: &str) -> bool {
+    section
+        .get(key)
+        .is_some_and(|v| v.eq_ignore_ascii_case("on") || v.eq_ignore_ascii_case("true"))
+}
+
+/// Applies the named regex parsers (Onigmo syntax; Python's `re` spells named groups `(?P<`)
+/// to `lines`; None where a line does not match.
+fn regex_captures(regex: &str, lines: &[String]) -> Vec<Option<BTreeMap<String, String>>> {
+    let py_regex = regex.replace("(?<", "(?P<");
+    let input = serde_json::to_string(lines).expect("lines as JSON");
+    let out = python_stdin(
+        "import sys, re, json\nr = re.compile(sys.argv[1])\nlines = json.load(sys.stdin)\n\
+         print(json.dumps([(m.groupdict() if m else None) for m in map(r.match, lines)]))",
+        &[&py_regex],
+        &input,
+    );
+    serde_json::from_str(&out).expect("captures as JSON")
+}
+
+/// Runs a python script that reads JSON on stdin.
+fn python_stdin(script: &str, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("python3 is needed: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "python3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The aws-logging ConfigMap's data.
+fn aws_logging() -> BTreeMap<String, String> {
+    let docs = documents(&k8s_dir().join("aws-observability.yaml"));
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "aws-logging")
+        .expect("the aws-logging ConfigMap");
+    assert_eq!(cm["metadata"]["namespace"], "aws-observability");
+    let ns = docs
+        .iter()
+        .find(|d| d["kind"] == "Namespace")
+        .expect("the aws-observability Namespace");
+    assert_eq!(
+        ns["metadata"]["labels"]["aws-observability"], "enabled",
+        "Fargate requires this label"
+    );
+    serde_json::from_value(cm["data"].clone()).expect("string data")
+}
+
+#[test]
+fn aws_logging_configmap_uses_only_what_fargate_accepts() {
+    let data = aws_logging();
+    let chars: usize = data
+        .iter()
+        .map(|(k, v)| k.chars().count() + v.chars().count())
+        .sum();
+    assert!(
+        chars <= FARGATE_CONFIGMAP_MAX_CHARS,
+        "{chars} characters, Fargate takes {FARGATE_CONFIGMAP_MAX_CHARS}"
+    );
+    for (key, section, required) in [
+        ("filters.conf", "FILTER", ["name", "match"]),
+        ("output.conf", "OUTPUT", ["name", "match"]),
+        ("parsers.conf", "PARSER", ["name", "format"]),
+    ] {
+        let text = data.get(key).unwrap_or_else(|| panic!("{key} is missing"));
+        assert!(
+            !text.contains("${"),
+            "{key}: Fargate refuses environment variables"
+        );
+        let sections = fluent_sections(text);
+        assert!(!sections.is_empty(), "{key} is empty");
+        for (name, keys) in &sections {
+            assert_eq!(name, section, "{key} may only hold [{section}]");
+            for r in required {
+                assert!(
+                    keys.contains_key(r),
+                    "{key}: [{section}] without {r}: {keys:?}"
+                );
+            }
+            if section == "FILTER" {
+                assert!(
+                    FARGATE_FILTERS.contains(&keys["name"].as_str()),
+                    "filter {} is refused",
+                    keys["name"]
+                );
+                for k in [
+                    "kube_url",
+                    "kube_ca_file",
+                    "kube_token_command",
+                    "kube_token_file",
+                ] {
+                    assert!(!keys.contains_key(k), "{k} is Fargate's to set");
+                }
+            }
+            if section == "OUTPUT" {
+                assert!(
+                    FARGATE_OUTPUTS.contains(&keys["name"].as_str()),
+                    "output {} is refused",
+                    keys["name"]
+                );
+            }
+        }
+    }
+    for k in data.keys() {
+        assert!(
+            ["filters.conf", "output.conf", "parsers.conf", "flb_log_cw"].contains(&k.as_str()),
+            "unknown aws-logging key {k}"
+        );
+    }
+}
+
+/// Metadata the kubernetes filter attaches to the lines a pod's hooklog container prints.
+fn sidecar_metadata() -> Value {
+    json!({
+        "pod_name": POD_ENV[0].1, "namespace_name": POD_ENV[1].1, "pod_id": POD_ENV[2].1,
+        "host": POD_ENV[4].1, "container_name": "hooklog",
+        "docker_id": "4f1c2d", "container_image": "hooklog:0.1.0", "labels": {"app": "api-server"}
+    })
+}
+
+/// Applies the aws-logging filters, in order, to the lines hooklog printed, as Fargate's Fluent
+/// Bit sees them: CRI lines in the hooklog container's log file, tagged `kube.<path>`.
+fn through_fluent_bit(lines: &[String]) -> Vec<Value> {
+    let data = aws_logging();
+    let parsers: BTreeMap<String, BTreeMap<String, String>> =
+        fluent_sections(&data["parsers.conf"])
+            .into_iter()
+            .map(|(_, k)| (k["name"].clone(), k))
+            .collect();
+    let tag = format!(
+        "kube.var.log.containers.{}_{}_hooklog-4f1c2d.log",
+        POD_ENV[0].1, POD_ENV[1].1
+    );
+    let outputs = fluent_sections(&data["output.conf"]);
+    assert!(
+        outputs.iter().any(|(_, o)| glob_match(&o["match"], &tag)),
+        "no output matches hooklog's tag {tag}"
+    );
+    let mut records: Vec<serde_json::Map<String, Value>> = lines
+        .iter()
+        .map(|l| {
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "log".into(),
+                json!(format!("2026-11-30T01:10:37.728123456+00:00 stdout F {l}")),
+            );
+            m
+        })
+        .collect();
+    for (_, filter) in fluent_sections(&data["filters.conf"]) {
+        if !glob_match(&filter["match"], &tag) {
+            continue;
+        }
+        match filter["name"].as_str() {
+            "parser" => {
+                let key = filter["key_name"].to_string();
+                let parser = &parsers[&filter["parser"]];
+                let raw: Vec<String> = records
+                    .iter()
+                    .map(|r| {
+                        r[&key]
+                            .as_str()
+                            .expect("the key holds a string")
+                            .to_string()
+                    })
+                    .collect();
+                let parsed: Vec<Option<serde_json::Map<String, Value>>> =
+                    match parser["format"].as_str() {
+                        "regex" | "Regex" => regex_captures(&parser["regex"], &raw)
+                            .into_iter()
+                            .map(|c| c.map(|c| c.into_iter().map(|(k, v)| (k, json!(v))).collect()))
+                            .collect(),
+                        "json" => raw.iter().map(|s| serde_json::from_str(s).ok()).collect(),
+                        other => panic!("the simulation does not model parser format {other}"),
+                    };
+                for (r, p) in records.iter_mut().zip(parsed) {
+                    let Some(mut p) = p else { continue }; // a failed parse leaves the record
+                    if let Some(tk) = parser.get("time_key")
+                        && !on(parser, "time_keep")
+                    {
+                        p.remove(tk);
+                    }
+                    let mut new = if on(&filter, "reserve_data") {
+                        r.clone()
+                    } else {
+                        Default::default()
+                    };
+                    if !on(&filter, "preserve_key") {
+                        new.remove(&key);
+                    }
+                    new.extend(p);
+                    *r = new;
+                }
+            }
+            "kubernetes" => {
+                for r in records.iter_mut() {
+                    if on(&filter, "merge_log")
+                        && let Some(Value::String(log)) = r.get("log")
+                        && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(log)
+                    {
+                        match filter.get("merge_log_key") {
+                            Some(k) => {
+                                r.insert(k.clone(), Value::Object(fields));
+                            }
+                            None => r.extend(fields),
+                        }
+                        if !on(&filter, "keep_log") {
+                            r.remove("log");
+                        }
+                    }
+                    // The filter's own map, for the container that printed the line.
+                    r.insert("kubernetes".into(), sidecar_metadata());
+                }
+            }
+            other => panic!("the simulation does not model filter {other}: extend it"),
+        }
+    }
+    records.into_iter().map(Value::Object).collect()
+}
+
+/// Real hooklog output: two hooks through the socket (one ok, one failing) and the summary.
+fn real_hooklog_lines() -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let file = dir.path().join("prestop.log");
+    let (s, f) = (sock.to_str().unwrap(), file.to_str().unwrap());
+    let mut d = Daemon::start(
+        &[
+            "--socket",
+            s,
+            "--file",
+            f,
+            "--peers",
+            "api-server,envoy",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    let hook = |container: &str, cmd: &[&str]| {
+        let st = crate::util::hooklog()
+            .args([
+                "hook",
+                "--container",
+                container,
+                "--socket",
+                s,
+                "--file",
+                f,
+                "--",
+            ])
+            .args(cmd)
+            .status()
+            .expect("run hooklog hook");
+        st.code()
+    };
+    let bin = hooklog_bin();
+    assert_eq!(
+        hook("envoy", &[bin.to_str().unwrap(), "sleep", "0.05"]),
+        Some(0)
+    );
+    assert_eq!(
+        hook(
+            "api-server",
+            &["sh", "-c", "echo uploading heap dump; exit 3"]
+        ),
+        Some(3)
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || d.stdout.len() >= 5),
+        "{:#?}",
+        d.stdout.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stdout.lines()
+}
+
+#[test]
+fn fargate_kubernetes_filter_replaces_the_map_but_container_name_names_the_writer() {
+    let lines = real_hooklog_lines();
+    let originals: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let shipped = through_fluent_bit(&lines);
+    assert_eq!(shipped.len(), originals.len());
+    let mut writers = BTreeSet::new();
+    for (orig, rec) in originals.iter().zip(&shipped) {
+        // hooklog's fields became searchable fields, not a string inside `log`.
+        assert!(rec.get("log").is_none(), "still a string in log: {rec}");
+        assert_eq!(rec["time"], orig["time"], "hooklog's time is kept: {rec}");
+        assert_eq!(rec["event"], orig["event"]);
+        // The filter replaced the map with the sidecar's own metadata ...
+        assert_eq!(rec["kubernetes"]["container_name"], "hooklog", "{rec}");
+        assert_ne!(rec["kubernetes"], orig["kubernetes"]);
+        // ... but the writer survives at the top level.
+        assert_eq!(rec["container_name"], orig["container_name"], "{rec}");
+        if let Some(w) = rec["container_name"].as_str() {
+            writers.insert(w.to_string());
+        }
+    }
+    assert_eq!(
+        writers,
+        BTreeSet::from(["api-server".to_string(), "envoy".to_string()])
+    );
+    let failed = shipped
+        .iter()
+        .find(|r| r["event"] == "hook.finished" && r["container_name"] == "api-server")
+        .expect("api-server's hook.finished");
+    assert_eq!(failed["outcome"], "failed");
+    assert_eq!(failed["exit_code"], 3);
+
+    // Fluent Bit reads hooklog's `time` with the hooklog_json parser's Time_Format (%L is
+    // Fluent Bit's fractional seconds, Python's %f).
+    let parsers = fluent_sections(&aws_logging()["parsers.conf"]);
+    let (_, json_parser) = parsers
+        .iter()
+        .find(|(_, p)| p["format"] == "json")
+        .expect("a json parser");
+    let format = json_parser["time_format"].replace("%L", "%f");
+    let times: Vec<&str> = originals
+        .iter()
+        .map(|r| r["time"].as_str().expect("time"))
+        .collect();
+    let parsed = python_stdin(
+        "import sys, json, datetime\nfor t in json.load(sys.stdin): datetime.datetime.strptime(t, sys.argv[1])\nprint('ok')",
+        &[&format],
+        &serde_json::to_string(&times).unwrap(),
+    );
+    assert_eq!(parsed.trim(), "ok");
+
+    // The Insights query and the alarm's metric filter read fields the shipped summary has.
+    let summary = shipped
+        .iter()
+        .find(|r| r["event"] == "hooks.summary")
+        .expect("the summary");
+    let query = std::fs::read_to_string(k8s_dir().join("aws/failed-hooks.insights")).unwrap();
+    let alarm = std::fs::read_to_string(k8s_dir().join("aws/failed-hooks-alarm.cfn.yaml")).unwrap();
+    for outcome in ["failed", "timed_out", "missing", "unfinished"] {
+        let field = format!("counts.{outcome}");
+        assert!(
+            query.contains(&format!("{field} > 0")),
+            "the query does not filter on {field}"
+        );
+        assert!(
+            alarm.contains(&format!("$.{field} > 0")),
+            "the metric filter does not test {field}"
+        );
+        assert!(
+            summary["counts"][outcome].is_u64(),
+            "the summary has no {field}: {summary}"
+        );
+    }
+    assert!(
+        query.contains("event = \"hooks.summary\"")
+            && alarm.contains("$.event = \"hooks.summary\"")
+    );
+    assert_eq!(summary["counts"]["failed"], 1, "{summary}");
+    for field in ["kubernetes.namespace_name", "kubernetes.pod_name"] {
+        let ptr = format!("/{}", field.replace('.', "/"));
+        assert!(
+            summary.pointer(&ptr).is_some(),
+            "the query reads {field}, absent: {summary}"
+        );
+    }
+}
+
+#[test]
+fn iam_policies_are_least_privilege() {
+    for (file, group) in [
+        ("hooklog-iam-policy.json", "/eks/shop/hooks"),
+        ("fluent-bit-iam-policy.json", "/eks/shop/containers"),
+    ] {
+        let text = std::fs::read_to_string(k8s_dir().join("aws").join(file)).unwrap();
+        let policy: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(policy["Version"], "2012-10-17");
+        let mut actions = BTreeSet::new();
+        for st in policy["Statement"].as_array().expect("statements") {
+            assert_eq!(st["Effect"], "Allow");
+            let resource = st["Resource"].as_str().expect("one resource per statement");
+            assert!(
+                resource.contains(&format!(":log-group:{group}")),
+                "{file}: {resource} is not scoped to {group}"
+            );
+            for a in st["Action"].as_array().expect("actions") {
+                let a = a.as_str().unwrap();
+                assert!(
+                    a.starts_with("logs:") && !a.contains('*'),
+                    "{file}: {a} is too broad"
+                );
+                actions.insert(a.to_string());
+            }
+        }
+        for need in ["logs:CreateLogStream", "logs:PutLogEvents"] {
+            assert!(actions.contains(need), "{file} lacks {need}");
+        }
+    }
+    // The IRSA role in the manifest is the one the policy is for.
+    let sa = documents(&k8s_dir().join("api-server-cloudwatch.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "ServiceAccount")
+        .expect("a ServiceAccount");
+    assert!(
+        sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("arn:aws:iam::"))
+    );
+}
+
+#[test]
+fn alarm_template_alarms_on_the_metric_its_filter_makes() {
+    let docs = documents(&k8s_dir().join("aws/failed-hooks-alarm.cfn.yaml"));
+    let [template] = docs.as_slice() else {
+        panic!("one CloudFormation template")
+    };
+    let resources = template["Resources"].as_object().expect("Resources");
+    let of_type =
+        |t: &str| -> Vec<&Value> { resources.values().filter(|r| r["Type"] == t).collect() };
+    let [filter] = of_type("AWS::Logs::MetricFilter")[..] else {
+        panic!("one metric filter")
+    };
+    let [alarm] = of_type("AWS::CloudWatch::Alarm")[..] else {
+        panic!("one alarm")
+    };
+    let metric = &filter["Properties"]["MetricTransformations"][0];
+    assert_eq!(alarm["Properties"]["Namespace"], metric["MetricNamespace"]);
+    assert_eq!(alarm["Properties"]["MetricName"], metric["MetricName"]);
+    for p in template["Parameters"]
+        .as_object()
+        .expect("Parameters")
+        .keys()
+    {
+        assert!(
+            serde_json::to_string(resources)
+                .unwrap()
+                .contains(&format!("{{\"Ref\":\"{p}\"}}")),
+            "parameter {p} is never used"
+        );
+    }
+}
