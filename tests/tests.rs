@@ -3,5 +3,6 @@
 mod util;
 
 mod cli;
+mod cloudwatch;
 mod socket;
 mod tail;
