@@ -35,7 +35,10 @@ fn moto() -> Option<String> {
         );
         return None;
     };
-    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     assert!(
         TcpStream::connect(&addr).is_ok(),
         "HOOKLOG_TEST_MOTO={url}: moto's server does not answer"
@@ -45,13 +48,20 @@ fn moto() -> Option<String> {
 
 /// A name no other test (or earlier run against the same moto) uses.
 fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
 /// A port nothing listens on (bound, read, released).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The validating, fault-injecting proxy in front of moto.
@@ -70,7 +80,9 @@ impl Proxy {
             .spawn()
             .expect("python3 is needed for tests/support/cwproxy.py");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let port = line
             .trim()
             .strip_prefix("listening ")
@@ -109,7 +121,10 @@ impl Proxy {
     /// Fails the test if hooklog ever sent a request AWS would reject.
     fn assert_no_invalid_requests(&self) {
         let st = self.stats();
-        assert_eq!(st["put_invalid"], 0, "hooklog sent requests AWS would reject: {st}");
+        assert_eq!(
+            st["put_invalid"], 0,
+            "hooklog sent requests AWS would reject: {st}"
+        );
     }
 }
 
@@ -151,13 +166,20 @@ fn read_back(moto: &str, group: &str, stream: &str) -> Vec<String> {
                 .await;
             let page = match res {
                 Ok(p) => p,
-                Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()) => {
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
                     return out;
                 }
                 Err(e) => panic!("GetLogEvents: {e:?}"),
             };
             let events = page.events();
-            out.extend(events.iter().filter_map(|e| e.message().map(str::to_string)));
+            out.extend(
+                events
+                    .iter()
+                    .filter_map(|e| e.message().map(str::to_string)),
+            );
             let next = page.next_forward_token().map(str::to_string);
             if events.is_empty() || next.is_none() || next == token {
                 return out;
@@ -169,7 +191,10 @@ fn read_back(moto: &str, group: &str, stream: &str) -> Vec<String> {
 
 /// The env that points hooklog at `endpoint` with fake credentials.
 fn aws_env(endpoint: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = POD_ENV.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut env: Vec<(String, String)> = POD_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     for (k, v) in [
         ("AWS_ENDPOINT_URL", endpoint),
         ("AWS_ACCESS_KEY_ID", "testing"),
@@ -205,7 +230,8 @@ fn start(dir: &Path, group: &str, endpoint: &str, extra: &[&str]) -> Daemon {
 fn count_messages<'a>(lines: impl IntoIterator<Item = &'a String>) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
     for l in lines {
-        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON record ({e}): {l:.200}"));
+        let v: Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON record ({e}): {l:.200}"));
         let key = match v["event"].as_str() {
             Some("hooks.summary") => "<summary>".to_string(),
             _ => v["message"].as_str().unwrap_or("<none>").to_string(),
@@ -226,9 +252,23 @@ fn assert_exactly_once(counts: &HashMap<String, usize>, want: &[String]) {
             None => missing.push(w.clone()),
         }
     }
-    assert!(missing.is_empty(), "{} records missing, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
-    assert_eq!(counts.get("<summary>"), Some(&1), "the hooks.summary record, once");
-    assert_eq!(counts.len(), want.len() + 1, "unexpected records: {} distinct", counts.len());
+    assert!(
+        missing.is_empty(),
+        "{} records missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert_eq!(
+        counts.get("<summary>"),
+        Some(&1),
+        "the hooks.summary record, once"
+    );
+    assert_eq!(
+        counts.len(),
+        want.len() + 1,
+        "unexpected records: {} distinct",
+        counts.len()
+    );
 }
 
 /// The value of `key=N` in hooklog's last "hooklog stopped" line.
@@ -240,8 +280,16 @@ fn stopped_counter(d: &Daemon, key: &str) -> u64 {
         .find(|l| l.contains("hooklog stopped"))
         .unwrap_or_else(|| panic!("no 'hooklog stopped' line: {lines:#?}"));
     let pat = format!("{key}=");
-    let at = line.find(&pat).unwrap_or_else(|| panic!("{key} not in {line}")) + pat.len();
-    line[at..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("{key} not in {line}"))
+        + pat.len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 fn lines(prefix: &str, n: usize) -> Vec<String> {
@@ -249,7 +297,11 @@ fn lines(prefix: &str, n: usize) -> Vec<String> {
 }
 
 fn append(path: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
     let mut buf = lines.join("\n");
     buf.push('\n');
     f.write_all(buf.as_bytes()).unwrap();
@@ -261,28 +313,54 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
     let proxy = Proxy::start(&moto, 0);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-happy");
-    let mut d = start(dir.path(), &group, &proxy.url(), &["--retention-days", "7", "--emf"]);
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--retention-days", "7", "--emf"],
+    );
     let want = lines("rec", 6000);
     // Written by a real shell, in pieces, while hooklog runs.
     sh(dir.path(), "seq -f 'rec-%06g' 0 2999 >> prestop.log");
     append(&dir.path().join("prestop.log"), &want[3000..]);
-    let ok = wait_until(Duration::from_secs(30), || read_back(&moto, &group, STREAM).len() >= want.len());
-    assert!(ok, "records did not reach CloudWatch; stderr: {:#?}", d.stderr.lines());
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not reach CloudWatch; stderr: {:#?}",
+        d.stderr.lines()
+    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     let got = read_back(&moto, &group, STREAM);
     assert_exactly_once(&count_messages(&got), &want);
     proxy.assert_no_invalid_requests();
     let st = proxy.stats();
-    assert!(st["put_ok"].as_u64().unwrap() >= 2, "expected several batches: {st}");
-    assert!(d.stdout.lines().is_empty(), "nothing should fall back to stdout: {:?}", d.stdout.lines());
-    assert_eq!(stopped_counter(&d, "cloudwatch_shipped"), want.len() as u64 + 1);
+    assert!(
+        st["put_ok"].as_u64().unwrap() >= 2,
+        "expected several batches: {st}"
+    );
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back to stdout: {:?}",
+        d.stdout.lines()
+    );
+    assert_eq!(
+        stopped_counter(&d, "cloudwatch_shipped"),
+        want.len() as u64 + 1
+    );
     assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 0);
 
     // The retention was set on the group hooklog created.
     let (rt, client) = reader(&moto);
     let groups = rt
-        .block_on(client.describe_log_groups().log_group_name_prefix(&group).send())
+        .block_on(
+            client
+                .describe_log_groups()
+                .log_group_name_prefix(&group)
+                .send(),
+        )
         .unwrap();
     assert_eq!(groups.log_groups()[0].retention_in_days(), Some(7));
 
@@ -292,7 +370,10 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|v| v["event"] == "hooks.summary")
         .unwrap();
-    assert_eq!(summary["_aws"]["CloudWatchMetrics"][0]["Namespace"], "hooklog");
+    assert_eq!(
+        summary["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+        "hooklog"
+    );
     assert_eq!(summary["namespace"], "shop");
     assert_eq!(summary["HooksFailed"], 0);
     assert_eq!(summary["kubernetes"]["pod_name"], "api-server-7d9f5");
@@ -308,7 +389,11 @@ fn a_second_pod_on_the_same_group_and_stream_is_fine() {
         append(&dir.path().join("prestop.log"), &[format!("round-{round}")]);
         d.terminate();
         assert!(d.wait_exit(Duration::from_secs(15)).success());
-        assert!(d.stdout.lines().is_empty(), "stderr: {:#?}", d.stderr.lines());
+        assert!(
+            d.stdout.lines().is_empty(),
+            "stderr: {:#?}",
+            d.stderr.lines()
+        );
     }
     let got = read_back(&moto, &group, STREAM);
     let counts = count_messages(&got);
@@ -324,17 +409,31 @@ fn an_oversize_record_is_split_into_events_not_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-big");
     // A 1.5 MB line: one record (the cap is raised above it), more than one CloudWatch event.
-    let mut d = start(dir.path(), &group, &proxy.url(), &["--max-line-bytes", "2000000"]);
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--max-line-bytes", "2000000"],
+    );
     let big = format!("big-{}", "x".repeat(1_500_000));
     append(&dir.path().join("prestop.log"), std::slice::from_ref(&big));
     d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(20)).success(), "stderr: {:#?}", d.stderr.lines());
+    assert!(
+        d.wait_exit(Duration::from_secs(20)).success(),
+        "stderr: {:#?}",
+        d.stderr.lines()
+    );
     proxy.assert_no_invalid_requests();
     let got = read_back(&moto, &group, STREAM);
     // The summary is one event; the big record is the concatenation of the others, in order.
-    let (summary, parts): (Vec<&String>, Vec<&String>) = got.iter().partition(|m| m.contains("hooks.summary"));
+    let (summary, parts): (Vec<&String>, Vec<&String>) =
+        got.iter().partition(|m| m.contains("hooks.summary"));
     assert_eq!(summary.len(), 1);
-    assert!(parts.len() >= 2, "expected the record in parts, got {} events", parts.len());
+    assert!(
+        parts.len() >= 2,
+        "expected the record in parts, got {} events",
+        parts.len()
+    );
     let joined: String = parts.iter().map(|s| s.as_str()).collect();
     let record: Value = serde_json::from_str(&joined).expect("the parts join into the record");
     assert_eq!(record["message"], big.as_str());
@@ -353,7 +452,12 @@ fn out_of_order_timestamps_from_several_inputs_are_sorted_per_request() {
         dir.path(),
         &group,
         &proxy.url(),
-        &["--file", other.to_str().unwrap(), "--socket", sock.to_str().unwrap()],
+        &[
+            "--file",
+            other.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+        ],
     );
     let a = lines("a", 3000);
     let b = lines("b", 3000);
@@ -374,13 +478,20 @@ fn out_of_order_timestamps_from_several_inputs_are_sorted_per_request() {
         s.spawn(|| {
             let mut conn = UnixStream::connect(&sock).unwrap();
             for chunk in c.chunks(100) {
-                conn.write_all((chunk.join("\n") + "\n").as_bytes()).unwrap();
+                conn.write_all((chunk.join("\n") + "\n").as_bytes())
+                    .unwrap();
             }
         });
     });
     let total = a.len() + b.len() + c.len();
-    let ok = wait_until(Duration::from_secs(30), || read_back(&moto, &group, STREAM).len() >= total);
-    assert!(ok, "records did not reach CloudWatch; stderr: {:#?}", d.stderr.lines());
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= total
+    });
+    assert!(
+        ok,
+        "records did not reach CloudWatch; stderr: {:#?}",
+        d.stderr.lines()
+    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     // Every request was in chronological order (the proxy checks, as does moto).
@@ -402,15 +513,29 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     let retrying = wait_until(Duration::from_secs(10), || {
         d.stderr.lines().iter().any(|l| l.contains("retrying"))
     });
-    assert!(retrying, "hooklog should be retrying; stderr: {:#?}", d.stderr.lines());
+    assert!(
+        retrying,
+        "hooklog should be retrying; stderr: {:#?}",
+        d.stderr.lines()
+    );
     // The server comes up on the address hooklog was given.
     let proxy = Proxy::start(&moto, port);
-    let ok = wait_until(Duration::from_secs(40), || read_back(&moto, &group, STREAM).len() >= want.len());
-    assert!(ok, "records did not arrive once the server was up; stderr: {:#?}", d.stderr.lines());
+    let ok = wait_until(Duration::from_secs(40), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not arrive once the server was up; stderr: {:#?}",
+        d.stderr.lines()
+    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-    assert!(d.stdout.lines().is_empty(), "nothing should fall back: {:?}", d.stdout.lines());
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back: {:?}",
+        d.stdout.lines()
+    );
     assert!(stopped_counter(&d, "cloudwatch_retried") >= 1);
     proxy.assert_no_invalid_requests();
 }
@@ -424,13 +549,25 @@ fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
     let mut d = start(dir.path(), &group, &proxy.url(), &["--grace", "5s"]);
     let first = lines("before", 200);
     append(&dir.path().join("prestop.log"), &first);
-    let ok = wait_until(Duration::from_secs(20), || read_back(&moto, &group, STREAM).len() >= first.len());
-    assert!(ok, "first records did not arrive; stderr: {:#?}", d.stderr.lines());
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= first.len()
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
     proxy.faults(r#"{"down": true}"#);
     let second = lines("after", 300);
     append(&dir.path().join("prestop.log"), &second);
-    let tried = wait_until(Duration::from_secs(10), || proxy.stats()["dropped"].as_u64().unwrap() > 0);
-    assert!(tried, "hooklog should be trying the downed server; stderr: {:#?}", d.stderr.lines());
+    let tried = wait_until(Duration::from_secs(10), || {
+        proxy.stats()["dropped"].as_u64().unwrap() > 0
+    });
+    assert!(
+        tried,
+        "hooklog should be trying the downed server; stderr: {:#?}",
+        d.stderr.lines()
+    );
     d.terminate();
     let st = d.wait_exit(Duration::from_secs(10));
     assert!(st.success(), "exit {st}; stderr: {:#?}", d.stderr.lines());
@@ -438,11 +575,17 @@ fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
     // Every record exactly once, on CloudWatch or on stdout.
     let mut all = read_back(&moto, &group, STREAM);
     let stdout = d.stdout.lines();
-    assert!(!stdout.is_empty(), "the fallback should have written records to stdout");
+    assert!(
+        !stdout.is_empty(),
+        "the fallback should have written records to stdout"
+    );
     all.extend(stdout.iter().cloned());
     let want: Vec<String> = first.into_iter().chain(second).collect();
     assert_exactly_once(&count_messages(&all), &want);
-    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), stdout.len() as u64);
+    assert_eq!(
+        stopped_counter(&d, "cloudwatch_fell_back"),
+        stdout.len() as u64
+    );
 }
 
 #[test]
@@ -455,15 +598,25 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
     let mut d = start(dir.path(), &group, &proxy.url(), &[]);
     let want = lines("thr", 300);
     append(&dir.path().join("prestop.log"), &want);
-    let ok = wait_until(Duration::from_secs(30), || read_back(&moto, &group, STREAM).len() >= want.len());
-    assert!(ok, "records did not arrive; stderr: {:#?}", d.stderr.lines());
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     let st = proxy.stats();
     assert_eq!(st["throttled"], 3, "{st}");
     assert_eq!(st["errors5xx"], 2, "{st}");
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-    assert!(d.stdout.lines().is_empty(), "nothing should fall back: {:?}", d.stdout.lines());
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back: {:?}",
+        d.stdout.lines()
+    );
     assert!(stopped_counter(&d, "cloudwatch_retried") >= 5);
 }
 
@@ -476,29 +629,68 @@ fn the_validating_proxy_rejects_what_aws_rejects() {
     let (rt, client) = reader(&proxy.url());
     let group = unique("hooklog-proxy");
     rt.block_on(async {
-        client.create_log_group().log_group_name(&group).send().await.unwrap();
-        client.create_log_stream().log_group_name(&group).log_stream_name("s").send().await.unwrap();
+        client
+            .create_log_group()
+            .log_group_name(&group)
+            .send()
+            .await
+            .unwrap();
+        client
+            .create_log_stream()
+            .log_group_name(&group)
+            .log_stream_name("s")
+            .send()
+            .await
+            .unwrap();
     });
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
-    let ev = |t: i64, len: usize| InputLogEvent::builder().timestamp(t).message("x".repeat(len)).build().unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let ev = |t: i64, len: usize| {
+        InputLogEvent::builder()
+            .timestamp(t)
+            .message("x".repeat(len))
+            .build()
+            .unwrap()
+    };
     let bad: Vec<(&str, Vec<InputLogEvent>)> = vec![
         ("chronological", vec![ev(now, 1), ev(now - 1, 1)]),
         ("more than 10000", (0..10_001).map(|_| ev(now, 1)).collect()),
-        ("more than 1048576", vec![ev(now, 600_000), ev(now, 600_000)]),
+        (
+            "more than 1048576",
+            vec![ev(now, 600_000), ev(now, 600_000)],
+        ),
         ("more than 1048550", vec![ev(now, 1_048_551)]),
         ("24 hours", vec![ev(now - 25 * 3600 * 1000, 1), ev(now, 1)]),
     ];
     for (why, events) in bad {
         let err = rt
-            .block_on(client.put_log_events().log_group_name(&group).log_stream_name("s").set_log_events(Some(events)).send())
+            .block_on(
+                client
+                    .put_log_events()
+                    .log_group_name(&group)
+                    .log_stream_name("s")
+                    .set_log_events(Some(events))
+                    .send(),
+            )
             .expect_err(why);
-        let se = err.as_service_error().unwrap_or_else(|| panic!("{why}: {err:?}"));
+        let se = err
+            .as_service_error()
+            .unwrap_or_else(|| panic!("{why}: {err:?}"));
         assert!(se.is_invalid_parameter_exception(), "{why}: {se:?}");
         assert!(format!("{se:?}").contains(why), "{why}: {se:?}");
     }
     // At the limits exactly, AWS (and the proxy) accept.
     let ok = vec![ev(now - 24 * 3600 * 1000, 1_048_550 - 27), ev(now, 1)];
-    rt.block_on(client.put_log_events().log_group_name(&group).log_stream_name("s").set_log_events(Some(ok)).send())
-        .unwrap();
+    rt.block_on(
+        client
+            .put_log_events()
+            .log_group_name(&group)
+            .log_stream_name("s")
+            .set_log_events(Some(ok))
+            .send(),
+    )
+    .unwrap();
     assert_eq!(proxy.stats()["put_invalid"], 5);
 }

@@ -79,7 +79,11 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
             },
             () = sleep_until_opt(flush_at) => sink.flush().await,
         }
-        if sink.batcher.is_full() {
+        // Checked here too: a queue that is never empty would otherwise starve the timer.
+        let due = sink
+            .oldest
+            .is_some_and(|t| t.elapsed() >= sink.flush_interval);
+        if sink.batcher.is_full() || due {
             sink.flush().await;
         }
     }
