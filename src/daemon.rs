@@ -47,10 +47,13 @@ pub async fn run(cfg: RunConfig, shutdown: impl Future<Output = &'static str>) -
     let peers = Arc::new(Peers::new(&cfg.peers));
     let activity = Arc::new(Activity::default());
     let counters = Arc::new(Counters::default());
-    let emf = cfg.emf_namespace.clone().map(|metric_namespace| EmfSettings {
-        metric_namespace,
-        pod_namespace: cfg.pod.namespace_name.clone(),
-    });
+    let emf = cfg
+        .emf_namespace
+        .clone()
+        .map(|metric_namespace| EmfSettings {
+            metric_namespace,
+            pod_namespace: cfg.pod.namespace_name.clone(),
+        });
     let (tx, rx) = mpsc::channel::<Batch>(sink::SOURCE_QUEUE_BATCHES);
     let (deadline_tx, deadline_rx) = watch::channel::<Option<Instant>>(None);
 
@@ -209,7 +212,13 @@ fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSe
     let mut docs = Vec::new();
     if let Some(e) = emf {
         let pod_ns = e.pod_namespace.as_deref();
-        sink::cloudwatch::emf::add_to_summary(&mut members, &e.metric_namespace, pod_ns, &outcomes, now);
+        sink::cloudwatch::emf::add_to_summary(
+            &mut members,
+            &e.metric_namespace,
+            pod_ns,
+            &outcomes,
+            now,
+        );
         docs = sink::cloudwatch::emf::per_peer(&e.metric_namespace, pod_ns, &outcomes, now);
     }
     docs.insert(0, members);
