@@ -694,3 +694,33 @@ fn the_validating_proxy_rejects_what_aws_rejects() {
     .unwrap();
     assert_eq!(proxy.stats()["put_invalid"], 5);
 }
+
+#[test]
+fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    proxy.faults(r#"{"reject_old": 7}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-rejected");
+    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let want = lines("rej", 100);
+    append(&dir.path().join("prestop.log"), &want);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= want.len() - 7
+    });
+    assert!(
+        ok,
+        "records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_eq!(proxy.stats()["rejected_old"], 7);
+    // The first 7 of the first request (in timestamp order) are on stdout, the rest on CloudWatch.
+    let stdout = d.stdout.lines();
+    assert_eq!(stdout.len(), 7, "stdout: {stdout:#?}");
+    let mut all = read_back(&moto, &group, STREAM);
+    all.extend(stdout.iter().cloned());
+    assert_exactly_once(&count_messages(&all), &want);
+    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 7);
+}

@@ -8,9 +8,11 @@ can play "down" (connections closed without an answer).
     python3 cwproxy.py --upstream http://127.0.0.1:PORT [--port 0]
 
 Prints "listening PORT" on stdout once ready. Control, on the same port:
-    POST /__cwproxy/faults {"down": true|false, "throttle": N, "error5xx": N}
+    POST /__cwproxy/faults {"down": true|false, "throttle": N, "error5xx": N, "reject_old": N}
         throttle / error5xx: answer the next N PutLogEvents calls with ThrottlingException (400)
         or ServiceUnavailableException (503).
+        reject_old: in the next PutLogEvents call, do not store the first N events and report
+        them in rejectedLogEventsInfo.tooOldLogEventEndIndex, as AWS does for events too old.
     GET  /__cwproxy/stats  -> {"put_ok", "put_invalid", "throttled", "errors5xx", "dropped",
                                "events_ok", "violations": [...]}
 
@@ -35,9 +37,9 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
               "proxy-connection", "content-length"}
 
 lock = threading.Lock()
-faults = {"down": False, "throttle": 0, "error5xx": 0}
+faults = {"down": False, "throttle": 0, "error5xx": 0, "reject_old": 0}
 stats = {"put_ok": 0, "put_invalid": 0, "throttled": 0, "errors5xx": 0, "dropped": 0,
-         "events_ok": 0, "violations": []}
+         "events_ok": 0, "rejected_old": 0, "violations": []}
 
 
 def violation(body):
@@ -137,11 +139,28 @@ class Handler(BaseHTTPRequestHandler):
                     stats["violations"].append(why)
                 print(f"cwproxy: rejected PutLogEvents: {why}", file=sys.stderr, flush=True)
                 return self.aws_error(400, "InvalidParameterException", why)
-        status, headers, data = self.forward(body)
+        reject = 0
+        if is_put:
+            with lock:
+                reject, faults["reject_old"] = faults["reject_old"], 0
+            if reject:
+                req = json.loads(body)
+                reject = min(reject, len(req["logEvents"]))
+                req["logEvents"] = req["logEvents"][reject:]
+                body = json.dumps(req).encode()
+        if is_put and reject and not json.loads(body)["logEvents"]:
+            status, headers, data = 200, [("Content-Type", "application/x-amz-json-1.1")], b"{}"
+        else:
+            status, headers, data = self.forward(body)
         if is_put and status == 200:
             with lock:
                 stats["put_ok"] += 1
                 stats["events_ok"] += len(json.loads(body).get("logEvents", []))
+                stats["rejected_old"] += reject
+            if reject:
+                answer = json.loads(data or b"{}")
+                answer["rejectedLogEventsInfo"] = {"tooOldLogEventEndIndex": reject - 1}
+                data = json.dumps(answer).encode()
         self.send_response(status)
         for k, v in headers:
             if k.lower() not in HOP_BY_HOP:
