@@ -292,6 +292,14 @@ fn stopped_counter(d: &Daemon, key: &str) -> u64 {
         .unwrap()
 }
 
+/// The committed offset in a file's checkpoint (`.NAME.hooklog-offset` beside it).
+fn checkpoint_offset(file: &Path) -> Option<u64> {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let cp = file.with_file_name(format!(".{name}.hooklog-offset"));
+    let v: Value = serde_json::from_slice(&std::fs::read(cp).ok()?).ok()?;
+    v["offset"].as_u64()
+}
+
 fn lines(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
 }
@@ -518,6 +526,14 @@ fn server_down_at_start_and_up_later_loses_nothing() {
         "hooklog should be retrying; stderr: {:#?}",
         d.stderr.lines()
     );
+    // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
+    // behind (it is saved every second; three saves pass).
+    let file = dir.path().join("prestop.log");
+    let at_end = || checkpoint_offset(&file) == Some(std::fs::metadata(&file).unwrap().len());
+    assert!(
+        !wait_until(Duration::from_secs(3), at_end),
+        "the checkpoint moved past records CloudWatch never accepted"
+    );
     // The server comes up on the address hooklog was given.
     let proxy = Proxy::start(&moto, port);
     let ok = wait_until(Duration::from_secs(40), || {
@@ -527,6 +543,10 @@ fn server_down_at_start_and_up_later_loses_nothing() {
         ok,
         "records did not arrive once the server was up; stderr: {:#?}",
         d.stderr.lines()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), at_end),
+        "the checkpoint should follow once accepted"
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
