@@ -744,3 +744,42 @@ fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     assert_exactly_once(&count_messages(&all), &want);
     assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 7);
 }
+
+#[test]
+fn a_group_deleted_while_running_is_created_again() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-deleted");
+    let mut d = start(dir.path(), &group, &moto, &[]);
+    let file = dir.path().join("prestop.log");
+    append(&file, &lines("first", 10));
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= 10
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    let (rt, client) = reader(&moto);
+    rt.block_on(client.delete_log_group().log_group_name(&group).send())
+        .unwrap();
+    let want = lines("second", 10);
+    append(&file, &want);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= 10
+    });
+    assert!(
+        ok,
+        "records after the deletion did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    assert!(
+        d.stdout.lines().is_empty(),
+        "stdout: {:?}",
+        d.stdout.lines()
+    );
+}

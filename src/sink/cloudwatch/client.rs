@@ -85,9 +85,14 @@ impl LogsClient {
         &self.stream
     }
 
-    /// Creates the group (with its retention) and the stream; "already exists" (another pod,
-    /// or an earlier run) counts as success.
+    /// Creates the stream, and the group (with its retention) first if it is missing; "already
+    /// exists" (another pod, or an earlier run) counts as success. The stream is tried first, so
+    /// a group made beforehand needs no `logs:CreateLogGroup` permission.
     pub async fn ensure_stream(&self) -> Result<(), Failure> {
+        match self.create_stream().await {
+            Err(e) if e.code() == Some("ResourceNotFoundException") => {}
+            other => return other,
+        }
         match self
             .client
             .create_log_group()
@@ -97,21 +102,17 @@ impl LogsClient {
         {
             Ok(_) => {
                 tracing::info!(group = %self.group, "created log group");
-                if let Some(days) = self.retention_days {
-                    self.client
-                        .put_retention_policy()
-                        .log_group_name(&self.group)
-                        .retention_in_days(days)
-                        .send()
-                        .await
-                        .map_err(|e| Failure::of(&e))?;
-                }
+                self.set_retention().await;
             }
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
             Err(e) => return Err(Failure::of(&e)),
         }
+        self.create_stream().await
+    }
+
+    async fn create_stream(&self) -> Result<(), Failure> {
         match self
             .client
             .create_log_stream()
@@ -131,6 +132,24 @@ impl LogsClient {
                 Ok(())
             }
             Err(e) => Err(Failure::of(&e)),
+        }
+    }
+
+    /// Sets `--retention-days` on a group just created. A failure is reported, not fatal: the
+    /// records matter more than their expiry.
+    async fn set_retention(&self) {
+        let Some(days) = self.retention_days else {
+            return;
+        };
+        let res = self
+            .client
+            .put_retention_policy()
+            .log_group_name(&self.group)
+            .retention_in_days(days)
+            .send()
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(group = %self.group, days, failure = ?Failure::of(&e), "cannot set the log group's retention");
         }
     }
 
