@@ -14,7 +14,7 @@ use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 
 use super::batch::Event;
-use super::retry::Failure;
+use super::retry::CallError;
 use crate::config::CloudWatchSettings;
 
 /// Longest wait for a TCP (and TLS) connection to CloudWatch.
@@ -88,9 +88,9 @@ impl LogsClient {
     /// Creates the stream, and the group (with its retention) first if it is missing; "already
     /// exists" (another pod, or an earlier run) counts as success. The stream is tried first, so
     /// a group made beforehand needs no `logs:CreateLogGroup` permission.
-    pub async fn ensure_stream(&self) -> Result<(), Failure> {
+    pub async fn ensure_stream(&self) -> Result<(), CallError> {
         match self.create_stream().await {
-            Err(e) if e.code() == Some("ResourceNotFoundException") => {}
+            Err(e) if e.failure.code() == Some("ResourceNotFoundException") => {}
             other => return other,
         }
         match self
@@ -107,12 +107,12 @@ impl LogsClient {
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
-            Err(e) => return Err(Failure::of(&e)),
+            Err(e) => return Err(CallError::of(&e)),
         }
         self.create_stream().await
     }
 
-    async fn create_stream(&self) -> Result<(), Failure> {
+    async fn create_stream(&self) -> Result<(), CallError> {
         match self
             .client
             .create_log_stream()
@@ -131,7 +131,7 @@ impl LogsClient {
             {
                 Ok(())
             }
-            Err(e) => Err(Failure::of(&e)),
+            Err(e) => Err(CallError::of(&e)),
         }
     }
 
@@ -149,13 +149,13 @@ impl LogsClient {
             .send()
             .await;
         if let Err(e) = res {
-            tracing::warn!(group = %self.group, days, failure = ?Failure::of(&e), "cannot set the log group's retention");
+            tracing::warn!(group = %self.group, days, error = %CallError::of(&e).detail, "cannot set the log group's retention");
         }
     }
 
     /// Sends one request's events (already valid: sorted, within the limits). No sequence
     /// token: CloudWatch ignores it since January 2023.
-    pub async fn put(&self, events: &[Event]) -> Result<Put, Failure> {
+    pub async fn put(&self, events: &[Event]) -> Result<Put, CallError> {
         let input = events
             .iter()
             .map(|e| {
@@ -174,7 +174,7 @@ impl LogsClient {
             .set_log_events(Some(input))
             .send()
             .await
-            .map_err(|e| Failure::of(&e))?;
+            .map_err(|e| CallError::of(&e))?;
         let mut put = Put::default();
         if let Some(info) = out.rejected_log_events_info() {
             put.rejected = rejected_ranges(

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use self::batch::{Batcher, Event};
 use self::client::LogsClient;
-use self::retry::{Failure, backoff, is_retriable};
+use self::retry::{CallError, backoff, is_retriable};
 use crate::batch::Batch;
 use crate::config::CloudWatchSettings;
 use crate::sink::Counters;
@@ -204,18 +204,19 @@ impl Sink {
             let result = match give_up_at {
                 Some(at) => tokio::time::timeout_at(at, call)
                     .await
-                    .unwrap_or(Err(Failure::Timeout)),
+                    .unwrap_or_else(|_| Err(CallError::deadline())),
                 None => call.await,
             };
-            let failure = match result {
+            let err = match result {
                 Ok(put) => return self.accepted(req, put.rejected).await,
-                Err(f) => f,
+                Err(e) => e,
             };
+            let failure = &err.failure;
             if failure.code() == Some("ResourceNotFoundException") {
                 // The group or stream was deleted under us: create it again on the next try.
                 self.ensured = false;
-            } else if !is_retriable(&failure) {
-                tracing::error!(failure = ?failure, events = req.len(), "cloudwatch refused a request: writing it to stdout");
+            } else if !is_retriable(failure) {
+                tracing::error!(error = %err.detail, events = req.len(), "cloudwatch refused a request: writing it to stdout");
                 return self.fall_back(req, "refused").await;
             }
             let wait = backoff(attempt, fastrand::f64());
@@ -223,13 +224,13 @@ impl Sink {
             if let Some(at) = give_up_at
                 && (attempt >= SHUTDOWN_ATTEMPTS || Instant::now() + wait >= at)
             {
-                tracing::warn!(failure = ?failure, attempts = attempt, "cloudwatch unreachable at shutdown: writing the rest to stdout");
+                tracing::warn!(error = %err.detail, attempts = attempt, "cloudwatch unreachable at shutdown: writing the rest to stdout");
                 self.giving_up = true;
                 continue;
             }
             Counters::add(&self.counters.cloudwatch_retried, 1);
             if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
-                tracing::warn!(failure = ?failure, attempt, wait_ms = wait.as_millis() as u64, "cloudwatch call failed: retrying");
+                tracing::warn!(error = %err.detail, attempt, wait_ms = wait.as_millis() as u64, "cloudwatch call failed: retrying");
             }
             // Wake early if the shutdown begins meanwhile: the deadline changes the rules.
             let mut deadline = self.deadline.clone();
@@ -241,7 +242,7 @@ impl Sink {
     }
 
     /// One try: make sure the stream exists, then put.
-    async fn try_once(&mut self, req: &[Event]) -> Result<client::Put, Failure> {
+    async fn try_once(&mut self, req: &[Event]) -> Result<client::Put, CallError> {
         if !self.ensured {
             self.client.ensure_stream().await?;
             self.ensured = true;

@@ -75,6 +75,36 @@ impl Failure {
     }
 }
 
+/// A failed call: its classification, and the SDK's full description for the logs (such as
+/// "no credentials" behind a dispatch failure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallError {
+    /// What decides a retry.
+    pub failure: Failure,
+    /// The error and its causes, one line.
+    pub detail: String,
+}
+
+impl CallError {
+    /// From an SDK error of any operation.
+    pub fn of<E: ProvideErrorMetadata + std::error::Error + 'static>(
+        e: &SdkError<E, HttpResponse>,
+    ) -> CallError {
+        CallError {
+            failure: Failure::of(e),
+            detail: aws_smithy_types::error::display::DisplayErrorContext(e).to_string(),
+        }
+    }
+
+    /// A call cut short by the shutdown deadline.
+    pub fn deadline() -> CallError {
+        CallError {
+            failure: Failure::Timeout,
+            detail: "no answer before the shutdown deadline".into(),
+        }
+    }
+}
+
 /// True when the same call may succeed later: throttling, server errors, timeouts and
 /// connection failures. Client errors (bad parameters, access denied) are not.
 pub fn is_retriable(f: &Failure) -> bool {
