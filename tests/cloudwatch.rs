@@ -783,3 +783,44 @@ fn a_group_deleted_while_running_is_created_again() {
         d.stdout.lines()
     );
 }
+
+#[test]
+fn with_both_outputs_the_fallback_does_not_write_records_twice() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-both");
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--output", "stdout,cloudwatch", "--grace", "5s"],
+    );
+    let first = lines("both-a", 100);
+    append(&dir.path().join("prestop.log"), &first);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= first.len()
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    proxy.faults(r#"{"down": true}"#);
+    let second = lines("both-b", 100);
+    append(&dir.path().join("prestop.log"), &second);
+    let tried = wait_until(Duration::from_secs(10), || {
+        proxy.stats()["dropped"].as_u64().unwrap() > 0
+    });
+    assert!(tried, "stderr: {:#?}", d.stderr.lines());
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let want: Vec<String> = first.iter().chain(&second).cloned().collect();
+    // stdout holds every record once (the stdout sink), the fallback added nothing...
+    assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+    // ...and CloudWatch holds what it took before the outage, once.
+    let cw = count_messages(&read_back(&moto, &group, STREAM));
+    assert!(first.iter().all(|m| cw.get(m) == Some(&1)), "{cw:?}");
+    assert!(second.iter().all(|m| !cw.contains_key(m)), "{cw:?}");
+    assert!(stopped_counter(&d, "cloudwatch_fell_back") >= second.len() as u64);
+}
