@@ -33,7 +33,26 @@ fi
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 # --- services ---------------------------------------------------------------------------------
-# (started here; see the CloudWatch section)
+# moto's CloudWatch Logs server on a free 127.0.0.1 port, for tests/cloudwatch.rs
+# (HOOKLOG_TEST_MOTO). Those tests fail in CI (CI=true) when it is not reachable.
+moto_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+moto_log=$(mktemp)
+python3 -m moto.server -H 127.0.0.1 -p "$moto_port" >"$moto_log" 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true; rm -f "$moto_log"' EXIT
+export HOOKLOG_TEST_MOTO="http://127.0.0.1:$moto_port"
+for _ in $(seq 1 100); do
+  if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$HOOKLOG_TEST_MOTO/moto-api/" >/dev/null 2>&1; then
+    break
+  fi
+  if ! kill -0 "$moto_pid" 2>/dev/null; then
+    echo "moto_server exited:" >&2; cat "$moto_log" >&2; exit 1
+  fi
+  sleep 0.2
+done
+python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$HOOKLOG_TEST_MOTO/moto-api/" >/dev/null \
+  || { echo "moto_server does not answer on $HOOKLOG_TEST_MOTO" >&2; cat "$moto_log" >&2; exit 1; }
+log "moto_server on $HOOKLOG_TEST_MOTO (pid $moto_pid)"
 
 # --- checks -----------------------------------------------------------------------------------
 log "cargo fmt --check"

@@ -50,8 +50,15 @@ pub async fn run(
     let peers = Arc::new(Peers::new(&cfg.peers));
     let activity = Arc::new(Activity::default());
     let counters = Arc::new(Counters::default());
+    let emf = cfg
+        .emf_namespace
+        .clone()
+        .map(|metric_namespace| EmfSettings {
+            metric_namespace,
+            pod_namespace: cfg.pod.namespace_name.clone(),
+        });
     let (tx, rx) = mpsc::channel::<Batch>(sink::SOURCE_QUEUE_BATCHES);
-    let (deadline_tx, _deadline_rx) = watch::channel::<Option<Instant>>(None);
+    let (deadline_tx, deadline_rx) = watch::channel::<Option<Instant>>(None);
 
     // Sinks.
     let mut sinks: JoinSet<anyhow::Result<()>> = JoinSet::new();
@@ -62,8 +69,17 @@ pub async fn run(
         let counters = counters.clone();
         sinks.spawn_blocking(move || sink::stdout::run(srx, counters).context("stdout sink"));
     }
-    if cfg.cloudwatch.is_some() {
-        anyhow::bail!("--output cloudwatch is not available in this build");
+    if let Some(settings) = cfg.cloudwatch.clone() {
+        let (ctx, crx) = mpsc::channel(sink::SINK_QUEUE_BATCHES);
+        sink_queues.push(ctx);
+        let ctx = sink::cloudwatch::SinkContext {
+            rx: crx,
+            settings,
+            counters: counters.clone(),
+            deadline: deadline_rx.clone(),
+            stdout_sink: cfg.stdout,
+        };
+        sinks.spawn(async move { sink::cloudwatch::run(ctx).await.context("cloudwatch sink") });
     }
     let fan_out = tokio::spawn(sink::fan_out(rx, sink_queues, counters.clone()));
 
@@ -166,7 +182,7 @@ pub async fn run(
         }
         sources.wait().await;
         // Phase 4: the summary, then the sinks drain.
-        let summary = summary_batch(&enrichment, &peers);
+        let summary = summary_batch(&enrichment, &peers, emf.as_ref());
         let _ = tx.send(summary).await; // Fails only if the fan-out is gone, reported below.
         drop(tx);
         let _ = fan_out.await;
@@ -195,27 +211,55 @@ pub async fn run(
     tracing::info!(
         records_in = Counters::get(&counters.records_in),
         stdout = Counters::get(&counters.stdout_records),
+        cloudwatch_shipped = Counters::get(&counters.cloudwatch_shipped),
+        cloudwatch_retried = Counters::get(&counters.cloudwatch_retried),
+        cloudwatch_fell_back = Counters::get(&counters.cloudwatch_fell_back),
         elapsed_ms = t0.elapsed().as_millis() as u64,
         "hooklog stopped"
     );
     result
 }
 
-/// The `hooks.summary` record as a batch of its own.
-fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers) -> Batch {
+/// `--emf`: the metric namespace and the pod's namespace (a dimension).
+struct EmfSettings {
+    /// CloudWatch metric namespace.
+    metric_namespace: String,
+    /// `POD_NAMESPACE`, the `namespace` dimension.
+    pod_namespace: Option<String>,
+}
+
+/// The `hooks.summary` record as a batch of its own; with `--emf` it carries the pod's totals
+/// as metrics and is followed by one `hooks.metrics` record per peer.
+fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSettings>) -> Batch {
     let outcomes = peers.outcomes();
-    let members = summary_members(&outcomes);
+    let now = crate::timefmt::now_ms();
+    let mut members = summary_members(&outcomes);
     tracing::info!(summary = %members["message"].as_str().unwrap_or_default(), "hooks summary");
-    let line = serde_json::Value::Object(members).to_string();
+    let mut docs = Vec::new();
+    if let Some(e) = emf {
+        let pod_ns = e.pod_namespace.as_deref();
+        sink::cloudwatch::emf::add_to_summary(
+            &mut members,
+            &e.metric_namespace,
+            pod_ns,
+            &outcomes,
+            now,
+        );
+        docs = sink::cloudwatch::emf::per_peer(&e.metric_namespace, pod_ns, &outcomes, now);
+    }
+    docs.insert(0, members);
     let mut encoder = Encoder::new(enrichment.clone(), "hooklog");
     let mut batch = Batch::new();
-    let frame = Frame {
-        bytes: line.as_bytes(),
-        continued: false,
-        end: FrameEnd::Newline,
-    };
-    // The summary carries no hook event of its own.
-    let _ = encoder.encode(frame, crate::timefmt::now_ms(), &mut batch);
+    for doc in docs {
+        let line = serde_json::Value::Object(doc).to_string();
+        let frame = Frame {
+            bytes: line.as_bytes(),
+            continued: false,
+            end: FrameEnd::Newline,
+        };
+        // The summary carries no hook event of its own.
+        let _ = encoder.encode(frame, now, &mut batch);
+    }
     batch
 }
 

@@ -9,3 +9,5 @@ mod k8s;
 mod lifecycle;
 mod socket;
 mod tail;
+// Last rather than alphabetical: keeps merges with the other test modules clean.
+mod cloudwatch;

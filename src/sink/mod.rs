@@ -1,6 +1,7 @@
 //! Sinks: where records go. The fan-out hands every batch to each sink's own bounded queue; a
 //! sink marks a batch delivered once it is written (or handed to a fallback).
 
+pub mod cloudwatch;
 pub mod stdout;
 
 use std::sync::Arc;
@@ -23,6 +24,14 @@ pub struct Counters {
     pub records_in: AtomicU64,
     /// Records written to stdout by the stdout sink.
     pub stdout_records: AtomicU64,
+    /// Records CloudWatch accepted.
+    pub cloudwatch_shipped: AtomicU64,
+    /// PutLogEvents (or create) calls tried again after a failure.
+    pub cloudwatch_retried: AtomicU64,
+    /// Records CloudWatch did not take that went to stdout instead.
+    pub cloudwatch_fell_back: AtomicU64,
+    /// Records whose timestamp was moved or that were split to suit CloudWatch.
+    pub cloudwatch_adjusted: AtomicU64,
 }
 
 impl Counters {

@@ -1,0 +1,322 @@
+//! The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
+//! ([`batch`]), sends them ([`client`]) and retries what may succeed later ([`retry`]).
+//!
+//! Nothing is dropped. While a request is being sent or retried the sink reads no more batches,
+//! so its bounded queue fills and the inputs wait. A batch is acknowledged only once CloudWatch
+//! has accepted all its events, or they went to stdout instead. Once the grace deadline is near
+//! (or CloudWatch stays unreachable during shutdown), everything not accepted is written to
+//! stdout as ordinary records, where the platform's log router still picks it up.
+//!
+//! [`emf`] adds Embedded Metric Format to the `hooks.summary` record.
+
+pub mod batch;
+pub mod client;
+pub mod emf;
+pub mod retry;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use self::batch::{Batcher, Event};
+use self::client::LogsClient;
+use self::retry::{CallError, backoff, is_retriable};
+use crate::batch::Batch;
+use crate::config::CloudWatchSettings;
+use crate::sink::Counters;
+
+/// Time kept before the grace deadline for writing what CloudWatch has not taken to stdout.
+const FALLBACK_RESERVE: Duration = Duration::from_millis(750);
+
+/// Tries per request once shutdown has begun; past them the request goes to stdout.
+const SHUTDOWN_ATTEMPTS: u32 = 3;
+
+/// While CloudWatch keeps failing, a warning every this many retries of one request.
+const WARN_EVERY_RETRIES: u32 = 10;
+
+/// What the sink needs from the daemon.
+pub struct SinkContext {
+    /// Batches to ship, closed at shutdown.
+    pub rx: mpsc::Receiver<Arc<Batch>>,
+    /// Group, stream, retention, flush interval.
+    pub settings: CloudWatchSettings,
+    /// Counters reported at exit.
+    pub counters: Arc<Counters>,
+    /// The grace deadline, set when the shutdown begins.
+    pub deadline: watch::Receiver<Option<Instant>>,
+    /// True when the stdout sink runs too: it already wrote every record, so the fallback writes
+    /// nothing a second time.
+    pub stdout_sink: bool,
+}
+
+/// Runs the sink until its queue closes and everything is shipped or written to stdout.
+pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
+    let client = LogsClient::new(&ctx.settings).await;
+    let mut sink = Sink {
+        client,
+        flush_interval: ctx.settings.flush_interval,
+        counters: ctx.counters,
+        deadline: ctx.deadline,
+        stdout_sink: ctx.stdout_sink,
+        batcher: Batcher::new(),
+        oldest: None,
+        pending: HashMap::new(),
+        next_origin: 0,
+        ensured: false,
+        giving_up: false,
+    };
+    let mut rx = ctx.rx;
+    loop {
+        let flush_at = sink.oldest.map(|t| t + sink.flush_interval);
+        tokio::select! {
+            biased;
+            next = rx.recv() => match next {
+                Some(b) => sink.take(b).await,
+                None => break,
+            },
+            () = sleep_until_opt(flush_at) => sink.flush().await,
+        }
+        // Checked here too: a queue that is never empty would otherwise starve the timer.
+        let due = sink
+            .oldest
+            .is_some_and(|t| t.elapsed() >= sink.flush_interval);
+        if sink.batcher.is_full() || due {
+            sink.flush().await;
+        }
+    }
+    sink.flush().await;
+    tracing::info!(
+        group = %sink.client.group(),
+        stream = %sink.client.stream(),
+        shipped = Counters::get(&sink.counters.cloudwatch_shipped),
+        retried = Counters::get(&sink.counters.cloudwatch_retried),
+        fell_back = Counters::get(&sink.counters.cloudwatch_fell_back),
+        adjusted = Counters::get(&sink.counters.cloudwatch_adjusted),
+        "cloudwatch sink stopped"
+    );
+    Ok(())
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The sink's state between requests.
+struct Sink {
+    /// The CloudWatch client.
+    client: LogsClient,
+    /// Longest an event waits in the batcher.
+    flush_interval: Duration,
+    /// Counters reported at exit.
+    counters: Arc<Counters>,
+    /// The grace deadline, once shutdown has begun.
+    deadline: watch::Receiver<Option<Instant>>,
+    /// The stdout sink runs too.
+    stdout_sink: bool,
+    /// Events waiting to be sent.
+    batcher: Batcher,
+    /// When the oldest waiting event arrived.
+    oldest: Option<Instant>,
+    /// Input batches with events not yet settled, and how many.
+    pending: HashMap<u64, (Arc<Batch>, usize)>,
+    /// Id of the next input batch.
+    next_origin: u64,
+    /// The group and stream are known to exist.
+    ensured: bool,
+    /// Shutdown and CloudWatch out of reach: everything left goes to stdout.
+    giving_up: bool,
+}
+
+impl Sink {
+    /// Takes one input batch into the batcher (or straight to stdout once giving up).
+    async fn take(&mut self, b: Arc<Batch>) {
+        if b.is_empty() {
+            b.delivered();
+            return;
+        }
+        if self.giving_up {
+            let n = b.len();
+            self.write_stdout(b.buf.clone(), n).await;
+            b.delivered();
+            return;
+        }
+        let origin = self.next_origin;
+        self.next_origin += 1;
+        let now = crate::timefmt::now_ms();
+        let mut events = Vec::with_capacity(b.len());
+        let mut adjusted = 0;
+        for (rec, time_ms) in b.iter() {
+            let a = batch::to_events(rec, time_ms, now, origin, &mut events);
+            if a.timestamp {
+                adjusted += 1;
+                tracing::warn!(
+                    time_ms,
+                    "record time outside cloudwatch's window: sent with the current time"
+                );
+            }
+            if a.parts > 0 {
+                adjusted += 1;
+                tracing::warn!(
+                    bytes = rec.len(),
+                    parts = a.parts,
+                    "record larger than a cloudwatch event: split"
+                );
+            }
+        }
+        Counters::add(&self.counters.cloudwatch_adjusted, adjusted);
+        self.pending.insert(origin, (b, events.len()));
+        for e in events {
+            self.batcher.push(e);
+        }
+        if self.oldest.is_none() {
+            self.oldest = Some(Instant::now());
+        }
+    }
+
+    /// Sends every waiting event.
+    async fn flush(&mut self) {
+        self.oldest = None;
+        for req in self.batcher.take_requests() {
+            self.send(req).await;
+        }
+    }
+
+    /// When to stop trying CloudWatch: shortly before the grace deadline, once shutdown began.
+    fn give_up_at(&self) -> Option<Instant> {
+        (*self.deadline.borrow()).map(|d| d.checked_sub(FALLBACK_RESERVE).unwrap_or(d))
+    }
+
+    /// Sends one request until CloudWatch accepts it, or hands it to stdout.
+    async fn send(&mut self, req: Vec<Event>) {
+        let mut attempt: u32 = 0;
+        loop {
+            if self.giving_up {
+                return self.fall_back(req, "shutdown").await;
+            }
+            let give_up_at = self.give_up_at();
+            let call = self.try_once(&req);
+            let result = match give_up_at {
+                Some(at) => tokio::time::timeout_at(at, call)
+                    .await
+                    .unwrap_or_else(|_| Err(CallError::deadline())),
+                None => call.await,
+            };
+            let err = match result {
+                Ok(put) => return self.accepted(req, put.rejected).await,
+                Err(e) => e,
+            };
+            let failure = &err.failure;
+            if failure.code() == Some("ResourceNotFoundException") {
+                // The group or stream was deleted under us: create it again on the next try.
+                self.ensured = false;
+            } else if !is_retriable(failure) {
+                tracing::error!(error = %err.detail, events = req.len(), "cloudwatch refused a request: writing it to stdout");
+                return self.fall_back(req, "refused").await;
+            }
+            let wait = backoff(attempt, fastrand::f64());
+            attempt += 1;
+            if let Some(at) = give_up_at
+                && (attempt >= SHUTDOWN_ATTEMPTS || Instant::now() + wait >= at)
+            {
+                tracing::warn!(error = %err.detail, attempts = attempt, "cloudwatch unreachable at shutdown: writing the rest to stdout");
+                self.giving_up = true;
+                continue;
+            }
+            Counters::add(&self.counters.cloudwatch_retried, 1);
+            if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
+                tracing::warn!(error = %err.detail, attempt, wait_ms = wait.as_millis() as u64, "cloudwatch call failed: retrying");
+            }
+            // Wake early if the shutdown begins meanwhile: the deadline changes the rules.
+            let mut deadline = self.deadline.clone();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = deadline.changed(), if give_up_at.is_none() => {}
+            }
+        }
+    }
+
+    /// One try: make sure the stream exists, then put.
+    async fn try_once(&mut self, req: &[Event]) -> Result<client::Put, CallError> {
+        if !self.ensured {
+            self.client.ensure_stream().await?;
+            self.ensured = true;
+        }
+        self.client.put(req).await
+    }
+
+    /// Settles an accepted request; events CloudWatch turned away go to stdout.
+    async fn accepted(&mut self, req: Vec<Event>, rejected: Vec<std::ops::Range<usize>>) {
+        if rejected.is_empty() {
+            return self.settle(req, true);
+        }
+        tracing::warn!(ranges = ?rejected, "cloudwatch rejected events (rejectedLogEventsInfo): writing them to stdout");
+        let mut kept = Vec::new();
+        let mut refused = Vec::new();
+        for (i, e) in req.into_iter().enumerate() {
+            if rejected.iter().any(|r| r.contains(&i)) {
+                refused.push(e);
+            } else {
+                kept.push(e);
+            }
+        }
+        self.settle(kept, true);
+        self.fall_back(refused, "rejected").await;
+    }
+
+    /// Writes events to stdout (unless the stdout sink already did) and settles them.
+    async fn fall_back(&mut self, events: Vec<Event>, why: &'static str) {
+        let mut buf = Vec::new();
+        let mut records = 0;
+        for e in &events {
+            buf.extend_from_slice(e.message.as_bytes());
+            buf.push(b'\n');
+            records += usize::from(e.first_part);
+        }
+        tracing::debug!(why, records, "cloudwatch fallback to stdout");
+        self.write_stdout(buf, records).await;
+        self.settle(events, false);
+    }
+
+    /// Writes whole lines to stdout on a blocking thread, counting them as fallen back.
+    async fn write_stdout(&self, buf: Vec<u8>, records: usize) {
+        Counters::add(&self.counters.cloudwatch_fell_back, records);
+        if self.stdout_sink {
+            return; // The stdout sink writes every record already.
+        }
+        let res = tokio::task::spawn_blocking(move || crate::sink::stdout::write_lines(&buf)).await;
+        match res {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, records, "cloudwatch fallback: cannot write to stdout; records lost")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, records, "cloudwatch fallback: writer failed; records lost")
+            }
+        }
+    }
+
+    /// Counts events as done and acknowledges input batches whose events are all done.
+    fn settle(&mut self, events: Vec<Event>, shipped: bool) {
+        let mut records = 0;
+        for e in events {
+            records += usize::from(e.first_part);
+            if let Some(entry) = self.pending.get_mut(&e.origin) {
+                entry.1 -= 1;
+                if entry.1 == 0
+                    && let Some((b, _)) = self.pending.remove(&e.origin)
+                {
+                    b.delivered();
+                }
+            }
+        }
+        if shipped {
+            Counters::add(&self.counters.cloudwatch_shipped, records);
+        }
+    }
+}

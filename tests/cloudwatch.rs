@@ -1,0 +1,826 @@
+//! `--output cloudwatch` against a real CloudWatch Logs API: moto's server (started by
+//! scripts/test.sh, its URL in `HOOKLOG_TEST_MOTO`), reached through `AWS_ENDPOINT_URL`, with
+//! tests/support/cwproxy.py in between to check every PutLogEvents request as AWS would and to
+//! inject throttling, 5xx answers and outages. Records are read back with the SDK.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_cloudwatchlogs::Client;
+use aws_sdk_cloudwatchlogs::config::{BehaviorVersion, Credentials, Region};
+use serde_json::Value;
+
+use crate::util::{Daemon, POD_ENV, sh, wait_until};
+
+/// The stream name the default template gives for `POD_ENV`.
+const STREAM: &str = "shop/api-server-7d9f5";
+
+/// moto's URL, or `None` (after a loud message) when it is not configured outside CI.
+fn moto() -> Option<String> {
+    let Ok(url) = std::env::var("HOOKLOG_TEST_MOTO") else {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(
+            !ci,
+            "HOOKLOG_TEST_MOTO is not set: the CloudWatch tests need moto's server (run bash scripts/test.sh)"
+        );
+        eprintln!(
+            "\n!!!!! SKIPPED: HOOKLOG_TEST_MOTO is not set, so no CloudWatch Logs server to test against.\n\
+             !!!!! Run `bash scripts/test.sh`, or start `moto_server -H 127.0.0.1 -p PORT` and set\n\
+             !!!!! HOOKLOG_TEST_MOTO=http://127.0.0.1:PORT. In CI this is a failure.\n"
+        );
+        return None;
+    };
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    assert!(
+        TcpStream::connect(&addr).is_ok(),
+        "HOOKLOG_TEST_MOTO={url}: moto's server does not answer"
+    );
+    Some(url)
+}
+
+/// A name no other test (or earlier run against the same moto) uses.
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// A port nothing listens on (bound, read, released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The validating, fault-injecting proxy in front of moto.
+struct Proxy {
+    child: Child,
+    port: u16,
+}
+
+impl Proxy {
+    fn start(upstream: &str, port: u16) -> Proxy {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cwproxy.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(["--upstream", upstream, "--port", &port.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 is needed for tests/support/cwproxy.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("cwproxy did not start: {line:?}"))
+            .parse()
+            .unwrap();
+        Proxy { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn http(&self, method: &str, path: &str, body: &str) -> Value {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (_, json) = resp.split_once("\r\n\r\n").expect("an HTTP answer");
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn faults(&self, json: &str) {
+        self.http("POST", "/__cwproxy/faults", json);
+    }
+
+    fn stats(&self) -> Value {
+        self.http("GET", "/__cwproxy/stats", "")
+    }
+
+    /// Fails the test if hooklog ever sent a request AWS would reject.
+    fn assert_no_invalid_requests(&self) {
+        let st = self.stats();
+        assert_eq!(
+            st["put_invalid"], 0,
+            "hooklog sent requests AWS would reject: {st}"
+        );
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The SDK, pointed at moto, for reading back.
+fn reader(moto: &str) -> (tokio::runtime::Runtime, Client) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let conf = aws_sdk_cloudwatchlogs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(moto)
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    (rt, Client::from_conf(conf))
+}
+
+/// Every message in the stream, oldest first, following the forward token to the end. An
+/// absent group or stream reads as empty.
+fn read_back(moto: &str, group: &str, stream: &str) -> Vec<String> {
+    let (rt, client) = reader(moto);
+    rt.block_on(async {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let res = client
+                .get_log_events()
+                .log_group_name(group)
+                .log_stream_name(stream)
+                .start_from_head(true)
+                .set_next_token(token.clone())
+                .send()
+                .await;
+            let page = match res {
+                Ok(p) => p,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    return out;
+                }
+                Err(e) => panic!("GetLogEvents: {e:?}"),
+            };
+            let events = page.events();
+            out.extend(
+                events
+                    .iter()
+                    .filter_map(|e| e.message().map(str::to_string)),
+            );
+            let next = page.next_forward_token().map(str::to_string);
+            if events.is_empty() || next.is_none() || next == token {
+                return out;
+            }
+            token = next;
+        }
+    })
+}
+
+/// The env that points hooklog at `endpoint` with fake credentials.
+fn aws_env(endpoint: &str) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = POD_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (k, v) in [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_SESSION_TOKEN", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ] {
+        env.push((k.to_string(), v.to_string()));
+    }
+    env
+}
+
+fn start(dir: &Path, group: &str, endpoint: &str, extra: &[&str]) -> Daemon {
+    let file = dir.join("prestop.log");
+    let mut args = vec![
+        "--file",
+        file.to_str().unwrap(),
+        "--output",
+        "cloudwatch",
+        "--log-group",
+        group,
+        "--flush-interval",
+        "200ms",
+    ];
+    args.extend_from_slice(extra);
+    let env = aws_env(endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    Daemon::start(&args, &env)
+}
+
+/// Parses records (CloudWatch messages or stdout lines) and counts each `message`.
+fn count_messages<'a>(lines: impl IntoIterator<Item = &'a String>) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for l in lines {
+        let v: Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON record ({e}): {l:.200}"));
+        let key = match v["event"].as_str() {
+            Some("hooks.summary") => "<summary>".to_string(),
+            _ => v["message"].as_str().unwrap_or("<none>").to_string(),
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}
+
+/// Asserts every `want` message (and one summary) appears exactly once in `counts`, and nothing
+/// else does.
+fn assert_exactly_once(counts: &HashMap<String, usize>, want: &[String]) {
+    let mut missing = Vec::new();
+    for w in want {
+        match counts.get(w) {
+            Some(1) => {}
+            Some(n) => panic!("{w:?} appears {n} times"),
+            None => missing.push(w.clone()),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} records missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert_eq!(
+        counts.get("<summary>"),
+        Some(&1),
+        "the hooks.summary record, once"
+    );
+    assert_eq!(
+        counts.len(),
+        want.len() + 1,
+        "unexpected records: {} distinct",
+        counts.len()
+    );
+}
+
+/// The value of `key=N` in hooklog's last "hooklog stopped" line.
+fn stopped_counter(d: &Daemon, key: &str) -> u64 {
+    let lines = d.stderr.lines();
+    let line = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("hooklog stopped"))
+        .unwrap_or_else(|| panic!("no 'hooklog stopped' line: {lines:#?}"));
+    let pat = format!("{key}=");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("{key} not in {line}"))
+        + pat.len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The committed offset in a file's checkpoint (`.NAME.hooklog-offset` beside it).
+fn checkpoint_offset(file: &Path) -> Option<u64> {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let cp = file.with_file_name(format!(".{name}.hooklog-offset"));
+    let v: Value = serde_json::from_slice(&std::fs::read(cp).ok()?).ok()?;
+    v["offset"].as_u64()
+}
+
+fn lines(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
+}
+
+fn append(path: &Path, lines: &[String]) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    let mut buf = lines.join("\n");
+    buf.push('\n');
+    f.write_all(buf.as_bytes()).unwrap();
+}
+
+#[test]
+fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-happy");
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--retention-days", "7", "--emf"],
+    );
+    let want = lines("rec", 6000);
+    // Written by a real shell, in pieces, while hooklog runs.
+    sh(dir.path(), "seq -f 'rec-%06g' 0 2999 >> prestop.log");
+    append(&dir.path().join("prestop.log"), &want[3000..]);
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not reach CloudWatch; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    let got = read_back(&moto, &group, STREAM);
+    assert_exactly_once(&count_messages(&got), &want);
+    proxy.assert_no_invalid_requests();
+    let st = proxy.stats();
+    assert!(
+        st["put_ok"].as_u64().unwrap() >= 2,
+        "expected several batches: {st}"
+    );
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back to stdout: {:?}",
+        d.stdout.lines()
+    );
+    assert_eq!(
+        stopped_counter(&d, "cloudwatch_shipped"),
+        want.len() as u64 + 1
+    );
+    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 0);
+
+    // The retention was set on the group hooklog created.
+    let (rt, client) = reader(&moto);
+    let groups = rt
+        .block_on(
+            client
+                .describe_log_groups()
+                .log_group_name_prefix(&group)
+                .send(),
+        )
+        .unwrap();
+    assert_eq!(groups.log_groups()[0].retention_in_days(), Some(7));
+
+    // --emf: the summary carries Embedded Metric Format as it lands in CloudWatch.
+    let summary: Value = got
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["event"] == "hooks.summary")
+        .unwrap();
+    assert_eq!(
+        summary["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+        "hooklog"
+    );
+    assert_eq!(summary["namespace"], "shop");
+    assert_eq!(summary["HooksFailed"], 0);
+    assert_eq!(summary["kubernetes"]["pod_name"], "api-server-7d9f5");
+}
+
+#[test]
+fn a_second_pod_on_the_same_group_and_stream_is_fine() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-exists");
+    for round in 0..2 {
+        let mut d = start(dir.path(), &group, &moto, &[]);
+        append(&dir.path().join("prestop.log"), &[format!("round-{round}")]);
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        assert!(
+            d.stdout.lines().is_empty(),
+            "stderr: {:#?}",
+            d.stderr.lines()
+        );
+    }
+    let got = read_back(&moto, &group, STREAM);
+    let counts = count_messages(&got);
+    assert_eq!(counts.get("round-0"), Some(&1));
+    assert_eq!(counts.get("round-1"), Some(&1));
+    assert_eq!(counts.get("<summary>"), Some(&2));
+}
+
+#[test]
+fn an_oversize_record_is_split_into_events_not_dropped() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-big");
+    // A 1.5 MB line: one record (the cap is raised above it), more than one CloudWatch event.
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--max-line-bytes", "2000000"],
+    );
+    let big = format!("big-{}", "x".repeat(1_500_000));
+    append(&dir.path().join("prestop.log"), std::slice::from_ref(&big));
+    d.terminate();
+    assert!(
+        d.wait_exit(Duration::from_secs(20)).success(),
+        "stderr: {:#?}",
+        d.stderr.lines()
+    );
+    proxy.assert_no_invalid_requests();
+    let got = read_back(&moto, &group, STREAM);
+    // The summary is one event; the big record is the concatenation of the others, in order.
+    let (summary, parts): (Vec<&String>, Vec<&String>) =
+        got.iter().partition(|m| m.contains("hooks.summary"));
+    assert_eq!(summary.len(), 1);
+    assert!(
+        parts.len() >= 2,
+        "expected the record in parts, got {} events",
+        parts.len()
+    );
+    let joined: String = parts.iter().map(|s| s.as_str()).collect();
+    let record: Value = serde_json::from_str(&joined).expect("the parts join into the record");
+    assert_eq!(record["message"], big.as_str());
+    assert!(d.stdout.lines().is_empty());
+}
+
+#[test]
+fn out_of_order_timestamps_from_several_inputs_are_sorted_per_request() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-order");
+    let other = dir.path().join("other.log");
+    let sock: PathBuf = dir.path().join("hooklog.sock");
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &[
+            "--file",
+            other.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+        ],
+    );
+    let a = lines("a", 3000);
+    let b = lines("b", 3000);
+    let c = lines("c", 3000);
+    // Three writers at once, each in small pieces, so batches from the inputs interleave.
+    let main = dir.path().join("prestop.log");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for chunk in a.chunks(100) {
+                append(&main, chunk);
+            }
+        });
+        s.spawn(|| {
+            for chunk in b.chunks(100) {
+                append(&other, chunk);
+            }
+        });
+        s.spawn(|| {
+            let mut conn = UnixStream::connect(&sock).unwrap();
+            for chunk in c.chunks(100) {
+                conn.write_all((chunk.join("\n") + "\n").as_bytes())
+                    .unwrap();
+            }
+        });
+    });
+    let total = a.len() + b.len() + c.len();
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= total
+    });
+    assert!(
+        ok,
+        "records did not reach CloudWatch; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    // Every request was in chronological order (the proxy checks, as does moto).
+    proxy.assert_no_invalid_requests();
+    let want: Vec<String> = a.into_iter().chain(b).chain(c).collect();
+    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+}
+
+#[test]
+fn server_down_at_start_and_up_later_loses_nothing() {
+    let Some(moto) = moto() else { return };
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-late");
+    let mut d = start(dir.path(), &group, &endpoint, &[]);
+    let want = lines("late", 500);
+    append(&dir.path().join("prestop.log"), &want);
+    let retrying = wait_until(Duration::from_secs(10), || {
+        d.stderr.lines().iter().any(|l| l.contains("retrying"))
+    });
+    assert!(
+        retrying,
+        "hooklog should be retrying; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
+    // behind (it is saved every second; three saves pass).
+    let file = dir.path().join("prestop.log");
+    let at_end = || checkpoint_offset(&file) == Some(std::fs::metadata(&file).unwrap().len());
+    assert!(
+        !wait_until(Duration::from_secs(3), at_end),
+        "the checkpoint moved past records CloudWatch never accepted"
+    );
+    // The server comes up on the address hooklog was given.
+    let proxy = Proxy::start(&moto, port);
+    let ok = wait_until(Duration::from_secs(40), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not arrive once the server was up; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), at_end),
+        "the checkpoint should follow once accepted"
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back: {:?}",
+        d.stdout.lines()
+    );
+    assert!(stopped_counter(&d, "cloudwatch_retried") >= 1);
+    proxy.assert_no_invalid_requests();
+}
+
+#[test]
+fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-down");
+    let mut d = start(dir.path(), &group, &proxy.url(), &["--grace", "5s"]);
+    let first = lines("before", 200);
+    append(&dir.path().join("prestop.log"), &first);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= first.len()
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    proxy.faults(r#"{"down": true}"#);
+    let second = lines("after", 300);
+    append(&dir.path().join("prestop.log"), &second);
+    let tried = wait_until(Duration::from_secs(10), || {
+        proxy.stats()["dropped"].as_u64().unwrap() > 0
+    });
+    assert!(
+        tried,
+        "hooklog should be trying the downed server; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert!(st.success(), "exit {st}; stderr: {:#?}", d.stderr.lines());
+    assert!(d.started.elapsed() < Duration::from_secs(60));
+    // Every record exactly once, on CloudWatch or on stdout.
+    let mut all = read_back(&moto, &group, STREAM);
+    let stdout = d.stdout.lines();
+    assert!(
+        !stdout.is_empty(),
+        "the fallback should have written records to stdout"
+    );
+    all.extend(stdout.iter().cloned());
+    let want: Vec<String> = first.into_iter().chain(second).collect();
+    assert_exactly_once(&count_messages(&all), &want);
+    assert_eq!(
+        stopped_counter(&d, "cloudwatch_fell_back"),
+        stdout.len() as u64
+    );
+}
+
+#[test]
+fn throttling_and_server_errors_are_retried_until_accepted() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    proxy.faults(r#"{"throttle": 3, "error5xx": 2}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-throttle");
+    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let want = lines("thr", 300);
+    append(&dir.path().join("prestop.log"), &want);
+    let ok = wait_until(Duration::from_secs(30), || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    assert!(
+        ok,
+        "records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    let st = proxy.stats();
+    assert_eq!(st["throttled"], 3, "{st}");
+    assert_eq!(st["errors5xx"], 2, "{st}");
+    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back: {:?}",
+        d.stdout.lines()
+    );
+    assert!(stopped_counter(&d, "cloudwatch_retried") >= 5);
+}
+
+/// The proxy must be able to fail hooklog: it rejects what AWS rejects, in AWS's error shape.
+#[test]
+fn the_validating_proxy_rejects_what_aws_rejects() {
+    use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let (rt, client) = reader(&proxy.url());
+    let group = unique("hooklog-proxy");
+    rt.block_on(async {
+        client
+            .create_log_group()
+            .log_group_name(&group)
+            .send()
+            .await
+            .unwrap();
+        client
+            .create_log_stream()
+            .log_group_name(&group)
+            .log_stream_name("s")
+            .send()
+            .await
+            .unwrap();
+    });
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let ev = |t: i64, len: usize| {
+        InputLogEvent::builder()
+            .timestamp(t)
+            .message("x".repeat(len))
+            .build()
+            .unwrap()
+    };
+    let bad: Vec<(&str, Vec<InputLogEvent>)> = vec![
+        ("chronological", vec![ev(now, 1), ev(now - 1, 1)]),
+        ("more than 10000", (0..10_001).map(|_| ev(now, 1)).collect()),
+        (
+            "more than 1048576",
+            vec![ev(now, 600_000), ev(now, 600_000)],
+        ),
+        ("more than 1048550", vec![ev(now, 1_048_551)]),
+        ("24 hours", vec![ev(now - 25 * 3600 * 1000, 1), ev(now, 1)]),
+    ];
+    for (why, events) in bad {
+        let err = rt
+            .block_on(
+                client
+                    .put_log_events()
+                    .log_group_name(&group)
+                    .log_stream_name("s")
+                    .set_log_events(Some(events))
+                    .send(),
+            )
+            .expect_err(why);
+        let se = err
+            .as_service_error()
+            .unwrap_or_else(|| panic!("{why}: {err:?}"));
+        assert!(se.is_invalid_parameter_exception(), "{why}: {se:?}");
+        assert!(format!("{se:?}").contains(why), "{why}: {se:?}");
+    }
+    // At the limits exactly, AWS (and the proxy) accept.
+    let ok = vec![ev(now - 24 * 3600 * 1000, 1_048_550 - 27), ev(now, 1)];
+    rt.block_on(
+        client
+            .put_log_events()
+            .log_group_name(&group)
+            .log_stream_name("s")
+            .set_log_events(Some(ok))
+            .send(),
+    )
+    .unwrap();
+    assert_eq!(proxy.stats()["put_invalid"], 5);
+}
+
+#[test]
+fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    proxy.faults(r#"{"reject_old": 7}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-rejected");
+    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let want = lines("rej", 100);
+    append(&dir.path().join("prestop.log"), &want);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= want.len() - 7
+    });
+    assert!(
+        ok,
+        "records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_eq!(proxy.stats()["rejected_old"], 7);
+    // The first 7 of the first request (in timestamp order) are on stdout, the rest on CloudWatch.
+    let stdout = d.stdout.lines();
+    assert_eq!(stdout.len(), 7, "stdout: {stdout:#?}");
+    let mut all = read_back(&moto, &group, STREAM);
+    all.extend(stdout.iter().cloned());
+    assert_exactly_once(&count_messages(&all), &want);
+    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 7);
+}
+
+#[test]
+fn a_group_deleted_while_running_is_created_again() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-deleted");
+    let mut d = start(dir.path(), &group, &moto, &[]);
+    let file = dir.path().join("prestop.log");
+    append(&file, &lines("first", 10));
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= 10
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    let (rt, client) = reader(&moto);
+    rt.block_on(client.delete_log_group().log_group_name(&group).send())
+        .unwrap();
+    let want = lines("second", 10);
+    append(&file, &want);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= 10
+    });
+    assert!(
+        ok,
+        "records after the deletion did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    assert!(
+        d.stdout.lines().is_empty(),
+        "stdout: {:?}",
+        d.stdout.lines()
+    );
+}
+
+#[test]
+fn with_both_outputs_the_fallback_does_not_write_records_twice() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-both");
+    let mut d = start(
+        dir.path(),
+        &group,
+        &proxy.url(),
+        &["--output", "stdout,cloudwatch", "--grace", "5s"],
+    );
+    let first = lines("both-a", 100);
+    append(&dir.path().join("prestop.log"), &first);
+    let ok = wait_until(Duration::from_secs(20), || {
+        read_back(&moto, &group, STREAM).len() >= first.len()
+    });
+    assert!(
+        ok,
+        "first records did not arrive; stderr: {:#?}",
+        d.stderr.lines()
+    );
+    proxy.faults(r#"{"down": true}"#);
+    let second = lines("both-b", 100);
+    append(&dir.path().join("prestop.log"), &second);
+    let tried = wait_until(Duration::from_secs(10), || {
+        proxy.stats()["dropped"].as_u64().unwrap() > 0
+    });
+    assert!(tried, "stderr: {:#?}", d.stderr.lines());
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let want: Vec<String> = first.iter().chain(&second).cloned().collect();
+    // stdout holds every record once (the stdout sink), the fallback added nothing...
+    assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+    // ...and CloudWatch holds what it took before the outage, once.
+    let cw = count_messages(&read_back(&moto, &group, STREAM));
+    assert!(first.iter().all(|m| cw.get(m) == Some(&1)), "{cw:?}");
+    assert!(second.iter().all(|m| !cw.contains_key(m)), "{cw:?}");
+    assert!(stopped_counter(&d, "cloudwatch_fell_back") >= second.len() as u64);
+}
