@@ -857,11 +857,20 @@ fn iam_policies_are_least_privilege() {
         let mut actions = BTreeSet::new();
         for st in policy["Statement"].as_array().expect("statements") {
             assert_eq!(st["Effect"], "Allow");
-            let resource = st["Resource"].as_str().expect("one resource per statement");
-            assert!(
-                resource.contains(&format!(":log-group:{group}")),
-                "{file}: {resource} is not scoped to {group}"
-            );
+            let resources: Vec<&str> = match &st["Resource"] {
+                Value::String(r) => vec![r.as_str()],
+                Value::Array(rs) => rs
+                    .iter()
+                    .map(|r| r.as_str().expect("a resource ARN"))
+                    .collect(),
+                other => panic!("{file}: resource {other}"),
+            };
+            for resource in resources {
+                assert!(
+                    resource.contains(&format!(":log-group:{group}")),
+                    "{file}: {resource} is not scoped to {group}"
+                );
+            }
             for a in st["Action"].as_array().expect("actions") {
                 let a = a.as_str().unwrap();
                 assert!(
@@ -875,6 +884,23 @@ fn iam_policies_are_least_privilege() {
             assert!(actions.contains(need), "{file} lacks {need}");
         }
     }
+    // The README shows the very policy that ships in k8s/aws.
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = &readme[readme
+        .find("### IAM policy")
+        .expect("README has an IAM policy section")..];
+    let block = &section[section.find("```json\n").expect("a JSON block") + 8..];
+    let block = &block[..block.find("```").expect("closed block")];
+    let shown: Value = serde_json::from_str(block).expect("README policy is JSON");
+    let shipped: Value = serde_json::from_str(
+        &std::fs::read_to_string(k8s_dir().join("aws/hooklog-iam-policy.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        shown, shipped,
+        "README's IAM policy differs from k8s/aws/hooklog-iam-policy.json"
+    );
     // The IRSA role in the manifest is the one the policy is for.
     let sa = documents(&k8s_dir().join("api-server-cloudwatch.yaml"))
         .into_iter()
