@@ -1,5 +1,6 @@
 //! The `hooklog` binary: parses the command line, sets up stderr diagnostics, and dispatches.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -38,7 +39,9 @@ fn main() -> ExitCode {
         }
         Command::Install(args) => match tools::install(&args.dir) {
             Ok(path) => {
-                println!("{}", path.display());
+                // The copy is in place; a closed stdout (`| head -0`) is no reason to fail or
+                // panic as println! would.
+                let _ = writeln!(std::io::stdout(), "{}", path.display());
                 0
             }
             Err(e) => {
