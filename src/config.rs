@@ -131,7 +131,13 @@ impl RunConfig {
             pod,
             max_line_bytes: args.max_line_bytes,
             max_connections: args.max_connections,
-            peers: args.peers.into_iter().filter(|p| !p.is_empty()).collect(),
+            // `HOOKLOG_PEERS: "envoy, api-server"` is how people write lists in YAML.
+            peers: args
+                .peers
+                .iter()
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect(),
             grace: args.grace,
             linger: args.linger,
             announce_timeout: args.announce_timeout,
@@ -261,6 +267,30 @@ pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["hooklog", "run"].iter().chain(args))
+            .expect("valid run arguments");
+        match cli.command {
+            crate::cli::Command::Run(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn peers_listed_with_spaces_are_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let args = run_args(&[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "envoy, api-server,, ",
+        ]);
+        let cfg = RunConfig::build(args).unwrap();
+        assert_eq!(cfg.peers, ["envoy", "api-server"]);
+    }
 
     #[test]
     fn stream_template_uses_pod_fields() {
