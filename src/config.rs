@@ -173,6 +173,11 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     if path.is_dir() {
         bail!("--file {}: is a directory", path.display());
     }
+    // A FIFO would block the open below (and the file source) until some writer opens it; a
+    // device has no end to follow from. Only regular files (or symlinks to them) can be tailed.
+    if path.exists() && !path.is_file() {
+        bail!("--file {}: is not a regular file", path.display());
+    }
     if !path.exists() {
         std::fs::OpenOptions::new()
             .append(true)
