@@ -1,5 +1,5 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag has an environment
-//! variable, because pods are configured through env (lists are comma-separated).
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag but `emit --field` has
+//! an environment variable, because pods are configured through env (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -262,6 +262,29 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_environment_variable() {
+        let cmd = Cli::command();
+        let mut missing = Vec::new();
+        let mut checked = 0;
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments().chain(cmd.get_arguments()) {
+                let Some(long) = arg.get_long() else { continue };
+                if ["help", "version"].contains(&long) {
+                    continue;
+                }
+                checked += 1;
+                if arg.get_env().is_none() {
+                    missing.push(format!("{} --{long}", sub.get_name()));
+                }
+            }
+        }
+        assert!(checked > 20, "found only {checked} flags");
+        // `--field` values may hold commas, so they cannot be a comma-separated env list; the
+        // README names this one exception.
+        assert_eq!(missing, ["emit --field"], "flags without env");
     }
 
     #[test]
