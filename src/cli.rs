@@ -9,6 +9,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration::clap_parse as duration;
 
+/// `--max-connections` default: well above the handful of hooks a pod runs at once; each served
+/// connection holds a 16 KiB read buffer (`source::socket::CONN_READ_BUF`) and one unfinished
+/// line, about 2 MB for all of them (the README's memory ceiling).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+
 const EXAMPLES: &str = "\
 Examples:
   # The sidecar: follow a shared file and a socket, print enriched JSON lines on stdout
@@ -108,7 +113,7 @@ pub struct RunArgs {
     pub max_line_bytes: usize,
 
     /// Most socket connections served at once; more wait to be accepted.
-    #[arg(long, env = "HOOKLOG_MAX_CONNECTIONS", default_value_t = 64)]
+    #[arg(long, env = "HOOKLOG_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// Containers expected to run a hook; on SIGTERM hooklog waits for each.

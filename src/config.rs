@@ -19,6 +19,10 @@ pub const RETENTION_DAYS: [i32; 22] = [
     3288, 3653,
 ];
 
+/// Longest log stream name CloudWatch Logs accepts (CreateLogStream,
+/// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogStream.html>).
+pub const MAX_LOG_STREAM_NAME: usize = 512;
+
 /// A usage or configuration error: exit code 64, one line.
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
@@ -260,9 +264,9 @@ pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<Str
         .chars()
         .map(|c| if c == ':' || c == '*' { '_' } else { c })
         .collect();
-    if out.is_empty() || out.len() > 512 {
+    if out.is_empty() || out.len() > MAX_LOG_STREAM_NAME {
         bail!(
-            "--log-stream {template:?}: gives a name of {} characters (1 to 512 allowed)",
+            "--log-stream {template:?}: gives a name of {} characters (1 to {MAX_LOG_STREAM_NAME} allowed)",
             out.len()
         );
     }

@@ -13,6 +13,12 @@ use hooklog::{daemon, hook, lifecycle, tools};
 const EXIT_USAGE: u8 = 64;
 /// The daemon failed while running.
 const EXIT_FAILURE: u8 = 1;
+/// Runtime worker threads: a sidecar's CPU request is a fraction of a core, and the file sources
+/// and the stdout sink run on blocking threads of their own.
+const WORKER_THREADS: usize = 2;
+/// How long threads still blocked at exit (a stuck stdout) may hold the process once the grace
+/// deadline has passed.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(50);
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -65,7 +71,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(WORKER_THREADS)
         .thread_name("hooklog")
         .enable_all()
         .build()
@@ -78,7 +84,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
     };
     let result = rt.block_on(async { daemon::run(cfg, lifecycle::signal::terminate()).await });
     // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
-    rt.shutdown_timeout(Duration::from_millis(50));
+    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(()) => 0,
         Err(e) => {
