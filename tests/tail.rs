@@ -163,12 +163,15 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
     // Written while hooklog is down, including an unfinished line it must not lose.
     sh(
         d,
-        "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done",
+        "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done; printf 'half a line' >> prestop.log",
     );
 
     let mut second = Daemon::start(&args, &[]);
-    sh(d, "echo 'second-run 1' >> prestop.log");
-    second.wait_records(51, T);
+    sh(
+        d,
+        "echo ' and its end' >> prestop.log; echo 'second-run 1' >> prestop.log",
+    );
+    second.wait_records(52, T);
     second.terminate();
     assert!(second.wait_exit(T).success());
     let run2 = messages(&lines_of(&second.records()));
@@ -177,6 +180,7 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
     want1.extend((1..=100).map(|i| format!("first-run {i}")));
     assert_eq!(run1, want1);
     let mut want2: Vec<String> = (1..=50).map(|i| format!("while-down {i}")).collect();
+    want2.push("half a line and its end".into());
     want2.push("second-run 1".into());
     assert_eq!(
         run2, want2,
