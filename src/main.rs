@@ -1,5 +1,6 @@
 //! The `hooklog` binary: parses the command line, sets up stderr diagnostics, and dispatches.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,6 +28,11 @@ fn main() -> ExitCode {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
             // If even this cannot be printed, the exit code still tells.
             let _ = e.print();
+            if e.use_stderr()
+                && let Some(command) = hook_command(std::env::args_os().collect())
+            {
+                return ExitCode::from(run_unreported(&command));
+            }
             return ExitCode::from(code);
         }
     };
@@ -60,6 +66,44 @@ fn main() -> ExitCode {
             0
         }
     })
+}
+
+/// The command of a `hooklog hook ... -- CMD` line that did not parse: a preStop hook must still
+/// run when only its reporting is misconfigured (a missing `--container`, a bad `--timeout`).
+fn hook_command(args: Vec<OsString>) -> Option<Vec<OsString>> {
+    let dashes = args.iter().position(|a| a == "--")?;
+    let mut before = args.get(1..dashes)?.iter();
+    // The subcommand is the first word that is not a global flag or its value.
+    let sub = loop {
+        let a = before.next()?;
+        if a == "--log-format" {
+            before.next()?;
+        } else if !a.to_string_lossy().starts_with("--log-format=") {
+            break a;
+        }
+    };
+    let command = args.get(dashes + 1..)?;
+    (sub == "hook" && !command.is_empty()).then(|| command.to_vec())
+}
+
+/// Replaces this process with `command`, so the hook's exit status is the command's own. Returns
+/// only when it cannot be started: 127 when not found, 126 otherwise, as shells do.
+fn run_unreported(command: &[OsString]) -> u8 {
+    use std::os::unix::process::CommandExt;
+    let Some((program, rest)) = command.split_first() else {
+        return EXIT_USAGE;
+    };
+    eprintln!(
+        "hooklog: running the hook unreported: {}",
+        program.to_string_lossy()
+    );
+    let e = std::process::Command::new(program).args(rest).exec();
+    eprintln!("hooklog: cannot run {}: {e}", program.to_string_lossy());
+    if e.kind() == std::io::ErrorKind::NotFound {
+        hook::EXIT_NOT_FOUND
+    } else {
+        hook::EXIT_CANNOT_RUN
+    }
 }
 
 fn run(args: hooklog::cli::RunArgs) -> u8 {

@@ -565,3 +565,47 @@ fn emit_and_hook_with_stdout_closed_exit_quietly() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_misconfigured_hook_still_runs_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("echo ran > {}; exit 3", marker.display());
+    for flags in [
+        // No --container (and no HOOKLOG_CONTAINER): the pod spec forgot it.
+        vec!["--log-format", "json", "hook"],
+        // A --timeout that does not parse.
+        vec!["hook", "--container", "envoy", "--timeout", "5 sec"],
+    ] {
+        let _ = std::fs::remove_file(&marker);
+        let out = hooklog()
+            .args(&flags)
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{flags:?}: {stderr}");
+        assert!(marker.exists(), "{flags:?}: the command did not run");
+        assert!(
+            stderr.contains("error:"),
+            "{flags:?}: no usage error: {stderr}"
+        );
+    }
+    let out = hooklog()
+        .args(["hook", "--", "no-such-hook-command"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    // Not for other subcommands, nor without a command.
+    let out = hooklog()
+        .args(["hook", "--container", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let out = hooklog()
+        .args(["run", "--bogus", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}
