@@ -1,5 +1,5 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag has an environment
-//! variable, because pods are configured through env (lists are comma-separated).
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag but `emit --field` has
+//! an environment variable, because pods are configured through env (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,6 +8,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::duration::clap_parse as duration;
+
+/// `--max-connections` default: well above the handful of hooks a pod runs at once; each served
+/// connection holds a 16 KiB read buffer (`source::socket::CONN_READ_BUF`) and one unfinished
+/// line, about 2 MB for all of them (the README's memory ceiling).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -108,7 +113,7 @@ pub struct RunArgs {
     pub max_line_bytes: usize,
 
     /// Most socket connections served at once; more wait to be accepted.
-    #[arg(long, env = "HOOKLOG_MAX_CONNECTIONS", default_value_t = 64)]
+    #[arg(long, env = "HOOKLOG_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// Containers expected to run a hook; on SIGTERM hooklog waits for each.
@@ -262,6 +267,29 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_environment_variable() {
+        let cmd = Cli::command();
+        let mut missing = Vec::new();
+        let mut checked = 0;
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments().chain(cmd.get_arguments()) {
+                let Some(long) = arg.get_long() else { continue };
+                if ["help", "version"].contains(&long) {
+                    continue;
+                }
+                checked += 1;
+                if arg.get_env().is_none() {
+                    missing.push(format!("{} --{long}", sub.get_name()));
+                }
+            }
+        }
+        assert!(checked > 20, "found only {checked} flags");
+        // `--field` values may hold commas, so they cannot be a comma-separated env list; the
+        // README names this one exception.
+        assert_eq!(missing, ["emit --field"], "flags without env");
     }
 
     #[test]

@@ -5,12 +5,17 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Longest a write to the daemon's socket may block before the file is used instead: a stuck
 /// daemon must not stall a hook.
 pub const SOCKET_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Mode of the shared file when a hook or `emit` has to create it (the daemon was not up yet):
+/// the same as `hooklog run --file-mode`'s default, so containers running as other users can
+/// still append after this one.
+pub const SHARED_FILE_MODE: u32 = 0o666;
 
 /// Where records go when neither the socket nor the file takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,11 +124,7 @@ impl Reporter {
     fn try_file(&mut self, line: &[u8]) -> bool {
         let Some(path) = &self.file else { return false };
         if self.file_handle.is_none() {
-            match std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(path)
-            {
+            match open_shared(path) {
                 Ok(f) => self.file_handle = Some(f),
                 Err(e) => {
                     if !self.warned_file {
@@ -146,6 +147,29 @@ impl Reporter {
                 false
             }
         }
+    }
+}
+
+/// Opens the shared file for appending. When this call creates it, it gets [`SHARED_FILE_MODE`]
+/// despite the umask; an existing file keeps its mode.
+fn open_shared(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(SHARED_FILE_MODE)
+        .open(path)
+    {
+        Ok(f) => {
+            // Without it the file stays as narrow as the umask made it; appending still works
+            // for this container, which is what matters here.
+            let _ = f.set_permissions(std::fs::Permissions::from_mode(SHARED_FILE_MODE));
+            Ok(f)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::OpenOptions::new().append(true).open(path)
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -182,6 +206,23 @@ mod tests {
         let mut got = String::new();
         std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
         assert_eq!(got, "{\"x\":true}\n");
+    }
+
+    #[test]
+    fn a_file_the_fallback_creates_is_writable_by_other_users() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        let mut r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        assert_eq!(r.send("{}"), Route::File);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, SHARED_FILE_MODE, "{mode:o}");
+        // A file that already exists keeps the mode it has.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        assert_eq!(r.send("{}"), Route::File);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub const RETENTION_DAYS: [i32; 22] = [
     3288, 3653,
 ];
 
+/// Longest log stream name CloudWatch Logs accepts (CreateLogStream,
+/// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogStream.html>).
+pub const MAX_LOG_STREAM_NAME: usize = 512;
+
 /// A usage or configuration error: exit code 64, one line.
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
@@ -131,7 +135,13 @@ impl RunConfig {
             pod,
             max_line_bytes: args.max_line_bytes,
             max_connections: args.max_connections,
-            peers: args.peers.into_iter().filter(|p| !p.is_empty()).collect(),
+            // `HOOKLOG_PEERS: "envoy, api-server"` is how people write lists in YAML.
+            peers: args
+                .peers
+                .iter()
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect(),
             grace: args.grace,
             linger: args.linger,
             announce_timeout: args.announce_timeout,
@@ -166,6 +176,11 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     let path = absolute_in_created_dir(path, "--file")?;
     if path.is_dir() {
         bail!("--file {}: is a directory", path.display());
+    }
+    // A FIFO would block the open below (and the file source) until some writer opens it; a
+    // device has no end to follow from. Only regular files (or symlinks to them) can be tailed.
+    if path.exists() && !path.is_file() {
+        bail!("--file {}: is not a regular file", path.display());
     }
     if !path.exists() {
         std::fs::OpenOptions::new()
@@ -249,9 +264,9 @@ pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<Str
         .chars()
         .map(|c| if c == ':' || c == '*' { '_' } else { c })
         .collect();
-    if out.is_empty() || out.len() > 512 {
+    if out.is_empty() || out.len() > MAX_LOG_STREAM_NAME {
         bail!(
-            "--log-stream {template:?}: gives a name of {} characters (1 to 512 allowed)",
+            "--log-stream {template:?}: gives a name of {} characters (1 to {MAX_LOG_STREAM_NAME} allowed)",
             out.len()
         );
     }
@@ -261,6 +276,30 @@ pub fn fill_stream_template(template: &str, pod: &PodMeta) -> anyhow::Result<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["hooklog", "run"].iter().chain(args))
+            .expect("valid run arguments");
+        match cli.command {
+            crate::cli::Command::Run(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn peers_listed_with_spaces_are_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let args = run_args(&[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "envoy, api-server,, ",
+        ]);
+        let cfg = RunConfig::build(args).unwrap();
+        assert_eq!(cfg.peers, ["envoy", "api-server"]);
+    }
 
     #[test]
     fn stream_template_uses_pod_fields() {

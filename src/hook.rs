@@ -39,6 +39,16 @@ const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
 /// A reported output line is cut into pieces of at most this many bytes.
 const OUTPUT_LINE_MAX: usize = 8 * 1024;
 
+/// Bytes read from the command's stdout or stderr per `read` call.
+const OUTPUT_READ_BUF: usize = 8 * 1024;
+
+/// Output lines queued between the readers and the reporter; a full queue slows the readers,
+/// and so the command, rather than growing.
+const OUTPUT_QUEUE_LINES: usize = 64;
+
+/// A command killed by signal N exits 128+N, as shells report it.
+const SIGNAL_EXIT_BASE: u8 = 128;
+
 /// How a hook ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookResult {
@@ -189,7 +199,7 @@ pub async fn execute(
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .map(Pid::from_raw);
-    let (tx, mut lines) = mpsc::channel::<(&'static str, String, bool)>(64);
+    let (tx, mut lines) = mpsc::channel::<(&'static str, String, bool)>(OUTPUT_QUEUE_LINES);
     if let Some(out) = child.stdout.take() {
         tokio::spawn(read_lines(out, "stdout", tx.clone()));
     }
@@ -262,7 +272,7 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
             } else {
                 (
                     "failed",
-                    128u8.saturating_add(s.signal().unwrap_or(0) as u8),
+                    SIGNAL_EXIT_BASE.saturating_add(s.signal().unwrap_or(0) as u8),
                 )
             };
             let message = match (&signal, exit_code) {
@@ -321,7 +331,7 @@ async fn read_lines(
     tx: mpsc::Sender<(&'static str, String, bool)>,
 ) {
     let mut framer = Framer::new(OUTPUT_LINE_MAX);
-    let mut buf = vec![0u8; 8192];
+    let mut buf = vec![0u8; OUTPUT_READ_BUF];
     let mut out = Vec::new();
     loop {
         let n = match r.read(&mut buf).await {

@@ -1,5 +1,7 @@
 //! The `hooklog` binary: parses the command line, sets up stderr diagnostics, and dispatches.
 
+use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,6 +14,12 @@ use hooklog::{daemon, hook, lifecycle, tools};
 const EXIT_USAGE: u8 = 64;
 /// The daemon failed while running.
 const EXIT_FAILURE: u8 = 1;
+/// Runtime worker threads: a sidecar's CPU request is a fraction of a core, and the file sources
+/// and the stdout sink run on blocking threads of their own.
+const WORKER_THREADS: usize = 2;
+/// How long threads still blocked at exit (a stuck stdout) may hold the process once the grace
+/// deadline has passed.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(50);
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -20,6 +28,11 @@ fn main() -> ExitCode {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
             // If even this cannot be printed, the exit code still tells.
             let _ = e.print();
+            if e.use_stderr()
+                && let Some(command) = hook_command(std::env::args_os().collect())
+            {
+                return ExitCode::from(run_unreported(&command));
+            }
             return ExitCode::from(code);
         }
     };
@@ -38,7 +51,9 @@ fn main() -> ExitCode {
         }
         Command::Install(args) => match tools::install(&args.dir) {
             Ok(path) => {
-                println!("{}", path.display());
+                // The copy is in place; a closed stdout (`| head -0`) is no reason to fail or
+                // panic as println! would.
+                let _ = writeln!(std::io::stdout(), "{}", path.display());
                 0
             }
             Err(e) => {
@@ -53,6 +68,44 @@ fn main() -> ExitCode {
     })
 }
 
+/// The command of a `hooklog hook ... -- CMD` line that did not parse: a preStop hook must still
+/// run when only its reporting is misconfigured (a missing `--container`, a bad `--timeout`).
+fn hook_command(args: Vec<OsString>) -> Option<Vec<OsString>> {
+    let dashes = args.iter().position(|a| a == "--")?;
+    let mut before = args.get(1..dashes)?.iter();
+    // The subcommand is the first word that is not a global flag or its value.
+    let sub = loop {
+        let a = before.next()?;
+        if a == "--log-format" {
+            before.next()?;
+        } else if !a.to_string_lossy().starts_with("--log-format=") {
+            break a;
+        }
+    };
+    let command = args.get(dashes + 1..)?;
+    (sub == "hook" && !command.is_empty()).then(|| command.to_vec())
+}
+
+/// Replaces this process with `command`, so the hook's exit status is the command's own. Returns
+/// only when it cannot be started: 127 when not found, 126 otherwise, as shells do.
+fn run_unreported(command: &[OsString]) -> u8 {
+    use std::os::unix::process::CommandExt;
+    let Some((program, rest)) = command.split_first() else {
+        return EXIT_USAGE;
+    };
+    eprintln!(
+        "hooklog: running the hook unreported: {}",
+        program.to_string_lossy()
+    );
+    let e = std::process::Command::new(program).args(rest).exec();
+    eprintln!("hooklog: cannot run {}: {e}", program.to_string_lossy());
+    if e.kind() == std::io::ErrorKind::NotFound {
+        hook::EXIT_NOT_FOUND
+    } else {
+        hook::EXIT_CANNOT_RUN
+    }
+}
+
 fn run(args: hooklog::cli::RunArgs) -> u8 {
     let cfg = match RunConfig::from_args(args) {
         Ok(cfg) => cfg,
@@ -62,7 +115,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(WORKER_THREADS)
         .thread_name("hooklog")
         .enable_all()
         .build()
@@ -75,7 +128,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
     };
     let result = rt.block_on(async { daemon::run(cfg, lifecycle::signal::terminate()).await });
     // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
-    rt.shutdown_timeout(Duration::from_millis(50));
+    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(()) => 0,
         Err(e) => {

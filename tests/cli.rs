@@ -179,3 +179,31 @@ fn mentions(text: &str, flag: &str) -> bool {
         !text[i + flag.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
     })
 }
+
+#[test]
+fn a_fifo_as_file_fails_at_start_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("prestop.log");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    let mut child = hooklog()
+        .args(["run", "--file", fifo.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = crate::util::wait_until(Duration::from_secs(5), || {
+        child.try_wait().unwrap().is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("hooklog run --file FIFO hung at start");
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains(fifo.to_str().unwrap()) && err.contains("not a regular file"),
+        "{err}"
+    );
+}

@@ -517,3 +517,95 @@ fn emit_through_the_daemon_socket() {
     assert_eq!(r["kubernetes"]["pod_name"], "api-server-7d9f5");
     assert!(!file.exists(), "the socket worked, the file is not needed");
 }
+
+/// stdout a pipe nobody reads any more (`hooklog ... | head -0`).
+fn closed_pipe() -> Stdio {
+    let (read, write) = nix::unistd::pipe().expect("pipe");
+    drop(read);
+    Stdio::from(write)
+}
+
+#[test]
+fn install_with_stdout_closed_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = hooklog()
+        .arg("install")
+        .arg(dir.path())
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+    assert!(dir.path().join("hooklog").is_file());
+}
+
+#[test]
+fn emit_and_hook_with_stdout_closed_exit_quietly() {
+    let out = hooklog()
+        .args(["emit", "hello"])
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let out = hooklog()
+        .args(["hook", "--container", "envoy", "--", "sh", "-c"])
+        .arg("for i in 1 2 3; do echo line $i; done; exit 3")
+        .stdin(Stdio::null())
+        .stdout(closed_pipe())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_misconfigured_hook_still_runs_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("echo ran > {}; exit 3", marker.display());
+    for flags in [
+        // No --container (and no HOOKLOG_CONTAINER): the pod spec forgot it.
+        vec!["--log-format", "json", "hook"],
+        // A --timeout that does not parse.
+        vec!["hook", "--container", "envoy", "--timeout", "5 sec"],
+    ] {
+        let _ = std::fs::remove_file(&marker);
+        let out = hooklog()
+            .args(&flags)
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{flags:?}: {stderr}");
+        assert!(marker.exists(), "{flags:?}: the command did not run");
+        assert!(
+            stderr.contains("error:"),
+            "{flags:?}: no usage error: {stderr}"
+        );
+    }
+    let out = hooklog()
+        .args(["hook", "--", "no-such-hook-command"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    // Not for other subcommands, nor without a command.
+    let out = hooklog()
+        .args(["hook", "--container", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let out = hooklog()
+        .args(["run", "--bogus", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}

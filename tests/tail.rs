@@ -163,12 +163,15 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
     // Written while hooklog is down, including an unfinished line it must not lose.
     sh(
         d,
-        "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done",
+        "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done; printf 'half a line' >> prestop.log",
     );
 
     let mut second = Daemon::start(&args, &[]);
-    sh(d, "echo 'second-run 1' >> prestop.log");
-    second.wait_records(51, T);
+    sh(
+        d,
+        "echo ' and its end' >> prestop.log; echo 'second-run 1' >> prestop.log",
+    );
+    second.wait_records(52, T);
     second.terminate();
     assert!(second.wait_exit(T).success());
     let run2 = messages(&lines_of(&second.records()));
@@ -177,6 +180,7 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
     want1.extend((1..=100).map(|i| format!("first-run {i}")));
     assert_eq!(run1, want1);
     let mut want2: Vec<String> = (1..=50).map(|i| format!("while-down {i}")).collect();
+    want2.push("half a line and its end".into());
     want2.push("second-run 1".into());
     assert_eq!(
         run2, want2,
@@ -332,6 +336,15 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// Bytes a process has read through read(2) and friends (`rchar` in /proc/PID/io).
+fn read_bytes(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
 #[test]
 fn a_stalled_stdout_holds_memory_bounded_and_loses_nothing() {
     stalled_stdout(1_000_000, |i| format!("flood {i} {}", "x".repeat(180)));
@@ -363,12 +376,28 @@ fn stalled_stdout(n: usize, line: impl Fn(usize) -> String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500)); // Let it fill every queue it has.
-    let stalled = rss_kib(child.id());
+    // Until every queue it has is full: it has stopped reading the file. RSS is sampled all along,
+    // so a peak on the way counts too.
+    let mut peak = 0;
+    let mut last_read = (0, std::time::Instant::now());
+    let settled = wait_until(T, || {
+        peak = peak.max(rss_kib(child.id()));
+        let read = read_bytes(child.id());
+        if read != last_read.0 {
+            last_read = (read, std::time::Instant::now());
+        }
+        read > 0 && last_read.1.elapsed() > Duration::from_millis(500)
+    });
     assert!(
-        stalled < 64 * 1024,
-        "RSS {stalled} KiB while stdout is stalled"
+        settled,
+        "hooklog never stopped reading with its stdout stalled"
     );
+    assert!(
+        last_read.0 < std::fs::metadata(&file).unwrap().len() / 2,
+        "hooklog read {} bytes with nobody reading its stdout: not bounded",
+        last_read.0
+    );
+    assert!(peak < 64 * 1024, "RSS {peak} KiB while stdout is stalled");
     // Now read everything: nothing was dropped while it waited.
     let mut out = child.stdout.take().unwrap();
     let pid = child.id();

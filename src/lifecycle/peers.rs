@@ -81,7 +81,7 @@ impl Peers {
                 exit_code,
                 duration_ms,
             } => PeerState::Finished {
-                outcome,
+                outcome: finished_outcome(&event.container, outcome),
                 exit_code,
                 duration_ms,
             },
@@ -185,6 +185,25 @@ impl Peers {
 /// The outcomes the summary counts, in the order its message lists them.
 pub const OUTCOMES: [&str; 5] = ["ok", "failed", "timed_out", "missing", "unfinished"];
 
+/// The outcomes a `hook.finished` record may carry (`missing` and `unfinished` are the daemon's).
+const FINISHED_OUTCOMES: [&str; 3] = ["ok", "failed", "timed_out"];
+
+/// A reported outcome as the summary counts it: anything but `ok`, `failed` or `timed_out` (a
+/// hand-written `"outcome":"success"`) counts as `failed`, so the summary's counts always add up
+/// to its peers and an alarm on them errs towards firing.
+fn finished_outcome(container: &str, outcome: String) -> String {
+    if FINISHED_OUTCOMES.contains(&outcome.as_str()) {
+        outcome
+    } else {
+        tracing::warn!(
+            container,
+            outcome,
+            "unknown hook outcome, counted as failed"
+        );
+        "failed".to_string()
+    }
+}
+
 /// The members of the `hooks.summary` record (without time, hooklog and kubernetes), as JSON
 /// object members: `"event":"hooks.summary","message":...,"peers":{...},"counts":{...}`.
 pub fn summary_members(
@@ -277,6 +296,23 @@ mod tests {
             "hooks: 1 ok, 1 failed, 1 missing (a=missing, b=failed)"
         );
         assert_eq!(m["peers"]["b"]["exit_code"], 127);
+    }
+
+    #[test]
+    fn an_unknown_outcome_counts_as_failed_so_counts_add_up() {
+        let p = Peers::new(&[]);
+        p.observe(finished("b", "success", Some(0)));
+        p.observe(finished("c", "missing", None));
+        let o = p.outcomes();
+        assert_eq!(o["b"].outcome, "failed");
+        assert_eq!(o["b"].exit_code, Some(0));
+        assert_eq!(o["c"].outcome, "failed");
+        let m = summary_members(&o);
+        let counted: u64 = OUTCOMES
+            .iter()
+            .map(|k| m["counts"][*k].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, 2, "{m:?}");
     }
 
     #[tokio::test(start_paused = true)]
