@@ -436,6 +436,12 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<String>) -> Opt
             .map(|(_, v)| v.get())
     };
     let event: String = serde_json::from_str(get("event")?).ok()?;
+    // The daemon waits for preStop hooks: a wrapped postStart hook that finished long ago must not
+    // count as the container's preStop. Records without `hook` (hand-written) count.
+    let hook: Option<String> = get("hook").and_then(|v| serde_json::from_str(v).ok());
+    if hook.is_some_and(|h| !h.eq_ignore_ascii_case("preStop")) {
+        return None;
+    }
     let kind = match event.as_str() {
         "hook.started" => HookEventKind::Started,
         "hook.finished" => HookEventKind::Finished {

@@ -1242,3 +1242,63 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
         "left after {took:?}: gave up on queued records early"
     );
 }
+
+/// A wrapped postStart hook reports `hook.finished` long before deletion; it must not count as
+/// the container's preStop (found in review: hooklog used to leave at once and lose the preStop).
+#[test]
+fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let s = sock.to_str().unwrap();
+    let mut daemon = Daemon::start(
+        &[
+            "--socket", s, "--peers", "envoy", "--grace", "10s", "--linger", "300ms",
+        ],
+        &POD_ENV,
+    );
+    let st = hooklog()
+        .args([
+            "hook",
+            "--hook-name",
+            "postStart",
+            "--container",
+            "envoy",
+            "--socket",
+            s,
+        ])
+        .args(["--", "true"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(wait_until(Duration::from_secs(5), || daemon
+        .records()
+        .len()
+        == 2));
+    daemon.terminate();
+    std::thread::sleep(Duration::from_millis(500)); // The preStop announces a moment after SIGTERM.
+    let out = hooklog()
+        .args(["hook", "--container", "envoy", "--socket", s])
+        .args(["--", "sh", "-c", "echo draining; sleep 1; echo drained"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let summary = records.last().unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    let msgs: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["message"].as_str())
+        .collect();
+    assert!(
+        msgs.contains(&"drained"),
+        "the preStop hook's output was lost: {msgs:?}"
+    );
+    assert_eq!(
+        summary["peers"]["envoy"]["duration_ms"]
+            .as_u64()
+            .map(|d| d >= 1000),
+        Some(true),
+        "{summary}"
+    );
+}

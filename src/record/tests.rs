@@ -183,6 +183,24 @@ fn hook_events_are_recognised() {
 }
 
 #[test]
+fn only_prestop_hooks_are_lifecycle_events() {
+    let (v, ev, _) = encode_all(
+        DEFAULT_MAX_LINE_BYTES,
+        br#"{"event":"hook.finished","hook":"postStart","container_name":"envoy","outcome":"ok"}
+{"event":"hook.started","hook":"preStop","container_name":"envoy"}
+"#,
+    );
+    assert_eq!(v.len(), 2, "both records still come out");
+    assert_eq!(
+        ev,
+        vec![HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started
+        }]
+    );
+}
+
+#[test]
 fn long_line_is_split_into_parts_that_reassemble() {
     let line: String = (0..10_000)
         .map(|i| char::from(b'a' + (i % 26) as u8))
