@@ -231,7 +231,7 @@ class Env:
         self.env.setdefault("RUST_LOG", "info")
         self.stderr = open(out / "stderr.log", "ab")
 
-    def spawn(self, tool: Tool, path: Path, sock: Path | None = None) -> subprocess.Popen:
+    def spawn(self, tool: Tool, path: Path, sock: Path | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
         if tool.key == "hooklog":
             # Each run starts from the file's beginning, not from the last run's checkpoint.
             cp = path.with_name(f".{path.name}.hooklog-offset")
@@ -240,11 +240,12 @@ class Env:
                 sock.unlink(missing_ok=True)
         self.stderr.write(f"--- {tool.key}: {path}\n".encode())
         self.stderr.flush()
-        p = subprocess.Popen(tool.cmd(path, sock), stdout=subprocess.PIPE, stderr=self.stderr, env=self.env, bufsize=0)
-        try:
-            fcntl.fcntl(p.stdout.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
-        except OSError:
-            pass  # an older kernel keeps 64 KiB: the reader just loops more
+        p = subprocess.Popen(tool.cmd(path, sock), stdout=stdout, stderr=self.stderr, env=self.env, bufsize=0)
+        if p.stdout is not None:
+            try:
+                fcntl.fcntl(p.stdout.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
+            except OSError:
+                pass  # an older kernel keeps 64 KiB: the reader just loops more
         return p
 
 
@@ -264,17 +265,12 @@ def reap(p: subprocess.Popen, sig: int = signal.SIGKILL):
 class Reader:
     """Reads a child's stdout pipe, counting lines, under a deadline."""
 
-    def __init__(self, p: subprocess.Popen, sample_hwm: bool = False):
+    def __init__(self, p: subprocess.Popen):
         self.fd = p.stdout.fileno()
-        self.pid = p.pid
         self.lines = 0
         self.first_ns: int | None = None
-        # Peak RSS, from VmHWM sampled on every read: wait4's ru_maxrss would also count the
-        # forked copy of this Python process before exec.
-        self.sample_hwm = sample_hwm
-        self.hwm_kb = 0
 
-    def read_until(self, n: int, timeout: float, keep: list | None = None) -> bool:
+    def read_until(self, n: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while self.lines < n:
             left = deadline - time.monotonic()
@@ -289,32 +285,63 @@ class Reader:
             if self.first_ns is None:
                 self.first_ns = time.monotonic_ns()
             self.lines += b.count(b"\n")
-            if self.sample_hwm:
-                self.hwm_kb = max(self.hwm_kb, status_kb(self.pid, "VmHWM") or 0)
-            if keep is not None:
-                keep.append(b)
         return True
 
 
 # --- measurements ---------------------------------------------------------------------------
 
 
+def wait_exit(p: subprocess.Popen, timeout: float, sample_pid: int | None = None) -> tuple[float, int]:
+    """Waits for p to exit (pidfd, so the exit time is exact); meanwhile samples the peak RSS
+    (VmHWM) of sample_pid. Returns (monotonic exit time, peak RSS in kB)."""
+    pidfd = os.pidfd_open(p.pid)
+    hwm = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if sample_pid is not None:
+                hwm = max(hwm, status_kb(sample_pid, "VmHWM") or 0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"{p.args[0]} did not finish within {timeout:.0f} s")
+            r, _, _ = select.select([pidfd], [], [], min(left, 0.005))
+            if r:
+                return time.monotonic(), hwm
+    finally:
+        os.close(pidfd)
+
+
+def pipe_through_counter(env: Env, tool: Tool, path: Path, n: int, sock: Path | None = None, copy: Path | None = None):
+    """Starts tool with its stdout on a 1 MiB pipe read by the line counter (which exits after n
+    lines). Returns (tool, counter)."""
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass  # an older kernel keeps 64 KiB
+    p = env.spawn(tool, path, sock, stdout=w)
+    argv = [str(env.counter), str(n)] + ([str(copy)] if copy else [])
+    c = subprocess.Popen(argv, stdin=r, stdout=subprocess.DEVNULL)
+    os.close(r)
+    os.close(w)
+    return p, c
+
+
 def m_throughput(env: Env, tool: Tool, path: Path, n: int) -> dict:
-    t0 = time.monotonic_ns()
-    p = env.spawn(tool, path)
-    r = Reader(p, sample_hwm=True)
-    ok = r.read_until(n, timeout=max(60.0, n / 20_000))
-    t1 = time.monotonic_ns()
-    hwm = max(r.hwm_kb, status_kb(p.pid, "VmHWM") or 0)
-    ru = reap(p)
-    if not ok:
-        raise RuntimeError(f"{tool.key}: only {r.lines} of {n} lines arrived")
-    cpu = ru.ru_utime + ru.ru_stime
+    t0 = time.monotonic()
+    p, c = pipe_through_counter(env, tool, path, n)
+    try:
+        t1, hwm = wait_exit(c, timeout=max(60.0, n / 20_000), sample_pid=p.pid)
+        hwm = max(hwm, status_kb(p.pid, "VmHWM") or 0)
+    finally:
+        ru = reap(p)
+        c.wait()
+    if c.returncode != 0:
+        raise RuntimeError(f"{tool.key}: fewer than {n} lines arrived")
     return {
-        "lines_per_s": n / ((t1 - t0) / 1e9),
-        "cpu_s_per_1m": cpu * 1_000_000 / n,
+        "lines_per_s": n / (t1 - t0),
+        "cpu_s_per_1m": (ru.ru_utime + ru.ru_stime) * 1_000_000 / n,
         "peak_rss_mb": hwm / 1024,
-        "first_line_ms": (r.first_ns - t0) / 1e6,
     }
 
 
@@ -324,10 +351,13 @@ def m_idle(env: Env, tool: Tool, seconds: float) -> dict:
     path = d / "idle.log"
     path.write_bytes(b"".join(workload_line(i) for i in range(10)))
     sock = d / "hooklog.sock" if tool.key == "hooklog" else None
+    t_exec = time.monotonic_ns()
     p = env.spawn(tool, path, sock)
     try:
-        if not Reader(p).read_until(10, timeout=10):
+        r = Reader(p)
+        if not r.read_until(10, timeout=10):
             raise RuntimeError(f"{tool.key}: the idle file's lines did not arrive")
+        first_line_ms = (r.first_ns - t_exec) / 1e6
         time.sleep(0.5)  # let start-up work settle
         c0, v0, t0 = cpu_ns(p.pid), voluntary_switches(p.pid), time.monotonic()
         time.sleep(seconds)
@@ -339,6 +369,7 @@ def m_idle(env: Env, tool: Tool, seconds: float) -> dict:
         "idle_cpu_pct": (c1 - c0) / 1e9 / (t1 - t0) * 100,
         "idle_rss_mb": rss / 1024,
         "wakeups_per_s": (v1 - v0) / (t1 - t0),
+        "first_line_ms": first_line_ms,
     }
 
 
@@ -472,9 +503,9 @@ def m_socket(env: Env, tool: Tool, n: int) -> dict:
     path.write_bytes(b"")
     per = max(1, n // SOCKET_WRITERS)
     total = per * SOCKET_WRITERS
-    p = env.spawn(tool, path, sock)
+    copy = d / "out.json"
+    p, c = pipe_through_counter(env, tool, path, total, sock=sock, copy=copy)
     writers = []
-    chunks: list[bytes] = []
     try:
         if wait_connect(sock, 10) is None:
             raise RuntimeError("hooklog: socket never became ready")
@@ -489,15 +520,11 @@ def m_socket(env: Env, tool: Tool, n: int) -> dict:
         for wp in writers:
             if wp.stdout.readline().strip() != b"ready":
                 raise RuntimeError("a socket writer failed to start")
-        r = Reader(p)
-        t0 = time.monotonic_ns()
+        t0 = time.monotonic()
         for wp in writers:
             wp.stdin.write(b"go\n")
             wp.stdin.flush()
-        ok = r.read_until(total, timeout=max(60.0, total / 10_000), keep=chunks)
-        t1 = time.monotonic_ns()
-        if not ok:
-            raise RuntimeError(f"hooklog: {r.lines} of {total} socket lines arrived")
+        t1, _ = wait_exit(c, timeout=max(60.0, total / 10_000))
     finally:
         for wp in writers:
             try:
@@ -506,8 +533,12 @@ def m_socket(env: Env, tool: Tool, n: int) -> dict:
                 wp.kill()
                 wp.wait()
         reap(p)
+        c.wait()
+    if c.returncode != 0:
+        raise RuntimeError(f"hooklog: fewer than {total} socket lines arrived")
     # Check: every record holds one whole line of one writer, each writer's lines in order.
-    data = b"".join(chunks)
+    data = copy.read_bytes()
+    copy.unlink()
     nxt = [0] * SOCKET_WRITERS
     bad = 0
     for line in data.split(b"\n")[:total]:
@@ -520,7 +551,7 @@ def m_socket(env: Env, tool: Tool, n: int) -> dict:
             bad += 1
         else:
             nxt[w] = s + 1
-    return {"socket_lines_per_s": total / ((t1 - t0) / 1e9), "socket_bad_lines": bad, "socket_lines": total}
+    return {"socket_lines_per_s": total / (t1 - t0), "socket_bad_lines": bad, "socket_lines": total}
 
 
 # --- table ----------------------------------------------------------------------------------
@@ -585,6 +616,17 @@ def table(tools: list[Tool], res: dict) -> str:
     return "\n".join(out)
 
 
+def build_counter() -> Path:
+    """Compiles bench/count_lines.rs (std only) into target/bench/ when it changed."""
+    src = ROOT / "bench" / "count_lines.rs"
+    exe = ROOT / "target" / "bench" / "count-lines"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        log(f"rustc -O {src.relative_to(ROOT)}")
+        subprocess.run(["rustc", "--edition", "2021", "-O", "-o", str(exe), str(src)], check=True)
+    return exe
+
+
 def median_of(runs: list[dict]) -> dict:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
@@ -613,6 +655,7 @@ def main() -> int:
         log(f"no hooklog binary at {args.bin}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    counter = build_counter()
     tools = find_tools(args.bin.resolve())
     if args.only:
         keep = set(args.only.split(",")) | {"hooklog"}
@@ -628,6 +671,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hooklog-bench-") as tmp_s:
         tmp = Path(tmp_s)
         env = Env(tmp, args.out)
+        env.counter = counter
         work = tmp / "work" / "prestop.log"
         work.parent.mkdir()
         size = write_workload(work, args.lines)
