@@ -34,9 +34,6 @@ const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// Time kept back from `--grace` for stopping sources and flushing sinks.
 const FLUSH_RESERVE: Duration = Duration::from_secs(2);
 
-/// How often checkpoints are written while running.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
-
 /// The quiet period is waited for at most this many times `--linger`: a peer that never stops
 /// writing must not hold the pod until the grace deadline.
 const LINGER_CAP_FACTOR: u32 = 4;
@@ -123,10 +120,8 @@ pub async fn run(
     }
     sources.close();
     drop(ctx);
-    let saver = tokio::spawn(save_checkpoints_every(
-        checkpoints.clone(),
-        CHECKPOINT_EVERY,
-    ));
+    // Each file source writes its own checkpoint every second while running (no timer here to
+    // wake an idle daemon); the final one is written below.
     tracing::info!(files = cfg.files.len(), peers = ?cfg.peers, "hooklog ready");
 
     // Phase 1: run until the signal.
@@ -206,7 +201,6 @@ pub async fn run(
             Ok(())
         }
     };
-    saver.abort();
     save_checkpoints(&checkpoints);
     tracing::info!(
         records_in = Counters::get(&counters.records_in),
@@ -261,17 +255,6 @@ fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSe
         let _ = encoder.encode(frame, now, &mut batch);
     }
     batch
-}
-
-async fn save_checkpoints_every(checkpoints: Vec<Arc<Checkpoint>>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let cps = checkpoints.clone();
-        // Checkpoint writes fsync: keep them off the runtime's threads.
-        let _ = tokio::task::spawn_blocking(move || save_checkpoints(&cps)).await;
-    }
 }
 
 fn save_checkpoints(checkpoints: &[Arc<Checkpoint>]) {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use notify::Watcher;
@@ -33,6 +33,10 @@ pub const FALLBACK_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Bytes read per `read` call.
 const READ_BUF: usize = 64 * 1024;
+
+/// How often the source writes its checkpoint (when it moved). Done on this thread, which
+/// already wakes once per `POLL_INTERVAL`, so an idle sidecar has no extra timer to wake for.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// A followed file's handle on the pipeline.
 pub struct FileSource {
@@ -118,6 +122,7 @@ impl FileSource {
         let mut buf = vec![0u8; READ_BUF];
         let mut current: Option<OpenFile> = None;
         let mut first_open = true;
+        let mut saved_at = Instant::now();
         loop {
             // Read the flag before draining: whatever was written before the stop is read.
             let stopping = self.stop.load(Ordering::SeqCst);
@@ -146,6 +151,12 @@ impl FileSource {
                         current = None;
                         continue;
                     }
+                }
+            }
+            if saved_at.elapsed() >= CHECKPOINT_EVERY {
+                saved_at = Instant::now();
+                if let Err(e) = self.checkpoint.save() {
+                    tracing::warn!(path = %self.checkpoint.path().display(), error = %e, "cannot write checkpoint");
                 }
             }
             if stopping {
