@@ -165,6 +165,9 @@ pub struct Encoder {
     input: String,
     /// The split line in progress: its id and the next part's index.
     split: Option<(String, u32)>,
+    /// The last `time_ms` formatted and its text: a whole read shares one timestamp, so most
+    /// lines reuse it instead of formatting it again.
+    time_cache: (i64, [u8; crate::timefmt::RFC3339_MS_LEN]),
 }
 
 /// The content of a record.
@@ -182,12 +185,16 @@ impl Encoder {
             enrichment,
             input: json_str(input),
             split: None,
+            time_cache: (0, crate::timefmt::rfc3339_ms(0)),
         }
     }
 
     /// Encodes one frame read at `time_ms` into `out`, and reports any hook event it carries.
     pub fn encode(&mut self, frame: Frame<'_>, time_ms: i64, out: &mut Batch) -> Option<HookEvent> {
-        let time = crate::timefmt::rfc3339_ms(time_ms);
+        if self.time_cache.0 != time_ms {
+            self.time_cache = (time_ms, crate::timefmt::rfc3339_ms(time_ms));
+        }
+        let time = self.time_cache.1;
         let mut flags = Flags::default();
         if frame.end == FrameEnd::Eof {
             flags.set(Flags::NO_NEWLINE);
