@@ -330,19 +330,18 @@ impl Encoder {
         time: &[u8],
         out: &mut Vec<u8>,
     ) -> Option<HookEvent> {
-        let mut container: Option<String> = None;
-        let mut kept: Vec<(Key<'_>, &RawValue)> = Vec::with_capacity(fields.len());
+        // No per-line copies: `container_name` is borrowed when its literal has no escapes, and
+        // the kept members are filtered while writing.
+        let mut container: Option<Cow<'_, str>> = None;
         let mut shadowed: Vec<(Key<'_>, &RawValue)> = Vec::new();
         for (k, v) in fields {
             if k.0 == "container_name" {
-                match serde_json::from_str::<String>(v.get()) {
-                    Ok(c) => container = Some(c),
-                    Err(_) => shadowed.push((k.clone(), v)),
+                match json_string(v) {
+                    Some(c) => container = Some(c),
+                    None => shadowed.push((k.clone(), v)),
                 }
             } else if RESERVED.contains(&k.0.as_ref()) {
                 shadowed.push((k.clone(), v));
-            } else {
-                kept.push((k.clone(), v));
             }
         }
         if !shadowed.is_empty() {
@@ -352,12 +351,12 @@ impl Encoder {
             out,
             time,
             container.as_deref(),
-            Body::Fields(&kept),
+            Body::Fields(fields),
             flags,
             None,
             &shadowed,
         );
-        hook_event(&kept, container)
+        hook_event(fields, container.as_deref())
     }
 
     /// Writes one record and its newline.
@@ -385,9 +384,9 @@ impl Encoder {
                 write_str(out, t);
             }
             Body::Fields(fields) => {
-                for (k, v) in fields {
+                for (k, v) in fields.iter().filter(|(k, _)| is_kept(k)) {
                     out.push(b',');
-                    write_str(out, &k.0);
+                    k.write(out);
                     out.push(b':');
                     out.extend_from_slice(v.get().as_bytes());
                 }
@@ -422,7 +421,7 @@ impl Encoder {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_str(out, &k.0);
+                k.write(out);
                 out.push(b':');
                 out.extend_from_slice(v.get().as_bytes());
             }
@@ -435,7 +434,7 @@ impl Encoder {
 }
 
 /// Finds a hook event among a JSON line's members.
-fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<String>) -> Option<HookEvent> {
+fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<&str>) -> Option<HookEvent> {
     let get = |name: &str| {
         fields
             .iter()
@@ -461,15 +460,47 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<String>) -> Opt
         _ => return None,
     };
     Some(HookEvent {
-        container: container?,
+        container: container?.to_string(),
         kind,
     })
 }
 
-/// Appends `s` as a JSON string literal.
+/// Appends `s` as a JSON string literal, byte for byte as serde_json writes it.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    // Writing to a Vec cannot fail, and a &str always serialises.
-    let _ = serde_json::to_writer(&mut *out, s);
+    if s.bytes().all(|b| !needs_escape(b)) {
+        // The common case: nothing to escape, one copy.
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing to a Vec cannot fail, and a &str always serialises.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// True for the bytes serde_json escapes inside a string: `"`, `\` and controls below 0x20.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// A JSON string value's text; borrowed from the line when its literal has no escapes. None
+/// when the value is not a string.
+fn json_string(v: &RawValue) -> Option<Cow<'_, str>> {
+    let raw = v.get();
+    if let Some(inner) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
+        && !inner.contains('\\')
+    {
+        // A valid literal without a backslash holds no quote and no control character.
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+}
+
+/// True for a member of a JSON line that stays in the record's body: not `container_name`
+/// (moved to the front, or shadowed when not a string) and not a key hooklog owns (shadowed).
+fn is_kept(k: &Key<'_>) -> bool {
+    k.0 != "container_name" && !RESERVED.contains(&k.0.as_ref())
 }
 
 /// Bytes `c` takes inside a JSON string as serde_json writes it.
@@ -510,6 +541,21 @@ fn looks_like_object(bytes: &[u8]) -> bool {
 /// A key of a JSON line, borrowed when it has no escapes.
 #[derive(Debug, Clone)]
 struct Key<'a>(Cow<'a, str>);
+
+impl Key<'_> {
+    /// Appends the key as a JSON string literal. A borrowed key came from a literal without
+    /// escapes, so it holds nothing to escape and is copied as it is.
+    fn write(&self, out: &mut Vec<u8>) {
+        match &self.0 {
+            Cow::Borrowed(k) => {
+                out.push(b'"');
+                out.extend_from_slice(k.as_bytes());
+                out.push(b'"');
+            }
+            Cow::Owned(k) => write_str(out, k),
+        }
+    }
+}
 
 impl<'de> de::Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
