@@ -596,7 +596,12 @@ def ratio(h, b) -> str:
         return MISSING
     if b == 0:
         return MISSING if h != 0 else "1.00×"
-    return f"{h / b:.2f}×"
+    r = h / b
+    if r >= 100:
+        return f"{r:,.0f}×"
+    if r < 0.1:
+        return f"{r:.2g}×"
+    return f"{r:.2f}×"
 
 
 def table(tools: list[Tool], res: dict) -> str:
