@@ -43,6 +43,15 @@ impl Batch {
         Batch::default()
     }
 
+    /// An empty batch with room for `bytes` of records, so filling it does not reallocate and
+    /// copy the buffer as it grows.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Batch {
+            buf: Vec::with_capacity(bytes),
+            ..Batch::default()
+        }
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.records.len()

@@ -214,7 +214,9 @@ impl FileSource {
         encoder: &mut Encoder,
         buf: &mut [u8],
     ) -> anyhow::Result<()> {
-        let mut batch = Batch::new();
+        // A batch is sent once it passes BATCH_BYTES, after a record of at most max_frame bytes.
+        let cap = BATCH_BYTES + self.ctx.max_frame();
+        let mut batch = Batch::with_capacity(cap);
         loop {
             let n = match open.file.read(buf) {
                 Ok(0) => break,
@@ -236,7 +238,11 @@ impl FileSource {
                 chunk = &chunk[used..];
                 if batch.buf.len() >= BATCH_BYTES {
                     let held = (framer.pending_len() + chunk.len()) as u64;
-                    self.send(std::mem::take(&mut batch), open, open.offset - held)?;
+                    self.send(
+                        std::mem::replace(&mut batch, Batch::with_capacity(cap)),
+                        open,
+                        open.offset - held,
+                    )?;
                 }
             }
         }
