@@ -259,8 +259,6 @@ fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSe
 
 fn save_checkpoints(checkpoints: &[Arc<Checkpoint>]) {
     for cp in checkpoints {
-        if let Err(e) = cp.save() {
-            tracing::warn!(path = %cp.path().display(), error = %e, "cannot write checkpoint");
-        }
+        cp.save();
     }
 }

@@ -430,3 +430,53 @@ fn stalled_stdout(n: usize, line: impl Fn(usize) -> String) {
         .status();
     let _ = child.wait();
 }
+
+/// Found in review: a file replaced by a folder used to stop its source for good.
+#[test]
+fn a_directory_in_place_of_the_file_is_waited_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    sh(d, "echo one >> prestop.log");
+    daemon.wait_records(1, T);
+    sh(d, "rm prestop.log; mkdir prestop.log");
+    assert!(wait_until(T, || daemon
+        .stderr
+        .lines()
+        .iter()
+        .any(|l| l.contains("cannot follow the file now"))));
+    sh(d, "rmdir prestop.log; echo two >> prestop.log");
+    let ok = wait_until(T, || messages(&daemon.records()).iter().any(|m| m == "two"));
+    daemon.terminate();
+    assert!(daemon.wait_exit(T).success());
+    assert!(ok, "the file source gave up: {:?}", daemon.stderr.lines());
+}
+
+/// Found in review: lines still unread in a file rotated while hooklog was down were lost.
+#[test]
+fn a_file_rotated_while_hooklog_is_down_is_finished_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("prestop.log");
+    let args = ["--file", file.to_str().unwrap()];
+    let mut first = Daemon::start(&args, &[]);
+    sh(d, "echo 'before stop' >> prestop.log");
+    first.wait_records(1, T);
+    first.terminate();
+    assert!(first.wait_exit(T).success());
+    sh(
+        d,
+        "echo 'unread in the old file' >> prestop.log; mv prestop.log prestop.log.1; echo 'in the new file' >> prestop.log",
+    );
+    let mut second = Daemon::start(&args, &[]);
+    assert!(wait_until(T, || messages(&second.records())
+        .iter()
+        .any(|m| m == "in the new file")));
+    second.terminate();
+    assert!(second.wait_exit(T).success());
+    assert_eq!(
+        messages(&lines_of(&second.records())),
+        ["unread in the old file", "in the new file"]
+    );
+}

@@ -25,6 +25,9 @@ pub struct Checkpoint {
     path: PathBuf,
     /// The last delivered position, and whether it is newer than the file on disk.
     state: Mutex<(Option<Position>, bool)>,
+    /// Held for a whole save, so two savers (the source's poll and the daemon's last save at
+    /// exit) never write the temporary file at once. Its value: the last save failed.
+    saving: Mutex<bool>,
 }
 
 /// The checkpoint file that belongs to `input`: `.<name>.hooklog-offset` in the same folder.
@@ -42,6 +45,7 @@ impl Checkpoint {
         Checkpoint {
             path,
             state: Mutex::new((None, false)),
+            saving: Mutex::new(false),
         }
     }
 
@@ -81,7 +85,10 @@ impl Checkpoint {
 
     /// Writes the committed position if it changed since the last save: temporary file,
     /// `sync_all`, `rename`, so a crash leaves the old or the new checkpoint, never half of one.
-    pub fn save(&self) -> std::io::Result<()> {
+    /// A failure (a full disk, say) keeps the old checkpoint, is retried on the next save, and is
+    /// logged once until a save succeeds again.
+    pub fn save(&self) {
+        let mut failing = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         let pos = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             match *st {
@@ -89,25 +96,44 @@ impl Checkpoint {
                     st.1 = false;
                     p
                 }
-                _ => return Ok(()),
+                _ => return,
             }
         };
-        let result = write_atomic(&self.path, &serde_json::to_vec(&pos).unwrap_or_default());
-        if result.is_err() {
-            // Try again on the next save.
-            self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        match write_atomic(&self.path, &serde_json::to_vec(&pos).unwrap_or_default()) {
+            Ok(()) => {
+                if *failing {
+                    tracing::info!(path = %self.path.display(), "checkpoint written again");
+                }
+                *failing = false;
+            }
+            Err(e) => {
+                if !*failing {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot write checkpoint, will retry");
+                }
+                *failing = true;
+                // Try again on the next save.
+                self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+            }
         }
-        result
+    }
+
+    /// True while saves fail.
+    pub fn failing(&self) -> bool {
+        *self.saving.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// Writes `data` to `path` atomically.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let result = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        // Leave no half-written temporary file behind (a full disk stays full otherwise).
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 #[cfg(test)]
@@ -126,10 +152,43 @@ mod tests {
             offset: 1234,
         };
         cp.commit(pos);
-        cp.save().unwrap();
+        cp.save();
+        assert!(!cp.failing());
         assert_eq!(Checkpoint::new(cp.path().to_path_buf()).load(), Some(pos));
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_failed_save_is_retried_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A folder where the checkpoint should go: the rename fails, as on a full disk.
+        let p = dir.path().join("cp");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("keep"), "x").unwrap();
+        let cp = Checkpoint::new(p.clone());
+        cp.commit(Position {
+            dev: 1,
+            ino: 2,
+            offset: 3,
+        });
+        cp.save();
+        assert!(cp.failing());
+        assert!(
+            !dir.path().join("cp.tmp").exists(),
+            "temporary file removed"
+        );
+        std::fs::remove_dir_all(&p).unwrap();
+        cp.save();
+        assert!(!cp.failing(), "retried and written on the next save");
+        assert_eq!(
+            Checkpoint::new(p).load(),
+            Some(Position {
+                dev: 1,
+                ino: 2,
+                offset: 3
+            })
+        );
     }
 
     #[test]

@@ -23,9 +23,10 @@ use crate::record::Encoder;
 use crate::source::checkpoint::{Checkpoint, Position};
 use crate::source::{BATCH_BYTES, SourceContext};
 
-/// The safety-net poll: catches what inotify missed (a truncation refilled past the old offset
-/// between two reads, a folder it could not watch). Once a second, like busybox's tail, so idle
-/// costs one wake-up a second.
+/// The safety-net poll: catches what inotify missed (events lost on an overflowing inotify
+/// queue, a path that became followable again). Once a second, like busybox's tail, so idle costs
+/// one wake-up a second. A truncation is seen while the file is shorter than what was read; one
+/// refilled past that between two reads is not.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The poll when inotify is not available at all.
@@ -54,6 +55,8 @@ pub struct FileSource {
     _watcher: Option<notify::RecommendedWatcher>,
     /// How long to sleep between polls.
     poll: Duration,
+    /// Set once the "cannot follow" warning was given, cleared when the file opens again.
+    warned_unusable: AtomicBool,
 }
 
 /// Asks a running file source to drain and stop.
@@ -107,6 +110,7 @@ impl FileSource {
             wake,
             _watcher: watcher,
             poll,
+            warned_unusable: AtomicBool::new(false),
         };
         (src, handle)
     }
@@ -123,6 +127,7 @@ impl FileSource {
         let mut current: Option<OpenFile> = None;
         let mut first_open = true;
         let mut saved_at = Instant::now();
+        self.finish_rotated_while_down(&mut framer, &mut encoder, &mut buf)?;
         loop {
             // Read the flag before draining: whatever was written before the stop is read.
             let stopping = self.stop.load(Ordering::SeqCst);
@@ -155,9 +160,7 @@ impl FileSource {
             }
             if saved_at.elapsed() >= CHECKPOINT_EVERY {
                 saved_at = Instant::now();
-                if let Err(e) = self.checkpoint.save() {
-                    tracing::warn!(path = %self.checkpoint.path().display(), error = %e, "cannot write checkpoint");
-                }
+                self.checkpoint.save();
             }
             if stopping {
                 if let Some(open) = current.as_mut() {
@@ -175,13 +178,20 @@ impl FileSource {
     /// Opens the path if it exists. The first open of a run resumes from the checkpoint when it
     /// names this very file; later opens (after rotation) start at the beginning.
     fn open(&self, first: bool) -> anyhow::Result<Option<OpenFile>> {
+        // Anything but a regular file (a folder put in its place, a FIFO whose open would block)
+        // is waited out like a missing file, and so is a file hooklog may not open just now.
+        match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Ok(self.unusable(&e.to_string())),
+            Ok(m) if !m.is_file() => return Ok(self.unusable("not a regular file")),
+            Ok(_) => {}
+        }
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(e).with_context(|| format!("cannot open {}", self.path.display()));
-            }
+            Err(e) => return Ok(self.unusable(&e.to_string())),
         };
+        self.warned_unusable.store(false, Ordering::Relaxed);
         let m = file.metadata()?;
         let mut offset = 0;
         if first
@@ -204,6 +214,62 @@ impl FileSource {
             ino: m.ino(),
             offset,
         }))
+    }
+
+    /// When the checkpoint names a file that is no longer at the path (rotated while hooklog
+    /// was down) but still in the same folder, reads that file's unread tail first.
+    fn finish_rotated_while_down(
+        &self,
+        framer: &mut Framer,
+        encoder: &mut Encoder,
+        buf: &mut [u8],
+    ) -> anyhow::Result<()> {
+        let Some(saved) = self.checkpoint.load() else {
+            return Ok(());
+        };
+        let at_path = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if at_path == Some((saved.dev, saved.ino)) {
+            return Ok(());
+        }
+        let Some(dir) = self.path.parent() else {
+            return Ok(());
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        let rotated = entries.flatten().find(|e| {
+            e.metadata().is_ok_and(|m| {
+                m.is_file()
+                    && (m.dev(), m.ino()) == (saved.dev, saved.ino)
+                    && m.len() >= saved.offset
+            })
+        });
+        let Some(rotated) = rotated else {
+            return Ok(());
+        };
+        let Ok(mut file) = File::open(rotated.path()) else {
+            return Ok(());
+        };
+        file.seek(SeekFrom::Start(saved.offset))?;
+        tracing::info!(path = %self.path.display(), rotated = %rotated.path().display(), offset = saved.offset, "finishing a file rotated while hooklog was down");
+        let mut open = OpenFile {
+            file,
+            dev: saved.dev,
+            ino: saved.ino,
+            offset: saved.offset,
+        };
+        self.drain(&mut open, framer, encoder, buf)?;
+        self.finish_line(&open, framer, encoder)
+    }
+
+    /// Notes (once, until the file is usable again) that the path cannot be followed now.
+    fn unusable(&self, why: &str) -> Option<OpenFile> {
+        if !self.warned_unusable.swap(true, Ordering::Relaxed) {
+            tracing::warn!(path = %self.path.display(), why, "cannot follow the file now, waiting for it");
+        }
+        None
     }
 
     /// Reads the open file to its current end, sending batches as they fill.
