@@ -10,6 +10,12 @@ use hooklog::cli::{Cli, Command, LogFormat};
 use hooklog::config::RunConfig;
 use hooklog::{daemon, hook, lifecycle, tools};
 
+/// musl's own allocator is slow for hooklog's many small, short-lived allocations (the static
+/// binary, the one in the image, ran 2.8x slower per line than the glibc build).
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Usage or configuration error (BSD sysexits EX_USAGE).
 const EXIT_USAGE: u8 = 64;
 /// The daemon failed while running.
