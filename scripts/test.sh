@@ -10,7 +10,8 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 # --- set-up -----------------------------------------------------------------------------------
 need_apt=()
-for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates; do
+for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates \
+            qemu-aarch64-static:qemu-user-static aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu file:file; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -26,10 +27,12 @@ if ! python3 -c 'import moto, kubernetes_validate' >/dev/null 2>&1; then
   log "installing moto[server] and kubernetes-validate"
   python3 -m pip install -q 'moto[server]' kubernetes-validate
 fi
-if ! rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-linux-musl; then
-  log "adding the musl target"
-  rustup target add x86_64-unknown-linux-musl
-fi
+for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+  if ! rustup target list --installed 2>/dev/null | grep -q "$target"; then
+    log "adding the $target target"
+    rustup target add "$target"
+  fi
+done
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 # --- services ---------------------------------------------------------------------------------
@@ -62,5 +65,10 @@ cargo clippy --all-targets --locked -- -D warnings
 log "static release build (the image and empty-root tests use it)"
 cargo build --release --locked --target x86_64-unknown-linux-musl
 export HOOKLOG_RELEASE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/release/hooklog"
+log "static arm64 release build, as the Dockerfile cross-builds it (run under qemu by a test)"
+CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
+  cargo build --release --locked --target aarch64-unknown-linux-musl
+export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release/hooklog"
 log "cargo nextest run"
 cargo nextest run --locked --no-fail-fast

@@ -502,3 +502,82 @@ fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
     assert_eq!(summary["counts"]["failed"], 1);
     assert_eq!(summary["peers"]["api-server"]["outcome"], "failed");
 }
+
+/// The arm64 binary (Fargate on Graviton), cross-built as the Dockerfile does, runs under qemu's
+/// user-mode emulation: the daemon follows a file and a socket, and stops on SIGTERM with its
+/// summary. `scripts/test.sh` builds it and sets `HOOKLOG_AARCH64_BIN`.
+#[test]
+fn aarch64_binary_runs_the_daemon_under_qemu() {
+    let Some(bin) = std::env::var_os("HOOKLOG_AARCH64_BIN").map(PathBuf::from) else {
+        assert!(
+            !in_ci(),
+            "HOOKLOG_AARCH64_BIN is not set: scripts/test.sh builds the arm64 binary"
+        );
+        eprintln!("SKIPPED: HOOKLOG_AARCH64_BIN is not set (run bash scripts/test.sh)");
+        return;
+    };
+    assert!(
+        bin.is_file(),
+        "HOOKLOG_AARCH64_BIN={} does not exist",
+        bin.display()
+    );
+    let qemu = Path::new("/usr/bin/qemu-aarch64-static");
+    assert!(
+        qemu.is_file(),
+        "{} is missing: apt-get install qemu-user-static (scripts/test.sh does it)",
+        qemu.display()
+    );
+    let elf = run(Command::new("file").arg(&bin));
+    assert!(
+        text(&elf.stdout).contains("ARM aarch64"),
+        "{}",
+        text(&elf.stdout)
+    );
+    assert!(
+        shared_libraries(&bin).is_empty(),
+        "the arm64 binary must be static"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    let mut cmd = Command::new(qemu);
+    cmd.arg(&bin)
+        .args([
+            "run",
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+        ])
+        .args(["--peers", "envoy"])
+        .envs(POD_ENV);
+    let mut daemon = crate::util::Daemon::spawn(cmd);
+    std::fs::write(&file, "from a plain writer\n").unwrap();
+    let hook = run(Command::new(qemu).arg(&bin).args([
+        "hook",
+        "--container",
+        "envoy",
+        "--socket",
+        sock.to_str().unwrap(),
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo draining",
+    ]));
+    assert!(hook.status.success(), "{}", text(&hook.stderr));
+    daemon.wait_records(4, Duration::from_secs(30));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+    let records = daemon.records();
+    let msgs: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["message"].as_str())
+        .collect();
+    assert!(msgs.contains(&"from a plain writer"), "{msgs:?}");
+    assert!(msgs.contains(&"draining"), "{msgs:?}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["event"], "hooks.summary");
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
+    assert_eq!(summary["kubernetes"]["pod_name"], "api-server-7d9f5");
+}
