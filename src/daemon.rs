@@ -223,7 +223,7 @@ struct EmfSettings {
 }
 
 /// The `hooks.summary` record as a batch of its own; with `--emf` it carries the pod's totals
-/// as metrics and is followed by one `hooks.metrics` record per peer.
+/// as metrics and is preceded by one `hooks.metrics` record per peer.
 fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSettings>) -> Batch {
     let outcomes = peers.outcomes();
     let now = crate::timefmt::now_ms();
@@ -241,7 +241,8 @@ fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSe
         );
         docs = sink::cloudwatch::emf::per_peer(&e.metric_namespace, pod_ns, &outcomes, now);
     }
-    docs.insert(0, members);
+    // The summary is the very last record: the per-peer metric records come before it.
+    docs.push(members);
     let mut encoder = Encoder::new(enrichment.clone(), "hooklog");
     let mut batch = Batch::new();
     for doc in docs {

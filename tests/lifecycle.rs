@@ -1302,3 +1302,41 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
         "{summary}"
     );
 }
+
+/// With `--emf`, per-peer metric records come before the summary, which stays the last record.
+#[test]
+fn with_emf_the_summary_is_still_the_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let s = sock.to_str().unwrap();
+    let mut daemon = Daemon::start(
+        &[
+            "--socket", s, "--peers", "envoy", "--emf", "--linger", "200ms",
+        ],
+        &POD_ENV,
+    );
+    let st = hooklog()
+        .args([
+            "hook",
+            "--container",
+            "envoy",
+            "--socket",
+            s,
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(3));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let summary = records.last().unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    assert_eq!(summary["HooksFailed"], 1, "{summary}");
+    let metrics = &records[records.len() - 2];
+    assert_eq!(metrics["event"], "hooks.metrics", "{records:#?}");
+    assert_eq!(metrics["container"], "envoy", "{metrics}");
+}
