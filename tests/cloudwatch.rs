@@ -331,13 +331,10 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
     // Written by a real shell, in pieces, while hooklog runs.
     sh(dir.path(), "seq -f 'rec-%06g' 0 2999 >> prestop.log");
     append(&dir.path().join("prestop.log"), &want[3000..]);
-    let ok = wait_until(Duration::from_secs(30), || {
-        read_back(&moto, &group, STREAM).len() >= want.len()
-    });
-    assert!(
-        ok,
-        "records did not reach CloudWatch; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(30),
+        "records did not reach CloudWatch",
+        || read_back(&moto, &group, STREAM).len() >= want.len(),
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
@@ -492,13 +489,10 @@ fn out_of_order_timestamps_from_several_inputs_are_sorted_per_request() {
         });
     });
     let total = a.len() + b.len() + c.len();
-    let ok = wait_until(Duration::from_secs(30), || {
-        read_back(&moto, &group, STREAM).len() >= total
-    });
-    assert!(
-        ok,
-        "records did not reach CloudWatch; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(30),
+        "records did not reach CloudWatch",
+        || read_back(&moto, &group, STREAM).len() >= total,
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
@@ -518,13 +512,10 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     let mut d = start(dir.path(), &group, &endpoint, &[]);
     let want = lines("late", 500);
     append(&dir.path().join("prestop.log"), &want);
-    let retrying = wait_until(Duration::from_secs(10), || {
-        d.stderr.lines().iter().any(|l| l.contains("retrying"))
-    });
-    assert!(
-        retrying,
-        "hooklog should be retrying; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(10),
+        "hooklog should be retrying",
+        || d.stderr.lines().iter().any(|l| l.contains("retrying")),
     );
     // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
     // behind (it is saved every second; three saves pass).
@@ -536,13 +527,10 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     );
     // The server comes up on the address hooklog was given.
     let proxy = Proxy::start(&moto, port);
-    let ok = wait_until(Duration::from_secs(40), || {
-        read_back(&moto, &group, STREAM).len() >= want.len()
-    });
-    assert!(
-        ok,
-        "records did not arrive once the server was up; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(40),
+        "records did not arrive once the server was up",
+        || read_back(&moto, &group, STREAM).len() >= want.len(),
     );
     assert!(
         wait_until(Duration::from_secs(10), at_end),
@@ -569,24 +557,18 @@ fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
     let mut d = start(dir.path(), &group, &proxy.url(), &["--grace", "5s"]);
     let first = lines("before", 200);
     append(&dir.path().join("prestop.log"), &first);
-    let ok = wait_until(Duration::from_secs(20), || {
-        read_back(&moto, &group, STREAM).len() >= first.len()
-    });
-    assert!(
-        ok,
-        "first records did not arrive; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(20),
+        "first records did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= first.len(),
     );
     proxy.faults(r#"{"down": true}"#);
     let second = lines("after", 300);
     append(&dir.path().join("prestop.log"), &second);
-    let tried = wait_until(Duration::from_secs(10), || {
-        proxy.stats()["dropped"].as_u64().unwrap() > 0
-    });
-    assert!(
-        tried,
-        "hooklog should be trying the downed server; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(10),
+        "hooklog should be trying the downed server",
+        || proxy.stats()["dropped"].as_u64().unwrap() > 0,
     );
     d.terminate();
     let st = d.wait_exit(Duration::from_secs(10));
@@ -618,14 +600,9 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
     let mut d = start(dir.path(), &group, &proxy.url(), &[]);
     let want = lines("thr", 300);
     append(&dir.path().join("prestop.log"), &want);
-    let ok = wait_until(Duration::from_secs(30), || {
+    d.expect(Duration::from_secs(30), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    assert!(
-        ok,
-        "records did not arrive; stderr: {:#?}",
-        d.stderr.lines()
-    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     let st = proxy.stats();
@@ -725,14 +702,9 @@ fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     let mut d = start(dir.path(), &group, &proxy.url(), &[]);
     let want = lines("rej", 100);
     append(&dir.path().join("prestop.log"), &want);
-    let ok = wait_until(Duration::from_secs(20), || {
+    d.expect(Duration::from_secs(20), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len() - 7
     });
-    assert!(
-        ok,
-        "records did not arrive; stderr: {:#?}",
-        d.stderr.lines()
-    );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
     assert_eq!(proxy.stats()["rejected_old"], 7);
@@ -753,26 +725,20 @@ fn a_group_deleted_while_running_is_created_again() {
     let mut d = start(dir.path(), &group, &moto, &[]);
     let file = dir.path().join("prestop.log");
     append(&file, &lines("first", 10));
-    let ok = wait_until(Duration::from_secs(20), || {
-        read_back(&moto, &group, STREAM).len() >= 10
-    });
-    assert!(
-        ok,
-        "first records did not arrive; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(20),
+        "first records did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= 10,
     );
     let (rt, client) = reader(&moto);
     rt.block_on(client.delete_log_group().log_group_name(&group).send())
         .unwrap();
     let want = lines("second", 10);
     append(&file, &want);
-    let ok = wait_until(Duration::from_secs(20), || {
-        read_back(&moto, &group, STREAM).len() >= 10
-    });
-    assert!(
-        ok,
-        "records after the deletion did not arrive; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(20),
+        "records after the deletion did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= 10,
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
@@ -798,21 +764,17 @@ fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     );
     let first = lines("both-a", 100);
     append(&dir.path().join("prestop.log"), &first);
-    let ok = wait_until(Duration::from_secs(20), || {
-        read_back(&moto, &group, STREAM).len() >= first.len()
-    });
-    assert!(
-        ok,
-        "first records did not arrive; stderr: {:#?}",
-        d.stderr.lines()
+    d.expect(
+        Duration::from_secs(20),
+        "first records did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= first.len(),
     );
     proxy.faults(r#"{"down": true}"#);
     let second = lines("both-b", 100);
     append(&dir.path().join("prestop.log"), &second);
-    let tried = wait_until(Duration::from_secs(10), || {
+    d.expect(Duration::from_secs(10), "tried", || {
         proxy.stats()["dropped"].as_u64().unwrap() > 0
     });
-    assert!(tried, "stderr: {:#?}", d.stderr.lines());
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(10)).success());
     let want: Vec<String> = first.iter().chain(&second).cloned().collect();

@@ -165,6 +165,17 @@ impl Daemon {
         self.records()
     }
 
+    /// Waits until `check` holds; fails the test with `what` and hooklog's stderr when it does not
+    /// within `timeout`.
+    pub fn expect(&self, timeout: Duration, what: &str, check: impl FnMut() -> bool) {
+        let ok = wait_until(timeout, check);
+        assert!(
+            ok,
+            "{what} within {timeout:?}; stderr: {:#?}",
+            self.stderr.lines()
+        );
+    }
+
     /// Sends a signal.
     pub fn signal(&self, sig: &str) {
         let st = Command::new("kill")
