@@ -15,7 +15,7 @@ use aws_sdk_cloudwatchlogs::Client;
 use aws_sdk_cloudwatchlogs::config::{BehaviorVersion, Credentials, Region};
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, sh, wait_until};
+use crate::util::{Daemon, POD_ENV, in_ci, sh, wait_until};
 
 /// The stream name the default template gives for `POD_ENV`.
 const STREAM: &str = "shop/api-server-7d9f5";
@@ -23,9 +23,8 @@ const STREAM: &str = "shop/api-server-7d9f5";
 /// moto's URL, or `None` (after a loud message) when it is not configured outside CI.
 fn moto() -> Option<String> {
     let Ok(url) = std::env::var("HOOKLOG_TEST_MOTO") else {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
         assert!(
-            !ci,
+            !in_ci(),
             "HOOKLOG_TEST_MOTO is not set: the CloudWatch tests need moto's server (run bash scripts/test.sh)"
         );
         eprintln!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{POD_ENV, wait_until};
+use crate::util::{POD_ENV, in_ci, wait_until};
 
 /// The musl target the release binary is built for here.
 const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
@@ -17,10 +17,6 @@ const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 const POD_GRACE_SECS: u64 = 10;
 /// The pod's stop timeout (terminationGracePeriodSeconds): SIGKILL after this.
 const POD_STOP_TIMEOUT_SECS: u64 = 20;
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -35,6 +35,12 @@ pub fn hooklog() -> Command {
     c
 }
 
+/// True on CI (`CI=true` or `CI=1`), where a missing tool or service fails a test instead of
+/// skipping it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
 /// Polls `check` every 10 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
