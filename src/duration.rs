@@ -1,4 +1,5 @@
-//! Durations as people write them in pod specs: `50`, `0.5`, `50s`, `1m30s`, `250ms`, `1h`.
+//! Durations as people write them in pod specs (`50`, `0.5`, `50s`, `1m30s`, `250ms`, `1h`), and
+//! waiting for an optional deadline.
 
 use std::time::Duration;
 
@@ -53,6 +54,14 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
 
 fn seconds(secs: f64) -> Option<Duration> {
     (secs.is_finite() && (0.0..1e12).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+}
+
+/// Sleeps until `at`, or forever when there is no deadline (a `select!` arm that never fires).
+pub async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// clap value parser.

@@ -180,11 +180,7 @@ pub async fn execute(
     {
         Ok(c) => c,
         Err(e) => {
-            let (status, why) = match e.kind() {
-                std::io::ErrorKind::NotFound => (EXIT_NOT_FOUND, "command not found"),
-                std::io::ErrorKind::PermissionDenied => (EXIT_CANNOT_RUN, "permission denied"),
-                _ => (EXIT_CANNOT_RUN, "cannot run"),
-            };
+            let (status, why) = spawn_failure(&e);
             return HookResult {
                 outcome: "failed",
                 exit_code: Some(status.into()),
@@ -218,12 +214,12 @@ pub async fn execute(
                 pass_through(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
-            _ = sleep_until_opt(timeout_at), if !timed_out => {
+            _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
                 timed_out = true;
                 send(pid, Signal::SIGTERM);
                 kill_at = Some(tokio::time::Instant::now() + KILL_AFTER);
             }
-            _ = sleep_until_opt(kill_at) => {
+            _ = crate::duration::sleep_until_opt(kill_at) => {
                 send(pid, Signal::SIGKILL);
                 kill_at = None;
             }
@@ -299,10 +295,13 @@ fn send(pid: Option<Pid>, sig: Signal) {
     }
 }
 
-async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// The exit status a shell gives for a command that could not be started (127 when it does not
+/// exist, 126 otherwise), and why in a few words.
+pub fn spawn_failure(e: &std::io::Error) -> (u8, &'static str) {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => (EXIT_NOT_FOUND, "command not found"),
+        std::io::ErrorKind::PermissionDenied => (EXIT_CANNOT_RUN, "permission denied"),
+        _ => (EXIT_CANNOT_RUN, "cannot run"),
     }
 }
 

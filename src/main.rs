@@ -104,12 +104,9 @@ fn run_unreported(command: &[OsString]) -> u8 {
         program.to_string_lossy()
     );
     let e = std::process::Command::new(program).args(rest).exec();
-    eprintln!("hooklog: cannot run {}: {e}", program.to_string_lossy());
-    if e.kind() == std::io::ErrorKind::NotFound {
-        hook::EXIT_NOT_FOUND
-    } else {
-        hook::EXIT_CANNOT_RUN
-    }
+    let (status, why) = hook::spawn_failure(&e);
+    eprintln!("hooklog: {why}: {} ({e})", program.to_string_lossy());
+    status
 }
 
 fn run(args: hooklog::cli::RunArgs) -> u8 {

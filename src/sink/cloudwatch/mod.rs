@@ -77,7 +77,7 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
                 Some(b) => sink.take(b).await,
                 None => break,
             },
-            () = sleep_until_opt(flush_at) => sink.flush().await,
+            () = crate::duration::sleep_until_opt(flush_at) => sink.flush().await,
         }
         // Checked here too: a queue that is never empty would otherwise starve the timer.
         let due = sink
@@ -98,13 +98,6 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
         "cloudwatch sink stopped"
     );
     Ok(())
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The sink's state between requests.
