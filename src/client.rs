@@ -1,16 +1,39 @@
 //! The client side of hooklog: how `hook` and `emit` deliver their records. The daemon's socket
-//! first; the shared file when the socket is unreachable; stderr (or stdout) as the last resort.
-//! Logging never makes a hook fail.
+//! first; the shared file when the socket is unreachable or slow; stderr (or stdout) as the last
+//! resort. Logging never makes a hook fail, and never makes it wait: records are queued and a
+//! thread of their own delivers them, so the hook's command runs beside its reporting, never
+//! behind it.
+//!
+//! Each record goes out whole by one route. Once the socket has failed (it cannot be reached
+//! within [`CONNECT_DEADLINE`], a write stalls for [`SOCKET_STALL`], or the queue in front of it
+//! passes [`SOCKET_QUEUE_BYTES`]), the rest of the run's records go to the file.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// Longest a write to the daemon's socket may block before the file is used instead: a stuck
-/// daemon must not stall a hook.
-pub const SOCKET_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the reporter keeps trying to connect to a daemon whose accept queue is full before it
+/// uses the file for the rest of the run. A refused or missing socket is given up at once.
+pub const CONNECT_DEADLINE: Duration = Duration::from_millis(250);
+
+/// Pause between two connect attempts while the daemon's accept queue is full.
+const CONNECT_RETRY: Duration = Duration::from_millis(20);
+
+/// Longest one write to the daemon's socket may stall before the socket is given up for the rest
+/// of the run and the record goes to the file.
+pub const SOCKET_STALL: Duration = Duration::from_millis(500);
+
+/// Bytes queued in front of the socket before it counts as too slow and the file takes over: a
+/// daemon that reads slower than the hook writes would otherwise only be found out later.
+pub const SOCKET_QUEUE_BYTES: usize = 1024 * 1024;
+
+/// Bytes queued in front of the file before `has_room` says no and the hook stops reading its
+/// command's output until the file catches up (a local file write; this bounds memory).
+pub const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Mode of the shared file when a hook or `emit` has to create it (the daemon was not up yet):
 /// the same as `hooklog run --file-mode`'s default, so containers running as other users can
@@ -26,20 +49,204 @@ pub enum LastResort {
     Stdout,
 }
 
+/// How many records went which way, once the reporter is finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Records the daemon's socket took.
+    pub socket: usize,
+    /// Records written to the shared file.
+    pub file: usize,
+    /// Records written to the last resort.
+    pub last_resort: usize,
+    /// Records still queued when the finish deadline passed.
+    pub unsent: usize,
+}
+
+/// Sends records, one JSON line each, by the first way that works, from a thread of its own.
+#[derive(Debug)]
+pub struct Reporter {
+    /// The queue, shared with the delivering thread.
+    shared: Arc<Shared>,
+    /// The delivering thread; `None` once joined.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// Records and what became of them.
+    state: Mutex<State>,
+    /// Wakes the delivering thread (a record queued, or the end) and `finish` (all delivered).
+    wake: Condvar,
+    /// Told whenever the queue shrinks, for callers waiting on `has_room`.
+    room: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Records waiting, each with its newline.
+    queue: VecDeque<Vec<u8>>,
+    /// Bytes in `queue`.
+    bytes: usize,
+    /// True when the socket is given up (or was never there): the file comes next.
+    socket_failed: bool,
+    /// No more records will come.
+    closed: bool,
+    /// The thread has delivered everything and ended.
+    done: bool,
+    /// What went where.
+    delivery: Delivery,
+}
+
+impl Reporter {
+    /// A reporter trying `socket`, then `file`, then `last_resort`. Starts its thread at once; if
+    /// no thread can be started the records are delivered on the caller's thread.
+    pub fn new(socket: Option<PathBuf>, file: Option<PathBuf>, last_resort: LastResort) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                socket_failed: socket.is_none(),
+                ..State::default()
+            }),
+            wake: Condvar::new(),
+            room: tokio::sync::Notify::new(),
+        });
+        let routes = Routes {
+            socket,
+            conn: None,
+            file,
+            file_handle: None,
+            last_resort,
+            warned_socket: false,
+            warned_file: false,
+        };
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("hooklog-report".into())
+            .spawn(move || deliver(&thread_shared, routes))
+            .map_err(|e| tracing::warn!(error = %e, "cannot start the reporting thread"))
+            .ok();
+        Reporter { shared, thread }
+    }
+
+    /// Queues one record (JSON text without newline). Never blocks on delivery: a socket that
+    /// falls [`SOCKET_QUEUE_BYTES`] behind is given up for the file.
+    pub fn send(&self, record: &str) {
+        let mut line = Vec::with_capacity(record.len() + 1);
+        line.extend_from_slice(record.as_bytes());
+        line.push(b'\n');
+        let mut st = self.shared.lock();
+        st.bytes += line.len();
+        st.queue.push_back(line);
+        if !st.socket_failed && st.bytes > SOCKET_QUEUE_BYTES {
+            st.socket_failed = true;
+            tracing::warn!(
+                queued = st.bytes,
+                "hooklog socket too slow, using the file for the rest of this hook"
+            );
+        }
+        drop(st);
+        self.shared.wake.notify_all();
+    }
+
+    /// False while more than [`QUEUE_BYTES`] wait: the caller should stop producing records
+    /// until [`Reporter::room`] fires.
+    pub fn has_room(&self) -> bool {
+        self.shared.lock().bytes <= QUEUE_BYTES
+    }
+
+    /// Resolves after the queue shrank (call `has_room` again).
+    pub async fn room(&self) {
+        self.shared.room.notified().await;
+    }
+
+    /// Ends the queue and waits until every record is delivered, or `within` has passed (then
+    /// the rest is abandoned, and counted as `unsent`).
+    pub fn finish(mut self, within: Duration) -> Delivery {
+        let by = Instant::now() + within;
+        let mut st = self.shared.lock();
+        st.closed = true;
+        self.shared.wake.notify_all();
+        if self.thread.is_none() {
+            // No thread: deliver here, as the thread would have.
+            drop(st);
+            let shared = self.shared.clone();
+            deliver(&shared, Routes::none());
+            st = self.shared.lock();
+        }
+        while !st.done {
+            let now = Instant::now();
+            if now >= by {
+                st.delivery.unsent = st.queue.len();
+                return st.delivery;
+            }
+            st = self
+                .shared
+                .wake
+                .wait_timeout(st, by - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        let delivery = st.delivery;
+        drop(st);
+        if let Some(t) = self.thread.take() {
+            // The thread is done; joining only reaps it. A panic there was already reported.
+            let _ = t.join();
+        }
+        delivery
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The delivering thread: takes records off the queue in order and writes each by the first
+/// route that works, until the queue is closed and empty.
+fn deliver(shared: &Shared, mut routes: Routes) {
+    loop {
+        let mut st = shared.lock();
+        let line = loop {
+            if let Some(l) = st.queue.pop_front() {
+                break l;
+            }
+            if st.closed {
+                st.done = true;
+                drop(st);
+                shared.wake.notify_all();
+                return;
+            }
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        };
+        let use_socket = !st.socket_failed;
+        drop(st);
+        let route = routes.write(&line, use_socket);
+        let mut st = shared.lock();
+        st.bytes -= line.len();
+        match route {
+            Route::Socket => st.delivery.socket += 1,
+            Route::File => st.delivery.file += 1,
+            Route::LastResort => st.delivery.last_resort += 1,
+        }
+        if use_socket && route != Route::Socket {
+            st.socket_failed = true;
+        }
+        drop(st);
+        shared.room.notify_one();
+    }
+}
+
 /// Which way a record went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// The daemon's socket.
+enum Route {
     Socket,
-    /// The shared file.
     File,
-    /// The last resort.
     LastResort,
 }
 
-/// Sends records, one JSON line each, by the first way that works.
+/// The ways out, owned by the delivering thread.
 #[derive(Debug)]
-pub struct Reporter {
+struct Routes {
     /// The daemon's socket, if configured.
     socket: Option<PathBuf>,
     /// The connection, once made.
@@ -55,35 +262,34 @@ pub struct Reporter {
     warned_file: bool,
 }
 
-impl Reporter {
-    /// A reporter trying `socket`, then `file`, then `last_resort`.
-    pub fn new(socket: Option<PathBuf>, file: Option<PathBuf>, last_resort: LastResort) -> Self {
-        Reporter {
-            socket,
+impl Routes {
+    /// No route but stderr: for the (unlikely) case where no thread could be started and the
+    /// caller delivers what is queued itself.
+    fn none() -> Self {
+        Routes {
+            socket: None,
             conn: None,
-            file,
+            file: None,
             file_handle: None,
-            last_resort,
-            warned_socket: false,
-            warned_file: false,
+            last_resort: LastResort::Stderr,
+            warned_socket: true,
+            warned_file: true,
         }
     }
 
-    /// Sends one record (JSON text without newline). Never fails: the last resort takes it.
-    pub fn send(&mut self, record: &str) -> Route {
-        let mut line = Vec::with_capacity(record.len() + 1);
-        line.extend_from_slice(record.as_bytes());
-        line.push(b'\n');
-        if self.try_socket(&line) {
+    /// Writes `line` by the socket (when `use_socket`), the file, or the last resort.
+    fn write(&mut self, line: &[u8], use_socket: bool) -> Route {
+        if use_socket && self.try_socket(line) {
             return Route::Socket;
         }
-        if self.try_file(&line) {
+        self.conn = None;
+        if self.try_file(line) {
             return Route::File;
         }
         let _ = match self.last_resort {
             // Nothing is left to report a failure to.
-            LastResort::Stderr => std::io::stderr().lock().write_all(&line),
-            LastResort::Stdout => std::io::stdout().lock().write_all(&line),
+            LastResort::Stderr => std::io::stderr().lock().write_all(line),
+            LastResort::Stdout => std::io::stdout().lock().write_all(line),
         };
         Route::LastResort
     }
@@ -93,15 +299,11 @@ impl Reporter {
             return false;
         };
         if self.conn.is_none() {
-            match UnixStream::connect(path) {
-                Ok(c) => {
-                    // A failure to set the timeout only means writes may block longer.
-                    let _ = c.set_write_timeout(Some(SOCKET_WRITE_TIMEOUT));
-                    self.conn = Some(c);
-                }
+            match connect(path, CONNECT_DEADLINE) {
+                Ok(c) => self.conn = Some(c),
                 Err(e) => {
                     if !self.warned_socket {
-                        tracing::warn!(socket = %path.display(), error = %e, "hooklog socket unreachable, falling back");
+                        tracing::warn!(socket = %path.display(), error = %e, "hooklog socket unreachable, using the file");
                         self.warned_socket = true;
                     }
                     return false;
@@ -111,11 +313,10 @@ impl Reporter {
         let Some(conn) = self.conn.as_mut() else {
             return false;
         };
-        match conn.write_all(line) {
+        match write_record(conn, line) {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(socket = %path.display(), error = %e, "write to hooklog socket failed, falling back");
-                self.conn = None;
+                tracing::warn!(socket = %path.display(), error = %e, "hooklog socket stalled, using the file for the rest of this hook");
                 false
             }
         }
@@ -150,6 +351,73 @@ impl Reporter {
     }
 }
 
+/// Connects without blocking: a daemon whose accept queue is full answers EAGAIN at once, and is
+/// tried again until `within` has passed; any other error is final.
+fn connect(path: &Path, within: Duration) -> std::io::Result<UnixStream> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, socket};
+    let addr = UnixAddr::new(path).map_err(std::io::Error::from)?;
+    let by = Instant::now() + within;
+    loop {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(std::io::Error::from)?;
+        match nix::sys::socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr) {
+            Ok(()) => {
+                let stream = UnixStream::from(fd);
+                stream.set_nonblocking(false)?;
+                stream.set_write_timeout(Some(SOCKET_STALL))?;
+                return Ok(stream);
+            }
+            Err(Errno::EAGAIN) if Instant::now() + CONNECT_RETRY < by => {
+                std::thread::sleep(CONNECT_RETRY);
+            }
+            Err(Errno::EAGAIN) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the daemon's accept queue stayed full for {} ms",
+                        within.as_millis()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Writes one record. A write that stalls [`SOCKET_STALL`] with nothing written fails, and the
+/// record goes whole to the file. A record the kernel takes in part (only one longer than a
+/// socket buffer segment, tens of KB) is finished if the daemon reads on within another
+/// [`SOCKET_STALL`]; otherwise the daemon keeps a flagged fragment and the file the whole line.
+fn write_record(conn: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    let mut written = 0;
+    while written < line.len() {
+        match conn.write(&line[written..]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(std::io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "a write stalled for {} ms ({written} of {} bytes taken)",
+                        SOCKET_STALL.as_millis(),
+                        line.len()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Opens the shared file for appending. When this call creates it, it gets [`SHARED_FILE_MODE`]
 /// despite the umask; an existing file keeps its mode.
 fn open_shared(path: &Path) -> std::io::Result<File> {
@@ -177,17 +445,42 @@ fn open_shared(path: &Path) -> std::io::Result<File> {
 mod tests {
     use super::*;
 
+    const WITHIN: Duration = Duration::from_secs(10);
+
+    /// A listener with a short accept queue (std's is the system maximum).
+    fn listen_with_backlog(path: &Path, backlog: i32) -> std::os::fd::OwnedFd {
+        use nix::sys::socket::{
+            AddressFamily, Backlog, SockFlag, SockType, UnixAddr, bind, listen, socket,
+        };
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &UnixAddr::new(path).unwrap(),
+        )
+        .unwrap();
+        listen(&fd, Backlog::new(backlog).unwrap()).unwrap();
+        fd
+    }
+
     #[test]
     fn falls_back_from_a_dead_socket_to_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("prestop.log");
-        let mut r = Reporter::new(
+        let r = Reporter::new(
             Some(dir.path().join("nobody.sock")),
             Some(file.clone()),
             LastResort::Stderr,
         );
-        assert_eq!(r.send("{\"a\":1}"), Route::File);
-        assert_eq!(r.send("{\"a\":2}"), Route::File);
+        r.send("{\"a\":1}");
+        r.send("{\"a\":2}");
+        let d = r.finish(WITHIN);
+        assert_eq!((d.socket, d.file, d.unsent), (0, 2, 0), "{d:?}");
         assert_eq!(
             std::fs::read_to_string(file).unwrap(),
             "{\"a\":1}\n{\"a\":2}\n"
@@ -199,9 +492,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("h.sock");
         let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-        let mut r = Reporter::new(Some(sock), None, LastResort::Stderr);
-        assert_eq!(r.send("{\"x\":true}"), Route::Socket);
-        drop(r);
+        let r = Reporter::new(Some(sock), None, LastResort::Stderr);
+        r.send("{\"x\":true}");
+        let d = r.finish(WITHIN);
+        assert_eq!(d.socket, 1, "{d:?}");
         let (mut conn, _) = listener.accept().unwrap();
         let mut got = String::new();
         std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
@@ -209,18 +503,74 @@ mod tests {
     }
 
     #[test]
+    fn a_full_accept_queue_sends_records_to_the_file_within_the_connect_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let file = dir.path().join("prestop.log");
+        let listener = listen_with_backlog(&sock, 2);
+        // Fill the accept queue: connections nobody accepts.
+        let mut held = Vec::new();
+        for _ in 0..64 {
+            match connect(&sock, Duration::ZERO) {
+                Ok(c) => held.push(c),
+                Err(_) => break,
+            }
+        }
+        assert!(
+            connect(&sock, Duration::ZERO).is_err(),
+            "the accept queue never filled"
+        );
+        let r = Reporter::new(Some(sock), Some(file.clone()), LastResort::Stderr);
+        r.send("{\"n\":1}");
+        let d = r.finish(WITHIN);
+        assert_eq!((d.socket, d.file), (0, 1), "{d:?}");
+        assert_eq!(std::fs::read_to_string(file).unwrap(), "{\"n\":1}\n");
+        drop(listener);
+    }
+
+    #[test]
+    fn a_socket_nobody_reads_is_given_up_for_the_file_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let file = dir.path().join("prestop.log");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let r = Reporter::new(Some(sock), Some(file.clone()), LastResort::Stderr);
+        let line = format!("{{\"m\":\"{}\"}}", "x".repeat(1000));
+        for _ in 0..2000 {
+            r.send(&line);
+        }
+        let d = r.finish(WITHIN);
+        assert_eq!(d.socket + d.file, 2000, "{d:?}");
+        assert!(d.file > 0, "{d:?}");
+        // What the socket took is still in it, whole lines only; the file has the rest.
+        // (The reporter may have given the socket up before it even connected.)
+        listener.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        if let Ok((mut conn, _)) = listener.accept() {
+            conn.set_nonblocking(true).unwrap();
+            let _ = std::io::Read::read_to_end(&mut conn, &mut got);
+        }
+        let from_socket = got.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+        assert!(got.is_empty() || got.ends_with(b"\n"));
+        let in_file = std::fs::read_to_string(file).unwrap().lines().count();
+        assert_eq!((from_socket, in_file), (d.socket, d.file));
+    }
+
+    #[test]
     fn a_file_the_fallback_creates_is_writable_by_other_users() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("prestop.log");
-        let mut r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
-        assert_eq!(r.send("{}"), Route::File);
+        let r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        r.send("{}");
+        assert_eq!(r.finish(WITHIN).file, 1);
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, SHARED_FILE_MODE, "{mode:o}");
         // A file that already exists keeps the mode it has.
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let mut r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
-        assert_eq!(r.send("{}"), Route::File);
+        let r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        r.send("{}");
+        assert_eq!(r.finish(WITHIN).file, 1);
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{mode:o}");
     }
@@ -228,7 +578,8 @@ mod tests {
     #[test]
     fn unwritable_file_goes_to_the_last_resort() {
         let dir = tempfile::tempdir().unwrap();
-        let mut r = Reporter::new(None, Some(dir.path().to_path_buf()), LastResort::Stderr);
-        assert_eq!(r.send("{}"), Route::LastResort);
+        let r = Reporter::new(None, Some(dir.path().to_path_buf()), LastResort::Stderr);
+        r.send("{}");
+        assert_eq!(r.finish(WITHIN).last_resort, 1);
     }
 }

@@ -46,6 +46,11 @@ const OUTPUT_READ_BUF: usize = 8 * 1024;
 /// and so the command, rather than growing.
 const OUTPUT_QUEUE_LINES: usize = 64;
 
+/// After the hook, how long its last records may take to be delivered (the socket gives up
+/// within `client::SOCKET_STALL`, then the file takes the rest): the most logging adds to a
+/// hook's run time.
+const REPORT_FINISH: Duration = Duration::from_secs(2);
+
 /// A command killed by signal N exits 128+N, as shells report it.
 const SIGNAL_EXIT_BASE: u8 = 128;
 
@@ -83,12 +88,18 @@ async fn run_async(args: HookArgs) -> u8 {
     // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
     // starts, waits for it) instead of killing the wrapper with the hook half-reported.
     let term = signal(SignalKind::terminate()).ok();
-    let mut reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
+    // Reporting runs on a thread of its own, beside the command: a slow or stuck daemon delays
+    // neither the command, nor its timeout, nor the signals forwarded to it.
+    let reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
     let command: Vec<String> = args
         .command
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // This run's id and start (wall clock, ms): the daemon orders a container's hook events by
+    // them, whichever input each record came through.
+    let started_ms = crate::timefmt::now_ms();
+    let run_id = format!("{started_ms:x}-{:x}", std::process::id());
     let base = |event: &str| {
         let mut m = serde_json::Map::new();
         m.insert("event".into(), json!(event));
@@ -96,23 +107,32 @@ async fn run_async(args: HookArgs) -> u8 {
         m.insert("hook".into(), json!(args.hook_name));
         m
     };
-    let mut started = base("hook.started");
-    started.insert("command".into(), json!(command));
-    started.insert(
-        "message".into(),
-        json!(format!(
-            "{} hook started: {}",
-            args.hook_name,
-            command.join(" ")
-        )),
-    );
-    reporter.send(&Value::Object(started).to_string());
+    let run_members = |m: &mut serde_json::Map<String, Value>| {
+        m.insert("run_id".into(), json!(run_id));
+        m.insert("started_ms".into(), json!(started_ms));
+    };
 
     let start = Instant::now();
     let result = execute(
         &args.command,
         args.timeout,
         term,
+        &reporter,
+        || {
+            // Sent once the command runs (or could not be started), never before it.
+            let mut started = base("hook.started");
+            run_members(&mut started);
+            started.insert("command".into(), json!(command));
+            started.insert(
+                "message".into(),
+                json!(format!(
+                    "{} hook started: {}",
+                    args.hook_name,
+                    command.join(" ")
+                )),
+            );
+            reporter.send(&Value::Object(started).to_string());
+        },
         |stream, line, partial| {
             let mut m = base("hook.output");
             m.insert("stream".into(), json!(stream));
@@ -127,6 +147,7 @@ async fn run_async(args: HookArgs) -> u8 {
     let duration_ms = start.elapsed().as_millis() as u64;
 
     let mut finished = base("hook.finished");
+    run_members(&mut finished);
     finished.insert("outcome".into(), json!(result.outcome));
     finished.insert("exit_code".into(), json!(result.exit_code));
     finished.insert("signal".into(), json!(result.signal));
@@ -145,18 +166,31 @@ async fn run_async(args: HookArgs) -> u8 {
             args.hook_name, result.outcome, result.message
         );
     }
+    let delivery = reporter.finish(REPORT_FINISH);
+    if delivery.unsent > 0 {
+        eprintln!(
+            "hooklog: {} records of this hook not reported: the file did not take them within {} ms",
+            delivery.unsent,
+            REPORT_FINISH.as_millis()
+        );
+    }
     result.status
 }
 
-/// Runs `command`, handing each output line to `on_line(stream, text, partial)`. Each SIGTERM
-/// `term` receives is forwarded to the command.
+/// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each
+/// output line to `on_line(stream, text, partial)`. Each SIGTERM `term` receives is forwarded to
+/// the command. While `reporter` has no room, output is left in the command's pipes; the timeout
+/// and signals go on regardless.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
     mut term: Option<tokio::signal::unix::Signal>,
+    reporter: &Reporter,
+    on_spawn: impl FnOnce(),
     mut on_line: impl FnMut(&str, &str, bool),
 ) -> HookResult {
     let Some((program, rest)) = command.split_first() else {
+        on_spawn();
         return HookResult {
             outcome: "failed",
             exit_code: Some(EXIT_NOT_FOUND.into()),
@@ -180,6 +214,7 @@ pub async fn execute(
     {
         Ok(c) => c,
         Err(e) => {
+            on_spawn();
             let (status, why) = spawn_failure(&e);
             return HookResult {
                 outcome: "failed",
@@ -190,6 +225,7 @@ pub async fn execute(
             };
         }
     };
+    on_spawn();
     drop(child.stdin.take());
     let pid = child
         .id()
@@ -210,10 +246,11 @@ pub async fn execute(
     let status: std::io::Result<ExitStatus> = loop {
         tokio::select! {
             status = child.wait() => break status,
-            Some((stream, line, partial)) = lines.recv() => {
+            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() => {
                 pass_through(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
+            _ = reporter.room(), if !reporter.has_room() => {}
             _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
                 timed_out = true;
                 send(pid, Signal::SIGTERM);

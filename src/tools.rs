@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 use crate::cli::EmitArgs;
 use crate::client::{LastResort, Reporter};
 
+/// Longest `emit` waits for its record to be delivered (the socket gives up within
+/// `client::SOCKET_STALL`, then the file takes it).
+const EMIT_FINISH: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Mode of the installed executable: every user may run it (containers often run as other
 /// users than the one that installed it).
 pub const INSTALL_MODE: u32 = 0o755;
@@ -66,8 +70,15 @@ pub fn emit(args: &EmitArgs) {
     } else {
         LastResort::Stderr
     };
-    let mut r = Reporter::new(args.socket.clone(), args.file.clone(), last);
+    let r = Reporter::new(args.socket.clone(), args.file.clone(), last);
     r.send(&emit_record(args));
+    let d = r.finish(EMIT_FINISH);
+    if d.unsent > 0 {
+        eprintln!(
+            "hooklog: emit: the record was not delivered within {} ms",
+            EMIT_FINISH.as_millis()
+        );
+    }
     // Nothing to report a flush failure to.
     let _ = std::io::stdout().flush();
 }
