@@ -121,17 +121,23 @@ pub struct RunArgs {
     pub peers: Vec<String>,
 
     /// Longest hooklog runs after SIGTERM, whatever is pending.
-    #[arg(long, env = "HOOKLOG_GRACE", default_value = "25s", value_parser = duration)]
+    #[arg(long, env = "HOOKLOG_GRACE", default_value = "25s", value_parser = bounded_duration)]
     pub grace: Duration,
 
     /// Quiet period after the last hook ended, for trailing lines.
-    #[arg(long, env = "HOOKLOG_LINGER", default_value = "500ms", value_parser = duration)]
+    #[arg(long, env = "HOOKLOG_LINGER", default_value = "500ms", value_parser = bounded_duration)]
     pub linger: Duration,
 
     /// How long after SIGTERM an expected peer may take to announce its hook before it counts as
     /// missing.
-    #[arg(long, env = "HOOKLOG_ANNOUNCE_TIMEOUT", default_value = "5s", value_parser = duration)]
+    #[arg(long, env = "HOOKLOG_ANNOUNCE_TIMEOUT", default_value = "5s", value_parser = bounded_duration)]
     pub announce_timeout: Duration,
+
+    /// hooklog runs as a native sidecar (an init container with `restartPolicy: Always`): the
+    /// kubelet signals it only once the main containers are gone, so their hooks are over and
+    /// the summary is written at once, without waiting for peers to announce or for `--linger`.
+    #[arg(long, env = "HOOKLOG_NATIVE_SIDECAR")]
+    pub native_sidecar: bool,
 
     /// Where records go: stdout, cloudwatch, or both (`stdout,cloudwatch`).
     #[arg(
@@ -161,7 +167,7 @@ pub struct RunArgs {
     pub retention_days: Option<i32>,
 
     /// Longest a record waits before a CloudWatch batch is sent.
-    #[arg(long, env = "HOOKLOG_FLUSH_INTERVAL", default_value = "1s", value_parser = duration)]
+    #[arg(long, env = "HOOKLOG_FLUSH_INTERVAL", default_value = "1s", value_parser = bounded_duration)]
     pub flush_interval: Duration,
 
     /// Add CloudWatch Embedded Metric Format to the `hooks.summary` record.
@@ -188,8 +194,8 @@ pub struct HookArgs {
     #[arg(long, env = "HOOKLOG_FILE")]
     pub file: Option<PathBuf>,
 
-    /// Kill the command after this long (SIGTERM, then SIGKILL 2 s later).
-    #[arg(long, env = "HOOKLOG_HOOK_TIMEOUT", value_parser = duration)]
+    /// Kill the command after this long (SIGTERM, then SIGKILL 2 s later). At most 24h.
+    #[arg(long, env = "HOOKLOG_HOOK_TIMEOUT", value_parser = bounded_duration)]
     pub timeout: Option<Duration>,
 
     /// Which hook this is, reported as `hook`.
@@ -208,9 +214,10 @@ pub struct HookArgs {
 /// `hooklog sleep`.
 #[derive(Debug, Args)]
 pub struct SleepArgs {
-    /// `50`, `50s`, `1m30s`, `0.5`, `250ms`.
-    #[arg(value_parser = duration)]
-    pub duration: Duration,
+    /// `50`, `50s`, `1m30s`, `0.5`, `250ms`, `2d`, `infinity`; several are added up, as GNU
+    /// sleep does (`1m 30s`).
+    #[arg(value_parser = crate::duration::clap_parse_sleep, required = true, num_args = 1..)]
+    pub durations: Vec<Duration>,
 }
 
 /// `hooklog install`.
@@ -242,6 +249,18 @@ pub struct EmitArgs {
 
     /// The message.
     pub message: String,
+}
+
+/// Longest duration any flag takes: larger values are mistakes (and could overflow a deadline).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A duration of at most [`MAX_DURATION`].
+pub fn bounded_duration(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    if d > MAX_DURATION {
+        return Err(format!("{s:?} is longer than the maximum of 24h"));
+    }
+    Ok(d)
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {

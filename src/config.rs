@@ -23,6 +23,22 @@ pub const RETENTION_DAYS: [i32; 22] = [
 /// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogStream.html>).
 pub const MAX_LOG_STREAM_NAME: usize = 512;
 
+/// Most `--max-connections`: each served connection holds a 16 KiB read buffer and up to one
+/// unfinished line, and a file descriptor; a pod runs a handful of hooks.
+pub const MAX_CONNECTIONS_LIMIT: usize = 4096;
+
+/// Most `--max-line-bytes`: 1 MiB, the most one CloudWatch Logs batch carries (PutLogEvents,
+/// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html>);
+/// a line is held in memory whole before it is split, so this also bounds memory.
+pub const MAX_LINE_BYTES_LIMIT: usize = 1024 * 1024;
+
+/// File descriptors hooklog needs besides one per connection and per followed file: stdio, the
+/// runtime's, inotify, sockets, checkpoints, a rotated file or two, the CloudWatch client's.
+const FD_RESERVE: u64 = 64;
+
+/// File descriptors each `--file` may hold: the file, a rotated one, its checkpoint.
+const FDS_PER_FILE: u64 = 3;
+
 /// A usage or configuration error: exit code 64, one line.
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
@@ -49,6 +65,8 @@ pub struct RunConfig {
     pub linger: Duration,
     /// How long expected peers may take to announce after SIGTERM.
     pub announce_timeout: Duration,
+    /// Runs as a native sidecar: signalled after the peers are gone.
+    pub native_sidecar: bool,
     /// Write records to stdout.
     pub stdout: bool,
     /// Ship records to CloudWatch Logs.
@@ -86,6 +104,18 @@ impl RunConfig {
                 args.max_line_bytes
             );
         }
+        if args.max_line_bytes > MAX_LINE_BYTES_LIMIT {
+            bail!(
+                "--max-line-bytes {} is above the maximum of {MAX_LINE_BYTES_LIMIT}",
+                args.max_line_bytes
+            );
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&args.max_connections) {
+            bail!(
+                "--max-connections {} is not between 1 and {MAX_CONNECTIONS_LIMIT}",
+                args.max_connections
+            );
+        }
         if args.grace.is_zero() {
             bail!("--grace must be more than 0");
         }
@@ -95,6 +125,12 @@ impl RunConfig {
             bail!("--podinfo {}: not a directory", dir.display());
         }
         let pod = PodMeta::from_env(args.podinfo.as_deref())?;
+        ensure_fd_limit(
+            args.max_connections as u64
+                + FDS_PER_FILE * args.files.len() as u64
+                + args.sockets.len() as u64
+                + FD_RESERVE,
+        );
         let files = args
             .files
             .iter()
@@ -145,11 +181,35 @@ impl RunConfig {
             grace: args.grace,
             linger: args.linger,
             announce_timeout: args.announce_timeout,
+            native_sidecar: args.native_sidecar,
             stdout: args.outputs.contains(&Output::Stdout),
             cloudwatch,
             emf_namespace: args.emf.then_some(args.emf_namespace),
         })
     }
+}
+
+/// Raises the soft limit on open files to `need` when the hard limit allows (Fargate's default
+/// soft limit is 1024 on some platform versions), and warns when it cannot: connections past
+/// the limit are then refused (accept backs off) rather than served.
+fn ensure_fd_limit(need: u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return; // Unknown limit: nothing to check against.
+    };
+    if soft >= need {
+        return;
+    }
+    let raised = need.min(hard);
+    if setrlimit(Resource::RLIMIT_NOFILE, raised, hard).is_ok() && raised >= need {
+        tracing::debug!(from = soft, to = raised, "raised the open-file limit");
+        return;
+    }
+    tracing::warn!(
+        limit = soft.max(raised),
+        need,
+        "open-file limit below what --max-connections needs: lower --max-connections or raise nofile"
+    );
 }
 
 /// `path` made absolute through its folder, which is created when missing (an emptyDir

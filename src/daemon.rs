@@ -7,12 +7,19 @@
 //! 4. Emit the `hooks.summary` record; the sinks see their queues close, flush, and end.
 //!
 //! All of it runs under one timeout of `--grace` from the signal: hooklog never outlives it.
+//! Shortly before it (the cut, [`CUT_RESERVE`]) whatever is still being read or queued is
+//! dropped and counted, and the summary goes out: it is written in every run that is not
+//! SIGKILLed, always last, and stdout ends on a whole record.
+//!
+//! As a native sidecar (`--native-sidecar`) the kubelet signals hooklog only once the main
+//! containers are gone, possibly with its 2-second minimum window left: phase 2 is skipped and
+//! everything runs under [`NATIVE_WINDOW`] at most.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +40,15 @@ const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// Time kept back from `--grace` for stopping sources and flushing sinks.
 const FLUSH_RESERVE: Duration = Duration::from_secs(2);
+
+/// Time kept back from `--grace` for the summary: at the cut, reading and delivering stop and the
+/// summary is written (a stdout reader at 3 MB/s takes 0.2 s for the sink's whole queue).
+const CUT_RESERVE: Duration = Duration::from_secs(1);
+
+/// The kubelet's minimum grace for a sidecar it stops after the main containers: a native
+/// sidecar may get its SIGTERM with no more than this left before SIGKILL
+/// (<https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/>).
+const NATIVE_WINDOW: Duration = Duration::from_secs(2);
 
 /// The quiet period is waited for at most this many times `--linger`: a peer that never stops
 /// writing must not hold the pod until the grace deadline.
@@ -78,7 +94,15 @@ pub async fn run(
         };
         sinks.spawn(async move { sink::cloudwatch::run(ctx).await.context("cloudwatch sink") });
     }
-    let fan_out = tokio::spawn(sink::fan_out(rx, sink_queues, counters.clone()));
+    let (summary_tx, summary_rx) = oneshot::channel::<sink::SummaryFn>();
+    let cut = CancellationToken::new();
+    let fan_out = tokio::spawn(sink::fan_out(
+        rx,
+        sink_queues,
+        counters.clone(),
+        summary_rx,
+        cut.clone(),
+    ));
 
     // Sources.
     let ctx = SourceContext {
@@ -140,18 +164,33 @@ pub async fn run(
     // The quiet period starts at the signal at the earliest: a pod quiet for a while gets its
     // SIGTERM as the hooks start, and they need a moment to announce themselves.
     activity.touch();
-    let deadline = t0 + cfg.grace;
-    let stop_waiting = deadline - FLUSH_RESERVE.min(cfg.grace / 4);
+    let grace = if cfg.native_sidecar {
+        cfg.grace.min(NATIVE_WINDOW)
+    } else {
+        cfg.grace
+    };
+    let deadline = t0 + grace;
+    let stop_waiting = deadline - FLUSH_RESERVE.min(grace / 4);
+    let cut_at = deadline - CUT_RESERVE.min(grace / 8);
     tracing::info!(
         signal,
-        grace_ms = cfg.grace.as_millis() as u64,
+        grace_ms = grace.as_millis() as u64,
+        native_sidecar = cfg.native_sidecar,
         "shutdown: waiting for peer hooks"
     );
     deadline_tx.send_replace(Some(deadline));
+    let cut_timer = tokio::spawn({
+        let cut = cut.clone();
+        async move {
+            tokio::time::sleep_until(cut_at).await;
+            cut.cancel();
+        }
+    });
 
     let phases = async {
-        // Phase 2: the peers' hooks, then a quiet period.
-        loop {
+        // Phase 2: the peers' hooks, then a quiet period. A native sidecar is signalled after
+        // its peers are gone: their hooks are over.
+        while !cfg.native_sidecar {
             peers
                 .wait_done(t0 + cfg.announce_timeout, stop_waiting, REPORT_EVERY)
                 .await;
@@ -169,17 +208,29 @@ pub async fn run(
                 break;
             }
         }
-        // Phase 3: sources read what they hold and stop.
+        // Phase 3: sources read what they hold and stop, until the cut at the latest.
         tracing::debug!("shutdown: stopping sources");
         cancel.cancel();
         for s in &stops {
             s.stop();
         }
-        sources.wait().await;
-        // Phase 4: the summary, then the sinks drain.
-        let summary = summary_batch(&enrichment, &peers, emf.as_ref());
-        let _ = tx.send(summary).await; // Fails only if the fan-out is gone, reported below.
+        tokio::select! {
+            _ = sources.wait() => {}
+            _ = cut.cancelled() => tracing::warn!("grace deadline near: stopping sources with input unread"),
+        }
+        // Phase 4: the summary, always last; then the sinks drain.
         drop(tx);
+        let summary_enrichment = enrichment.clone();
+        let summary_peers = peers.clone();
+        let cut_short = cut.clone();
+        let make: sink::SummaryFn = Box::new(move |dropped| {
+            let shutdown = ShutdownReport {
+                cut_short: cut_short.is_cancelled(),
+                undelivered: dropped,
+            };
+            summary_batch(&summary_enrichment, &summary_peers, emf.as_ref(), shutdown)
+        });
+        let _ = summary_tx.send(make); // Fails only if the fan-out is gone, reported below.
         let _ = fan_out.await;
         let mut result = Ok(());
         while let Some(res) = sinks.join_next().await {
@@ -195,12 +246,13 @@ pub async fn run(
         Ok(r) => r,
         Err(_) => {
             tracing::warn!(
-                grace_ms = cfg.grace.as_millis() as u64,
+                grace_ms = grace.as_millis() as u64,
                 "grace deadline reached: exiting with records still queued"
             );
             Ok(())
         }
     };
+    cut_timer.abort();
     save_checkpoints(&checkpoints);
     tracing::info!(
         records_in = Counters::get(&counters.records_in),
@@ -222,12 +274,38 @@ struct EmfSettings {
     pod_namespace: Option<String>,
 }
 
+/// How the shutdown went, for the summary.
+#[derive(Debug, Clone, Copy)]
+struct ShutdownReport {
+    /// The cut came: input may have been left unread, and `undelivered` records were dropped.
+    cut_short: bool,
+    /// Records read but not delivered.
+    undelivered: u64,
+}
+
 /// The `hooks.summary` record as a batch of its own; with `--emf` it carries the pod's totals
 /// as metrics and is preceded by one `hooks.metrics` record per peer.
-fn summary_batch(enrichment: &Arc<Enrichment>, peers: &Peers, emf: Option<&EmfSettings>) -> Batch {
+fn summary_batch(
+    enrichment: &Arc<Enrichment>,
+    peers: &Peers,
+    emf: Option<&EmfSettings>,
+    shutdown: ShutdownReport,
+) -> Batch {
     let outcomes = peers.outcomes();
     let now = crate::timefmt::now_ms();
     let mut members = summary_members(&outcomes);
+    if shutdown.cut_short {
+        // The outcomes are as far as hooklog read: a hook's last records may be among what the
+        // cut left unread.
+        members.insert("cut_short".into(), serde_json::Value::Bool(true));
+        members.insert("undelivered".into(), shutdown.undelivered.into());
+        if let Some(serde_json::Value::String(m)) = members.get_mut("message") {
+            m.push_str(&format!(
+                "; shutdown cut short at the grace deadline, {} records not delivered",
+                shutdown.undelivered
+            ));
+        }
+    }
     tracing::info!(summary = %members["message"].as_str().unwrap_or_default(), "hooks summary");
     let mut docs = Vec::new();
     if let Some(e) = emf {

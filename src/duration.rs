@@ -5,14 +5,14 @@ use std::time::Duration;
 
 /// Why a duration could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid duration {input:?}: {why} (examples: 50, 0.5, 50s, 1m30s, 250ms)")]
+#[error("invalid duration {input:?}: {why} (examples: 50, 0.5, 50s, 1m30s, 250ms, 1d)")]
 pub struct DurationError {
     input: String,
     why: &'static str,
 }
 
 /// Parses a duration. A bare number is seconds (as `sleep` takes it); otherwise a sequence of
-/// `<number><unit>` with units `h`, `m`, `s`, `ms`.
+/// `<number><unit>` with units `d`, `h`, `m`, `s`, `ms`.
 pub fn parse(input: &str) -> Result<Duration, DurationError> {
     let err = |why| DurationError {
         input: input.to_string(),
@@ -40,6 +40,7 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
+            "d" => 86400.0,
             "h" => 3600.0,
             "m" => 60.0,
             "s" => 1.0,
@@ -64,6 +65,20 @@ pub async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// What `hooklog sleep` takes: a duration as [`parse`] reads it, or `infinity` (`inf`), which
+/// GNU sleep takes and `sleep infinity` keeps a debugging container alive with.
+pub fn parse_sleep(input: &str) -> Result<Duration, DurationError> {
+    match input.trim() {
+        "infinity" | "inf" => Ok(Duration::MAX),
+        s => parse(s),
+    }
+}
+
+/// clap value parser for `hooklog sleep`.
+pub fn clap_parse_sleep(s: &str) -> Result<Duration, String> {
+    parse_sleep(s).map_err(|e| e.to_string())
+}
+
 /// clap value parser.
 pub fn clap_parse(s: &str) -> Result<Duration, String> {
     parse(s).map_err(|e| e.to_string())
@@ -82,6 +97,18 @@ mod tests {
         assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse("2d"), Ok(Duration::from_secs(2 * 86400)));
+        assert_eq!(parse("100000d"), Ok(Duration::from_secs(100_000 * 86400)));
+    }
+
+    #[test]
+    fn sleep_takes_infinity_as_gnu_sleep_does() {
+        assert_eq!(parse_sleep("infinity"), Ok(Duration::MAX));
+        assert_eq!(parse_sleep("inf"), Ok(Duration::MAX));
+        assert_eq!(parse_sleep("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_sleep("forever").is_err());
+        // Only sleep takes it: a grace period of infinity is a mistake.
+        assert!(parse("infinity").is_err());
     }
 
     #[test]

@@ -88,6 +88,8 @@ async fn run_async(args: HookArgs) -> u8 {
     // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
     // starts, waits for it) instead of killing the wrapper with the hook half-reported.
     let term = signal(SignalKind::terminate()).ok();
+    // Held since `main` began; a SIGTERM that came meanwhile reaches the handler above now.
+    crate::lifecycle::signal::release();
     // Reporting runs on a thread of its own, beside the command: a slow or stuck daemon delays
     // neither the command, nor its timeout, nor the signals forwarded to it.
     let reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);

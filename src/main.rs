@@ -28,12 +28,16 @@ const WORKER_THREADS: usize = 2;
 const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(50);
 
 fn main() -> ExitCode {
+    // First thing: a SIGTERM from now on waits until its handler is installed (run, hook) or
+    // until dispatch (the other subcommands keep the default action).
+    lifecycle::signal::hold();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
             // If even this cannot be printed, the exit code still tells.
             let _ = e.print();
+            lifecycle::signal::release();
             if e.use_stderr()
                 && let Some(command) = hook_command(std::env::args_os().collect())
             {
@@ -48,11 +52,14 @@ fn main() -> ExitCode {
         "warn"
     };
     init_tracing(cli.log_format, default_level);
+    if !matches!(cli.command, Command::Run(_) | Command::Hook(_)) {
+        lifecycle::signal::release();
+    }
     ExitCode::from(match cli.command {
         Command::Run(args) => run(args),
         Command::Hook(args) => hook::run(args),
         Command::Sleep(args) => {
-            std::thread::sleep(args.duration);
+            tools::sleep(&args.durations);
             0
         }
         Command::Install(args) => match tools::install(&args.dir) {
@@ -117,6 +124,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    // The signal is still held: installing the handler (in `terminate`) releases it.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .thread_name("hooklog")

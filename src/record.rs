@@ -71,6 +71,18 @@ pub struct HookEvent {
     pub container: String,
     /// Started or finished, with how.
     pub kind: HookEventKind,
+    /// Which run of the wrapper it came from (`run_id`, `started_ms`), when it says.
+    pub run: Option<HookRun>,
+}
+
+/// One run of `hooklog hook`, as its records name it: events of one container are ordered by
+/// it, whichever input (socket or file) each came through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRun {
+    /// The wrapper's id for this run.
+    pub id: String,
+    /// When the command was started, ms since the epoch (the wrapper's clock).
+    pub started_ms: i64,
 }
 
 /// What a hook event says.
@@ -459,9 +471,17 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<&str>) -> Optio
         },
         _ => return None,
     };
+    let run = match (get("run_id"), get("started_ms")) {
+        (Some(id), Some(ms)) => serde_json::from_str::<String>(id)
+            .ok()
+            .zip(serde_json::from_str::<i64>(ms).ok())
+            .map(|(id, started_ms)| HookRun { id, started_ms }),
+        _ => None,
+    };
     Some(HookEvent {
         container: container?.to_string(),
         kind,
+        run,
     })
 }
 

@@ -50,6 +50,19 @@ fn own_executable() -> anyhow::Result<PathBuf> {
     }
 }
 
+/// `hooklog sleep`: sleeps for the sum of `durations` (`infinity` is forever).
+pub fn sleep(durations: &[std::time::Duration]) {
+    let total = durations
+        .iter()
+        .fold(std::time::Duration::ZERO, |a, d| a.saturating_add(*d));
+    if total == std::time::Duration::MAX {
+        loop {
+            std::thread::park();
+        }
+    }
+    std::thread::sleep(total);
+}
+
 /// Builds the record `emit` writes: `container_name`, the fields, then `message`.
 pub fn emit_record(args: &EmitArgs) -> String {
     let mut m = serde_json::Map::new();

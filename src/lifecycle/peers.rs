@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::record::{HookEvent, HookEventKind};
+use crate::record::{HookEvent, HookEventKind, HookRun};
 
 /// What is known of one peer's hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub enum PeerState {
     Running {
         /// When the start was read.
         since: Instant,
+        /// The wrapper's run, when its records name it.
+        run: Option<HookRun>,
     },
     /// `hook.finished` seen.
     Finished {
@@ -28,7 +30,36 @@ pub enum PeerState {
         exit_code: Option<i64>,
         /// Duration the wrapper measured.
         duration_ms: Option<u64>,
+        /// The wrapper's run, when its records name it.
+        run: Option<HookRun>,
     },
+}
+
+impl PeerState {
+    fn run(&self) -> Option<&HookRun> {
+        match self {
+            PeerState::Expected => None,
+            PeerState::Running { run, .. } | PeerState::Finished { run, .. } => run.as_ref(),
+        }
+    }
+}
+
+/// True when `event` is older news than what `current` already says, so it must not change it.
+/// Records of one hook may arrive out of order (`hook.finished` through the file while
+/// `hook.started` waited in a socket connection not yet accepted); the wrapper's run id and
+/// start time order them. Records that carry no run are taken in the order they are read.
+fn is_stale(current: &PeerState, event: &HookEvent) -> bool {
+    let (Some(old), Some(new)) = (current.run(), event.run.as_ref()) else {
+        return false;
+    };
+    match (current, &event.kind) {
+        // A run's start after its own end, or an earlier run's start, changes nothing.
+        (PeerState::Finished { .. }, HookEventKind::Started) => {
+            old.id == new.id || new.started_ms < old.started_ms
+        }
+        // The end of a run older than the one already seen.
+        (_, _) => old.id != new.id && new.started_ms < old.started_ms,
+    }
 }
 
 /// The outcome of one peer in the summary.
@@ -72,9 +103,16 @@ impl Peers {
     /// Takes in a hook event read from an input.
     pub fn observe(&self, event: HookEvent) {
         let mut st = self.lock();
+        if let Some(current) = st.get(&event.container)
+            && is_stale(current, &event)
+        {
+            tracing::debug!(container = %event.container, event = ?event.kind, "older hook event ignored");
+            return;
+        }
         let new = match event.kind {
             HookEventKind::Started => PeerState::Running {
                 since: Instant::now(),
+                run: event.run,
             },
             HookEventKind::Finished {
                 outcome,
@@ -84,6 +122,7 @@ impl Peers {
                 outcome: finished_outcome(&event.container, outcome),
                 exit_code,
                 duration_ms,
+                run: event.run,
             },
         };
         tracing::debug!(container = %event.container, state = ?new, "peer");
@@ -161,7 +200,7 @@ impl Peers {
                         exit_code: None,
                         duration_ms: None,
                     },
-                    PeerState::Running { since } => PeerOutcome {
+                    PeerState::Running { since, .. } => PeerOutcome {
                         outcome: "unfinished".into(),
                         exit_code: None,
                         duration_ms: Some(now.duration_since(*since).as_millis() as u64),
@@ -170,6 +209,7 @@ impl Peers {
                         outcome,
                         exit_code,
                         duration_ms,
+                        ..
                     } => PeerOutcome {
                         outcome: outcome.clone(),
                         exit_code: *exit_code,
@@ -254,6 +294,7 @@ mod tests {
                 exit_code: code,
                 duration_ms: Some(5),
             },
+            run: None,
         }
     }
 
@@ -274,6 +315,7 @@ mod tests {
         p.observe(HookEvent {
             container: "envoy".into(),
             kind: HookEventKind::Started,
+            run: None,
         });
         assert_eq!(p.pending(true), vec!["envoy".to_string()]);
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
@@ -315,6 +357,64 @@ mod tests {
         assert_eq!(counted, 2, "{m:?}");
     }
 
+    fn event(c: &str, kind: HookEventKind, id: &str, started_ms: i64) -> HookEvent {
+        HookEvent {
+            container: c.into(),
+            kind,
+            run: Some(HookRun {
+                id: id.into(),
+                started_ms,
+            }),
+        }
+    }
+
+    fn ok() -> HookEventKind {
+        HookEventKind::Finished {
+            outcome: "ok".into(),
+            exit_code: Some(0),
+            duration_ms: Some(5),
+        }
+    }
+
+    #[test]
+    fn a_hook_started_read_after_its_own_finish_does_not_reopen_it() {
+        let p = Peers::new(&["envoy".into()]);
+        p.observe(event("envoy", ok(), "r1", 1000));
+        p.observe(event("envoy", HookEventKind::Started, "r1", 1000));
+        assert!(p.pending(true).is_empty());
+        assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+        // An earlier run's start or end, read late, changes nothing either.
+        p.observe(event("envoy", HookEventKind::Started, "r0", 500));
+        p.observe(event(
+            "envoy",
+            HookEventKind::Finished {
+                outcome: "failed".into(),
+                exit_code: Some(1),
+                duration_ms: Some(1),
+            },
+            "r0",
+            500,
+        ));
+        assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+        // A later run is news.
+        p.observe(event("envoy", HookEventKind::Started, "r2", 2000));
+        assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
+        p.observe(event("envoy", ok(), "r2", 2000));
+        assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+    }
+
+    #[test]
+    fn records_without_a_run_are_taken_in_the_order_read() {
+        let p = Peers::new(&[]);
+        p.observe(finished("envoy", "ok", Some(0)));
+        p.observe(HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started,
+            run: None,
+        });
+        assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn wait_done_returns_when_the_last_hook_finishes() {
         let p = std::sync::Arc::new(Peers::new(&["envoy".into()]));
@@ -325,6 +425,7 @@ mod tests {
             p2.observe(HookEvent {
                 container: "envoy".into(),
                 kind: HookEventKind::Started,
+                run: None,
             });
             tokio::time::sleep(Duration::from_secs(4)).await;
             p2.observe(finished("envoy", "ok", Some(0)));
@@ -361,6 +462,7 @@ mod tests {
         p.observe(HookEvent {
             container: "envoy".into(),
             kind: HookEventKind::Started,
+            run: None,
         });
         let start = Instant::now();
         let done = p

@@ -168,7 +168,8 @@ fn hook_events_are_recognised() {
         vec![
             HookEvent {
                 container: "envoy".into(),
-                kind: HookEventKind::Started
+                kind: HookEventKind::Started,
+                run: None,
             },
             HookEvent {
                 container: "envoy".into(),
@@ -177,6 +178,7 @@ fn hook_events_are_recognised() {
                     exit_code: Some(127),
                     duration_ms: Some(3)
                 },
+                run: None,
             },
         ]
     );
@@ -195,7 +197,8 @@ fn only_prestop_hooks_are_lifecycle_events() {
         ev,
         vec![HookEvent {
             container: "envoy".into(),
-            kind: HookEventKind::Started
+            kind: HookEventKind::Started,
+            run: None,
         }]
     );
 }
@@ -281,4 +284,20 @@ proptest! {
     fn escaped_len_matches_serde_json_for_any_string(s in ".*") {
         prop_assert_eq!(escaped_len(&s), serde_json::to_string(&s).unwrap().len() - 2);
     }
+}
+
+#[test]
+fn a_wrapped_hook_names_its_run() {
+    let (_, ev, _) = encode_all(
+        DEFAULT_MAX_LINE_BYTES,
+        br#"{"event":"hook.started","hook":"preStop","container_name":"envoy","run_id":"18f-2a","started_ms":1700000000000}
+"#,
+    );
+    assert_eq!(
+        ev[0].run,
+        Some(crate::record::HookRun {
+            id: "18f-2a".into(),
+            started_ms: 1_700_000_000_000
+        })
+    );
 }

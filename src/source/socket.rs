@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
@@ -20,6 +21,20 @@ use crate::source::{BATCH_BYTES, SourceContext};
 /// cap this bounds what connections hold.
 pub const CONN_READ_BUF: usize = 16 * 1024;
 
+/// Most bytes read from one connection once cancelled: what its writer had sent by then is at
+/// most a socket buffer (about 200 KiB); a writer that keeps writing does not hold the shutdown.
+pub const CONN_DRAIN_LIMIT: usize = 1024 * 1024;
+
+/// First pause after `accept` fails for want of resources (out of file descriptors, buffers or
+/// memory); doubled on each failure in a row up to [`ACCEPT_BACKOFF_MAX`].
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+
+/// Longest pause between two `accept`s that failed for want of resources.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// At most one warning about failing `accept`s per this period; the others are counted in it.
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// Serves one listening socket until cancelled, then lets each connection send what it has
 /// already written and ends.
 pub async fn run(
@@ -32,6 +47,9 @@ pub async fn run(
     let input = format!("socket:{}", path.display());
     let tracker = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(max_connections.max(1)));
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut warned_at: Option<tokio::time::Instant> = None;
+    let mut unwarned = 0u64;
     loop {
         let permit = tokio::select! {
             _ = cancel.cancelled() => break,
@@ -43,9 +61,30 @@ pub async fn run(
         let stream = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok((s, _)) => {
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    s
+                }
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "accept failed");
+                    // Rate-limited: out of descriptors, this would otherwise print per try.
+                    let now = tokio::time::Instant::now();
+                    if warned_at.is_none_or(|t| now >= t + ACCEPT_WARN_EVERY) {
+                        tracing::warn!(path = %path.display(), error = %e, failed_since_last_warning = unwarned, "accept failed");
+                        warned_at = Some(now);
+                        unwarned = 0;
+                    } else {
+                        unwarned += 1;
+                    }
+                    if is_resource_shortage(&e) {
+                        // Waiting frees what a retry needs (a connection ends, memory returns);
+                        // retrying at once would only spin.
+                        drop(permit);
+                        tokio::select! {
+                            _ = cancel.cancelled() => break,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    }
                     continue;
                 }
             },
@@ -66,6 +105,25 @@ pub async fn run(
     let _ = std::fs::remove_file(&path); // Best effort: the emptyDir goes away with the pod.
 }
 
+/// True for `accept` errors that mean "not now": out of file descriptors (EMFILE, ENFILE),
+/// buffers (ENOBUFS) or memory (ENOMEM).
+fn is_resource_shortage(e: &std::io::Error) -> bool {
+    use nix::errno::Errno;
+    e.raw_os_error().is_some_and(|n| {
+        [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS, Errno::ENOMEM]
+            .iter()
+            .any(|x| *x as i32 == n)
+    })
+}
+
+/// What is in the connection's receive queue now, read with a real `recv` (tokio's cached
+/// readiness may not have seen bytes that arrived just before the stop).
+fn recv_now(stream: &UnixStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    use nix::sys::socket::{MsgFlags, recv};
+    recv(stream.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT).map_err(std::io::Error::from)
+}
+
 /// Reads one connection to its end (or, once cancelled, to what it has sent so far).
 async fn connection(
     mut stream: UnixStream,
@@ -77,11 +135,20 @@ async fn connection(
     let mut framer = Framer::new(ctx.max_frame());
     let mut buf = vec![0u8; CONN_READ_BUF];
     let mut cancelled = false;
+    let mut drained = 0;
     loop {
         let read = if cancelled {
-            // Drain what is already buffered, without waiting for more.
-            match stream.try_read(&mut buf) {
+            // Drain what is already buffered, without waiting for more, up to a bound.
+            if drained >= CONN_DRAIN_LIMIT {
+                tracing::warn!(input, "writer still writing at shutdown: rest of its output unread");
+                break;
+            }
+            match recv_now(&stream, &mut buf) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Ok(n) => {
+                    drained += n;
+                    Ok(n)
+                }
                 r => r,
             }
         } else {
