@@ -40,6 +40,8 @@ struct Settings {
     linger: Duration,
     announce: Duration,
     peers: &'static [&'static str],
+    /// `--native-sidecar`.
+    native: bool,
 }
 
 impl Default for Settings {
@@ -49,6 +51,7 @@ impl Default for Settings {
             linger: LINGER,
             announce: ANNOUNCE,
             peers: &[],
+            native: false,
         }
     }
 }
@@ -103,6 +106,9 @@ impl Pod {
         ]);
         if !settings.peers.is_empty() {
             args.extend(["--peers".into(), settings.peers.join(",")]);
+        }
+        if settings.native {
+            args.push("--native-sidecar".into());
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let daemon = Daemon::start(&args, &POD_ENV);
@@ -1004,6 +1010,49 @@ fn native_sidecar_gets_sigterm_last_and_leaves_promptly() {
         &[
             outcome("envoy", "ok", Some(0)),
             outcome("api-server", "failed", Some(1)),
+        ],
+    );
+}
+
+/// Under a real kubelet, main containers that outlive the pod's grace period (one ignores
+/// SIGTERM) make it signal a native sidecar at the end of that period, with its 2-second minimum
+/// window: SIGKILL follows 2 s after the SIGTERM. hooklog's own `--grace 15s` and a 5 s announce
+/// window for a peer that never reported would run into that SIGKILL and lose the summary; as a
+/// native sidecar it knows its peers' hooks are over and writes the summary at once.
+#[test]
+fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
+    let window = Duration::from_secs(2);
+    let mut pod = Pod::start(Settings {
+        grace: Duration::from_secs(15),
+        announce: Duration::from_secs(5),
+        peers: &["envoy", "api-server"],
+        native: true,
+        ..Settings::default()
+    });
+    let specs = [
+        Spec::new("envoy").sh("echo 'envoy: drained'"),
+        // No hook that reports: `missing`, without waiting for it to announce.
+        Spec::new("api-server"),
+    ];
+    let ended = delete_pod(
+        &mut pod,
+        &specs,
+        SidecarTerm::After(POD_GRACE - window),
+        POD_GRACE,
+    );
+    // Exited 0 by itself (checked below), so before the kubelet's SIGKILL.
+    assert!(
+        ended.daemon_took < window,
+        "took {:?} with a {window:?} window",
+        ended.daemon_took
+    );
+    check(
+        &pod,
+        &ended,
+        &[line("envoy", Via::Stdout, "envoy: drained")],
+        &[
+            outcome("envoy", "ok", Some(0)),
+            outcome("api-server", "missing", None),
         ],
     );
 }

@@ -4,6 +4,7 @@ mod util;
 
 mod bench;
 mod cli;
+mod deadlines;
 mod hook;
 mod image;
 mod k8s;

@@ -119,8 +119,8 @@ fn is_resource_shortage(e: &std::io::Error) -> bool {
 /// What is in the connection's receive queue now, read with a real `recv` (tokio's cached
 /// readiness may not have seen bytes that arrived just before the stop).
 fn recv_now(stream: &UnixStream, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::os::fd::AsRawFd;
     use nix::sys::socket::{MsgFlags, recv};
+    use std::os::fd::AsRawFd;
     recv(stream.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT).map_err(std::io::Error::from)
 }
 
@@ -140,7 +140,10 @@ async fn connection(
         let read = if cancelled {
             // Drain what is already buffered, without waiting for more, up to a bound.
             if drained >= CONN_DRAIN_LIMIT {
-                tracing::warn!(input, "writer still writing at shutdown: rest of its output unread");
+                tracing::warn!(
+                    input,
+                    "writer still writing at shutdown: rest of its output unread"
+                );
                 break;
             }
             match recv_now(&stream, &mut buf) {
