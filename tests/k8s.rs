@@ -393,6 +393,12 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             );
         }
         // The shutdown budget: hooklog must print its summary before the kubelet's SIGKILL.
+        // A native sidecar says so: it is signalled after its peers are gone, perhaps with only
+        // the kubelet's 2-second window left, and must not wait for them then.
+        assert_eq!(
+            run.native_sidecar, *native,
+            "{file}: --native-sidecar must be given exactly when hooklog runs as a native sidecar"
+        );
         let longest_hook = hooks.iter().filter_map(|h| h.timeout).max().unwrap();
         let kill_at = Duration::from_secs(*grace_period);
         if *native {
