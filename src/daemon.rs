@@ -190,23 +190,15 @@ pub async fn run(
     let phases = async {
         // Phase 2: the peers' hooks, then a quiet period. A native sidecar is signalled after
         // its peers are gone: their hooks are over.
-        while !cfg.native_sidecar {
-            peers
-                .wait_done(t0 + cfg.announce_timeout, stop_waiting, REPORT_EVERY)
-                .await;
-            let cap = (Instant::now() + cfg.linger * LINGER_CAP_FACTOR).min(stop_waiting);
-            loop {
-                let quiet = activity.quiet_for();
-                let now = Instant::now();
-                if quiet >= cfg.linger || now >= cap {
-                    break;
-                }
-                tokio::time::sleep_until((now + (cfg.linger - quiet)).min(cap)).await;
-            }
-            let announce_over = Instant::now() >= t0 + cfg.announce_timeout;
-            if peers.pending(announce_over).is_empty() || Instant::now() >= stop_waiting {
-                break;
-            }
+        if !cfg.native_sidecar {
+            wait_for_hooks(
+                &peers,
+                &activity,
+                t0 + cfg.announce_timeout,
+                cfg.linger,
+                stop_waiting,
+            )
+            .await;
         }
         // Phase 3: sources read what they hold and stop, until the cut at the latest.
         tracing::debug!("shutdown: stopping sources");
@@ -264,6 +256,36 @@ pub async fn run(
         "hooklog stopped"
     );
     result
+}
+
+/// Phase 2: waits until every peer's hook is done (expected peers get `--announce-timeout` to
+/// show up), then for a quiet period of `--linger` (at most [`LINGER_CAP_FACTOR`] times), and
+/// again if a hook started meanwhile; gives up at `stop_waiting`.
+async fn wait_for_hooks(
+    peers: &Peers,
+    activity: &Activity,
+    announce_by: Instant,
+    linger: Duration,
+    stop_waiting: Instant,
+) {
+    loop {
+        peers
+            .wait_done(announce_by, stop_waiting, REPORT_EVERY)
+            .await;
+        let cap = (Instant::now() + linger * LINGER_CAP_FACTOR).min(stop_waiting);
+        loop {
+            let quiet = activity.quiet_for();
+            let now = Instant::now();
+            if quiet >= linger || now >= cap {
+                break;
+            }
+            tokio::time::sleep_until((now + (linger - quiet)).min(cap)).await;
+        }
+        let announce_over = Instant::now() >= announce_by;
+        if peers.pending(announce_over).is_empty() || Instant::now() >= stop_waiting {
+            return;
+        }
+    }
 }
 
 /// `--emf`: the metric namespace and the pod's namespace (a dimension).

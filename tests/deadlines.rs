@@ -269,7 +269,7 @@ fn sigterm_in_the_first_milliseconds_still_ends_with_a_summary() {
     for i in 0..10u64 {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("hooklog.sock");
-        let mut child = hooklog()
+        let child = hooklog()
             .arg("run")
             .arg("--file")
             .arg(dir.path().join("prestop.log"))
