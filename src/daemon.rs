@@ -270,7 +270,9 @@ async fn wait_for_hooks(
 ) {
     loop {
         peers
-            .wait_done(announce_by, stop_waiting, REPORT_EVERY)
+            .wait_done(announce_by, stop_waiting, REPORT_EVERY, || {
+                activity.behind()
+            })
             .await;
         let cap = (Instant::now() + linger * LINGER_CAP_FACTOR).min(stop_waiting);
         loop {
@@ -281,7 +283,7 @@ async fn wait_for_hooks(
             }
             tokio::time::sleep_until((now + (linger - quiet)).min(cap)).await;
         }
-        let announce_over = Instant::now() >= announce_by;
+        let announce_over = Instant::now() >= announce_by && !activity.behind();
         if peers.pending(announce_over).is_empty() || Instant::now() >= stop_waiting {
             return;
         }

@@ -73,6 +73,9 @@ pub struct PeerOutcome {
     pub duration_ms: Option<u64>,
 }
 
+/// How often an expected peer's announcement is looked for again while input waits to be read.
+const BACKLOG_POLL: Duration = Duration::from_millis(50);
+
 /// All peers, shared by the sources (which report events) and the shutdown sequence (which
 /// waits on them).
 #[derive(Debug, Default)]
@@ -151,13 +154,15 @@ impl Peers {
     }
 
     /// Waits until no peer is pending, expected peers being given until `announce_by` to
-    /// announce themselves; gives up at `deadline`. Logs what is pending every `report_every`.
-    /// Returns true when every peer is done.
+    /// announce themselves, and longer while `behind()` says input is still waiting to be read
+    /// (their announcement may be in it); gives up at `deadline`. Logs what is pending every
+    /// `report_every`. Returns true when every peer is done.
     pub async fn wait_done(
         &self,
         announce_by: Instant,
         deadline: Instant,
         report_every: Duration,
+        behind: impl Fn() -> bool,
     ) -> bool {
         let mut next_report = Instant::now() + report_every;
         loop {
@@ -165,7 +170,8 @@ impl Peers {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let now = Instant::now();
-            let pending = self.pending(now >= announce_by);
+            let backlog = behind();
+            let pending = self.pending(now >= announce_by && !backlog);
             if pending.is_empty() {
                 return true;
             }
@@ -178,8 +184,13 @@ impl Peers {
                 next_report = now + report_every;
             }
             let mut wake = deadline.min(next_report);
-            if self.any_unannounced() && announce_by > now {
-                wake = wake.min(announce_by);
+            if self.any_unannounced() {
+                if announce_by > now {
+                    wake = wake.min(announce_by);
+                } else if backlog {
+                    // Nothing notifies when a backlog clears: look again shortly.
+                    wake = wake.min(now + BACKLOG_POLL);
+                }
             }
             tokio::select! {
                 _ = &mut notified => {}
@@ -435,6 +446,7 @@ mod tests {
                 start + Duration::from_secs(5),
                 start + Duration::from_secs(20),
                 Duration::from_secs(5),
+                || false,
             )
             .await;
         assert!(done);
@@ -450,10 +462,43 @@ mod tests {
                 start + Duration::from_secs(2),
                 start + Duration::from_secs(20),
                 Duration::from_secs(5),
+                || false,
             )
             .await;
         assert!(done);
         assert_eq!(Instant::now() - start, Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expected_peer_is_not_missing_while_input_waits_to_be_read() {
+        let p = std::sync::Arc::new(Peers::new(&["envoy".into()]));
+        let start = Instant::now();
+        let backlog = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (p2, b2) = (p.clone(), backlog.clone());
+        tokio::spawn(async move {
+            // The backlog holds envoy's start; it is read 6 s in, past the announce window.
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            p2.observe(HookEvent {
+                container: "envoy".into(),
+                kind: HookEventKind::Started,
+                run: None,
+            });
+            b2.store(false, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            p2.observe(finished("envoy", "ok", Some(0)));
+        });
+        let b = backlog.clone();
+        let done = p
+            .wait_done(
+                start + Duration::from_secs(2),
+                start + Duration::from_secs(20),
+                Duration::from_secs(5),
+                move || b.load(std::sync::atomic::Ordering::SeqCst),
+            )
+            .await;
+        assert!(done);
+        assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+        assert_eq!(Instant::now() - start, Duration::from_secs(7));
     }
 
     #[tokio::test(start_paused = true)]
@@ -470,6 +515,7 @@ mod tests {
                 start,
                 start + Duration::from_secs(9),
                 Duration::from_secs(5),
+                || false,
             )
             .await;
         assert!(!done);

@@ -6,7 +6,7 @@ pub mod file;
 pub mod socket;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -38,6 +38,31 @@ impl SourceContext {
         self.enrichment.max_line()
     }
 
+    /// Sends a batch into the pipeline; while it has to wait (the pipeline is full), the source
+    /// counts as behind its input (see [`Activity::behind`]). Fails when the pipeline is gone.
+    pub async fn send(&self, batch: Batch) -> Result<(), Batch> {
+        match self.tx.try_send(batch) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(b)) => Err(b),
+            Err(mpsc::error::TrySendError::Full(b)) => {
+                let _behind = self.activity.behind_while();
+                self.tx.send(b).await.map_err(|e| e.0)
+            }
+        }
+    }
+
+    /// [`SourceContext::send`] for a blocking thread.
+    pub fn blocking_send(&self, batch: Batch) -> Result<(), Batch> {
+        match self.tx.try_send(batch) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(b)) => Err(b),
+            Err(mpsc::error::TrySendError::Full(b)) => {
+                let _behind = self.activity.behind_while();
+                self.tx.blocking_send(b).map_err(|e| e.0)
+            }
+        }
+    }
+
     /// Encodes a frame into `batch` and hands any hook event to the peers.
     pub fn encode(&self, encoder: &mut Encoder, frame: Frame<'_>, time_ms: i64, batch: &mut Batch) {
         if let Some(event) = encoder.encode(frame, time_ms, batch) {
@@ -46,13 +71,16 @@ impl SourceContext {
     }
 }
 
-/// When input last arrived.
+/// When input last arrived, and whether some is still waiting to be read.
 #[derive(Debug)]
 pub struct Activity {
     /// Reference point for `last`.
     epoch: Instant,
     /// Milliseconds after `epoch` of the last input.
     last: AtomicU64,
+    /// Sources (or connections) that cannot read on now because the pipeline is full or every
+    /// connection slot is taken: their input may hold hook events not yet seen.
+    behind: AtomicUsize,
 }
 
 impl Default for Activity {
@@ -60,7 +88,18 @@ impl Default for Activity {
         Activity {
             epoch: Instant::now(),
             last: AtomicU64::new(0),
+            behind: AtomicUsize::new(0),
         }
+    }
+}
+
+/// Counts a source as behind while it lives.
+#[derive(Debug)]
+pub struct Behind<'a>(&'a AtomicUsize);
+
+impl Drop for Behind<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -69,6 +108,18 @@ impl Activity {
     pub fn touch(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last.store(ms, Ordering::Relaxed);
+    }
+
+    /// Marks a source as behind its input until the guard is dropped.
+    pub fn behind_while(&self) -> Behind<'_> {
+        self.behind.fetch_add(1, Ordering::Relaxed);
+        Behind(&self.behind)
+    }
+
+    /// True while some input is waiting to be read: a backlog may hold a peer's `hook.started`,
+    /// so an expected peer is not judged `missing` yet.
+    pub fn behind(&self) -> bool {
+        self.behind.load(Ordering::Relaxed) > 0
     }
 
     /// How long since input last arrived (since start, if none did).

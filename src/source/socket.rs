@@ -51,6 +51,8 @@ pub async fn run(
     let mut warned_at: Option<tokio::time::Instant> = None;
     let mut unwarned = 0u64;
     loop {
+        // Every slot taken: writers may be waiting in the accept queue, so this input is behind.
+        let behind = (slots.available_permits() == 0).then(|| ctx.activity.behind_while());
         let permit = tokio::select! {
             _ = cancel.cancelled() => break,
             p = slots.clone().acquire_owned() => match p {
@@ -58,6 +60,7 @@ pub async fn run(
                 Err(_) => break,
             },
         };
+        drop(behind);
         let stream = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
@@ -182,7 +185,7 @@ async fn connection(
                 batch.buf.len() < BATCH_BYTES
             });
             chunk = &chunk[used..];
-            if !batch.is_empty() && ctx.tx.send(batch).await.is_err() {
+            if !batch.is_empty() && ctx.send(batch).await.is_err() {
                 return;
             }
         }
@@ -191,6 +194,6 @@ async fn connection(
     let now = crate::timefmt::now_ms();
     framer.finish(|frame| ctx.encode(&mut encoder, frame, now, &mut batch));
     if !batch.is_empty() {
-        let _ = ctx.tx.send(batch).await; // A closed pipeline means shutdown ran out of time.
+        let _ = ctx.send(batch).await; // A closed pipeline means shutdown ran out of time.
     }
 }
