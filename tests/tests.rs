@@ -4,6 +4,7 @@ mod util;
 
 mod bench;
 mod cli;
+mod dockerfile;
 mod hook;
 mod image;
 mod k8s;

@@ -11,8 +11,9 @@
 # /usr/local/cargo/bin, the toolchain in /usr/local/rustup, RUSTUP_HOME, CARGO_HOME, PATH and
 # RUST_VERSION set, profile minimal (rustc, cargo, the host's rust-std).
 # How it differs (nothing the Dockerfile uses): no development libraries for other languages'
-# extensions (ImageMagick, MySQL, PostgreSQL, ...), no Mercurial or Subversion, and the
-# toolchain is copied from the host instead of installed by rustup-init.
+# extensions (ImageMagick, MySQL, PostgreSQL, ...), no Mercurial or Subversion, the toolchain is
+# copied from the host instead of installed by rustup-init, and it trusts the CAs this machine
+# adds in /usr/local/share/ca-certificates (so those also end up in the image's CA bundle).
 #
 # It is tagged docker.io/library/rust:<RUST_VERSION>-bookworm, the name `FROM rust:...` means,
 # and labelled with a key (this script, the toolchain, the architecture): a later run with the
@@ -54,7 +55,7 @@ host=$(rustup run "$toolchain" rustc -vV | awk '/^host:/ {print $2}')
 arch=$(dpkg --print-architecture)
 
 key=$(
-  { cat "$0"; echo "$packages"; rustup run "$toolchain" rustc -vV; rustup run "$toolchain" cargo -V; echo "$arch"; } |
+  { cat "$0"; echo "$packages"; cat /usr/local/share/ca-certificates/*.crt 2>/dev/null || true; rustup run "$toolchain" rustc -vV; rustup run "$toolchain" cargo -V; echo "$arch"; } |
     sha256sum | cut -c1-16
 )
 have=$(podman image inspect --format "{{index .Labels \"$label\"}}" "$image" 2>/dev/null || echo absent)
@@ -83,6 +84,14 @@ if [ ! -s "$base" ]; then
   mv "$base.part" "$base"
 fi
 tar -C "$root" --numeric-owner -xf "$base"
+
+# The CAs this machine adds to Debian's (/usr/local/share/ca-certificates: a TLS-inspecting proxy's,
+# say), without which rustup and cargo cannot reach their servers from inside the build.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  log "adding this machine's local CAs: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >&2
+fi
 
 log "copying Rust $full_version ($toolchain) into /usr/local/rustup, /usr/local/cargo"
 tc_name=$full_version-$host
