@@ -97,7 +97,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let (bin, gzipped) = extract_binary(&image, dir.path());
     let kind = file_type(&bin);
     assert!(
-        kind.contains("x86-64") && kind.contains("statically linked"),
+        kind.contains("x86-64") && kind.contains("static"),
         "{kind}"
     );
     eprintln!(
@@ -211,7 +211,7 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
     let (bin, gzipped) = extract_binary(&image, dir.path());
     let kind = file_type(&bin);
     assert!(
-        kind.contains("ARM aarch64") && kind.contains("statically linked"),
+        kind.contains("ARM aarch64") && kind.contains("static"),
         "{kind}"
     );
     eprintln!(
