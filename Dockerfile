@@ -47,21 +47,30 @@ RUN set -eu; \
     apt-get update; \
     apt-get install -y --no-install-recommends ca-certificates $pkgs; \
     rm -rf /var/lib/apt/lists/*; \
+    rustup target add "$triple"; \
     upper=$(echo "$triple" | tr 'a-z-' 'A-Z_'); lower=$(echo "$triple" | tr '-' '_'); \
+    key=$({ dpkg-query -W; rustc -vV; rustup target list --installed; } | sha256sum | cut -c1-16); \
     { echo "export TRIPLE=$triple"; \
       echo "export CC_$lower=$cc"; \
-      echo "export CARGO_TARGET_${upper}_LINKER=$linker"; } > /env.sh; \
-    rustup target add "$triple"
+      echo "export CARGO_TARGET_${upper}_LINKER=$linker"; \
+      echo "export CARGO_TARGET_DIR=/cache/target/$TARGETARCH-$key"; } > /env.sh
 WORKDIR /src
 # Only what `cargo build` reads, so that a change to tests or docs reuses every layer.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The target dir is a cache mount keyed by the build environment (every Debian package's version,
+# the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
+# that changed starts from a clean target dir instead of reusing objects the old one compiled
+# (a warm cache would have hidden issue 11). Older dirs of the same platform are removed.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
+    --mount=type=cache,target=/cache/target \
     set -eu; . /env.sh; \
+    for d in /cache/target/"$TARGETARCH"-*; do \
+      if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi; \
+    done; \
     cargo build --release --locked --target "$TRIPLE"; \
     mkdir -p /out/etc/ssl/certs; \
-    cp "target/$TRIPLE/release/hooklog" /out/hooklog; \
+    cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/hooklog; \
     cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
 
 FROM scratch

@@ -73,7 +73,8 @@ CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
   cargo build --release --locked --target aarch64-unknown-linux-musl
 export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release/hooklog"
 # tests/dockerfile.rs builds the real Dockerfile for both platforms with podman, on a stand-in for
-# rust:<version>-bookworm that tests/support/rust-standin.sh makes with mmdebstrap (cold: about
-# N minutes in all; kept in ~/.cache/hooklog and podman's storage for the next run).
+# rust:<version>-bookworm that tests/support/rust-standin.sh makes with mmdebstrap. Cold, on this
+# 2-core machine shared with other builds: the stand-in about 8 min, each platform's release
+# build 10-22 min; warm (~/.cache/hooklog and podman's storage kept): under a minute.
 log "cargo nextest run"
 cargo nextest run --locked --no-fail-fast
