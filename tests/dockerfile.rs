@@ -96,10 +96,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let dir = tempfile::tempdir().unwrap();
     let (bin, gzipped) = extract_binary(&image, dir.path());
     let kind = file_type(&bin);
-    assert!(
-        kind.contains("x86-64") && kind.contains("static"),
-        "{kind}"
-    );
+    assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
     eprintln!(
         "amd64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
