@@ -3,44 +3,74 @@
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/hooklog:0.1.0 --push .
 #
+# podman (4.3 tested) does not fill in $BUILDPLATFORM in a FROM line as BuildKit does: name the
+# builder's platform yourself, once per target platform (README, Deploy, shows the whole thing):
+#
+#   podman build --platform linux/arm64 --build-arg BUILDPLATFORM=linux/amd64 -t hooklog:arm64 .
+#
 # The `build` stage runs on the builder's own platform and cross-compiles to the musl target of
 # TARGETARCH (no QEMU: a fat-LTO build under emulation takes many times longer). Its output is
 # /out, laid out as the final root: /out/hooklog and /out/etc/ssl/certs/ca-certificates.crt.
-# That stage can be replaced by a folder with the same layout under out/:
-#   podman build --build-context build=DIR .
-# (tests/image.rs does exactly that with a release build made on the host).
+# tests/image.rs builds this file as it is, for both platforms (see README, Test).
 
 ARG RUST_VERSION=1.95
 
 FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS build
 ARG TARGETARCH
-ARG BUILDARCH
-# musl-gcc compiles ring's C for a native build; for the other architecture Debian's GNU cross
-# compiler does (Rust's musl targets bring their own libc and crt, so it only compiles and links).
+# The C in the dependency tree (ring, mimalloc) needs a C compiler for the target:
+# - native (builder arch = target arch): musl-gcc, from musl-tools;
+# - cross: Debian's GNU cross compiler for the target *and* the target's C headers,
+#   libc6-dev-<arch>-cross. The headers are only a Recommends of gcc-<triple>, so
+#   --no-install-recommends alone leaves them out and the compiler falls back to the builder's
+#   own /usr/include (`bits/libc-header-start.h: No such file or directory`, issue 11).
+#   Rust's musl targets bring their own libc and crt objects, so these only compile and link.
+# The builder's arch is the stage's own (dpkg), not a build argument: if a builder ignored
+# --platform=$BUILDPLATFORM and emulated the target, this still picks the native compiler.
 RUN set -eu; \
+    buildarch=$(dpkg --print-architecture); \
     case "$TARGETARCH" in \
-      amd64) triple=x86_64-unknown-linux-musl; cross=x86_64-linux-gnu ;; \
-      arm64) triple=aarch64-unknown-linux-musl; cross=aarch64-linux-gnu ;; \
-      *) echo "unsupported TARGETARCH $TARGETARCH (amd64 or arm64)" >&2; exit 1 ;; \
+      amd64) triple=x86_64-unknown-linux-musl; gnu=x86_64-linux-gnu ;; \
+      arm64) triple=aarch64-unknown-linux-musl; gnu=aarch64-linux-gnu ;; \
+      *) echo "unsupported TARGETARCH '$TARGETARCH' (amd64 or arm64)" >&2; exit 1 ;; \
     esac; \
-    if [ "$TARGETARCH" = "$BUILDARCH" ]; then cc=musl-gcc; linker=cc; pkg=musl-tools; \
-    else cc=$cross-gcc; linker=$cc; pkg=gcc-$(echo "$cross" | tr _ -); fi; \
+    case "$buildarch" in \
+      amd64|arm64) ;; \
+      *) echo "unsupported builder architecture '$buildarch' (amd64 or arm64)" >&2; exit 1 ;; \
+    esac; \
+    if [ "$TARGETARCH" = "$buildarch" ]; then \
+      cc=musl-gcc; linker=cc; pkgs=musl-tools; \
+    else \
+      cc=$gnu-gcc; linker=$cc; \
+      pkgs="gcc-$(echo "$gnu" | tr _ -) libc6-dev-$TARGETARCH-cross"; \
+    fi; \
+    echo "builder $buildarch, target $TARGETARCH ($triple): $pkgs"; \
     apt-get update; \
-    apt-get install -y --no-install-recommends ca-certificates "$pkg"; \
+    apt-get install -y --no-install-recommends ca-certificates $pkgs; \
     rm -rf /var/lib/apt/lists/*; \
+    rustup target add "$triple"; \
     upper=$(echo "$triple" | tr 'a-z-' 'A-Z_'); lower=$(echo "$triple" | tr '-' '_'); \
+    key=$({ dpkg-query -W; rustc -vV; rustup target list --installed; } | sha256sum | cut -c1-16); \
     { echo "export TRIPLE=$triple"; \
       echo "export CC_$lower=$cc"; \
-      echo "export CARGO_TARGET_${upper}_LINKER=$linker"; } > /env.sh; \
-    rustup target add "$triple"
+      echo "export CARGO_TARGET_${upper}_LINKER=$linker"; \
+      echo "export CARGO_TARGET_DIR=/cache/target/$TARGETARCH-$key"; } > /env.sh
 WORKDIR /src
-COPY . .
+# Only what `cargo build` reads, so that a change to tests or docs reuses every layer.
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+# The target dir is a cache mount keyed by the build environment (every Debian package's version,
+# the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
+# that changed starts from a clean target dir instead of reusing objects the old one compiled
+# (a warm cache would have hidden issue 11). Older dirs of the same platform are removed.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
+    --mount=type=cache,target=/cache/target \
     set -eu; . /env.sh; \
+    for d in /cache/target/"$TARGETARCH"-*; do \
+      if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi; \
+    done; \
     cargo build --release --locked --target "$TRIPLE"; \
     mkdir -p /out/etc/ssl/certs; \
-    cp "target/$TRIPLE/release/hooklog" /out/hooklog; \
+    cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/hooklog; \
     cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
 
 FROM scratch

@@ -11,14 +11,16 @@ log() { printf '\n== %s\n' "$*" >&2; }
 # --- set-up -----------------------------------------------------------------------------------
 need_apt=()
 for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates \
-            qemu-aarch64-static:qemu-user-static aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu file:file; do
+            qemu-aarch64-static:qemu-user-static aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu file:file \
+            mmdebstrap:mmdebstrap flock:util-linux gzip:gzip; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    # Waits for another apt (unattended upgrades on a fresh machine) instead of failing.
+    apt-get update -qq -o DPkg::Lock::Timeout=600
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need_apt[@]}" >/dev/null
   else
     echo "not root: cannot install ${need_apt[*]}; tests that need them will say so" >&2
   fi
@@ -70,5 +72,9 @@ CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
   cargo build --release --locked --target aarch64-unknown-linux-musl
 export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release/hooklog"
+# tests/dockerfile.rs builds the real Dockerfile for both platforms with podman, on a stand-in for
+# rust:<version>-bookworm that tests/support/rust-standin.sh makes with mmdebstrap. Cold, on this
+# 2-core machine shared with other builds: the stand-in about 8 min, each platform's release
+# build 10-22 min; warm (~/.cache/hooklog and podman's storage kept): under a minute.
 log "cargo nextest run"
 cargo nextest run --locked --no-fail-fast

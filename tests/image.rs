@@ -1,6 +1,7 @@
 //! What ships: the static release binary alone in an empty root (no shell, no libc, no sleep:
-//! the distroless incident), and the image the top-level Dockerfile builds, run with podman in a
-//! pod beside writer containers that share its volume, then stopped like a kubelet would.
+//! the distroless incident), the image the top-level Dockerfile builds (tests/dockerfile.rs
+//! builds it) run with podman in a pod beside writer containers that share its volume, then
+//! stopped like a kubelet would, and the arm64 binary under qemu.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::podman::dockerfile_image;
 use crate::util::{POD_ENV, in_ci, wait_until};
 
 /// The musl target the release binary is built for here.
@@ -181,70 +183,33 @@ fn release_binary_alone_in_an_empty_root_installs_and_runs_a_hook() {
     assert!(ms >= 200, "slept 0.2 s but took {ms} ms");
 }
 
-/// A podman pod and its containers, removed on drop.
+/// A podman pod and its containers, removed on drop (the image stays: the next run reuses it).
 struct Pod {
     name: String,
-    conf: PathBuf,
     image: String,
 }
 
 impl Pod {
     fn podman(&self) -> Command {
-        let mut c = Command::new("podman");
-        c.env("CONTAINERS_CONF", &self.conf);
-        c
+        crate::util::podman::podman()
     }
 }
 
 impl Drop for Pod {
     fn drop(&mut self) {
-        // Best effort: a leftover pod or image only costs disk space.
+        // Best effort: a leftover pod only costs disk space.
         let _ = self
             .podman()
             .args(["pod", "rm", "-f", "-t", "0", &self.name])
             .output();
-        let _ = self.podman().args(["rmi", "-f", &self.image]).output();
     }
 }
 
 #[test]
 fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
-    for tool in ["podman", "runc"] {
-        let found = Command::new(tool)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        assert!(
-            found,
-            "{tool} is missing: apt-get install podman runc (scripts/test.sh does it)"
-        );
-    }
-    let ca = Path::new("/etc/ssl/certs/ca-certificates.crt");
-    assert!(
-        ca.is_file(),
-        "{} is missing: apt-get install ca-certificates",
-        ca.display()
-    );
-    let bin = release_bin();
-    assert!(
-        shared_libraries(&bin).is_empty(),
-        "the release binary must be static"
-    );
-
+    // The real Dockerfile's amd64 image (built once; tests/dockerfile.rs checks its config).
+    let image = dockerfile_image("amd64");
     let work = tempfile::tempdir().unwrap();
-    // This machine's limits (see README, Test): crun refuses its hybrid cgroups, and root
-    // cannot raise the open-files limit to podman's default.
-    let conf = work.path().join("containers.conf");
-    std::fs::write(
-        &conf,
-        "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\n[engine]\nruntime = \"runc\"\n",
-    )
-    .unwrap();
-    // What the Dockerfile's build stage outputs: /out laid out as the final root.
-    let ctx = work.path().join("build");
-    std::fs::create_dir_all(ctx.join("out/etc/ssl/certs")).unwrap();
-    std::fs::copy(&bin, ctx.join("out/hooklog")).unwrap();
-    std::fs::copy(ca, ctx.join("out/etc/ssl/certs/ca-certificates.crt")).unwrap();
     // The emptyDir: world-writable, like the kubelet makes it.
     let shared = work.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
@@ -257,50 +222,8 @@ fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
     let id = format!("hooklog-test-{}", std::process::id());
     let pod = Pod {
         name: id.clone(),
-        conf,
-        image: format!("localhost/{id}:latest"),
+        image,
     };
-    let out = run(pod
-        .podman()
-        .args([
-            "build",
-            "--network",
-            "none",
-            "--pull=never",
-            "--build-arg",
-            "TARGETARCH=amd64",
-            "--build-arg",
-            "BUILDARCH=amd64",
-        ])
-        .arg("--build-context")
-        .arg(format!("build={}", ctx.display()))
-        .args(["-t", &pod.image, "-f", "Dockerfile", "."])
-        .current_dir(repo()));
-    assert!(
-        out.status.success(),
-        "podman build failed:\n{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-
-    // The image as built: non-root, entrypoint and command as documented, small.
-    let out = run(pod.podman().args([
-        "image",
-        "inspect",
-        "--format",
-        "{{.Config.User}}|{{json .Config.Entrypoint}}|{{json .Config.Cmd}}|{{.Size}}",
-        &pod.image,
-    ]));
-    let inspect = text(&out.stdout);
-    let parts: Vec<&str> = inspect.trim().split('|').collect();
-    assert_eq!(
-        parts[..3],
-        ["65532:65532", "[\"/hooklog\"]", "[\"run\"]"],
-        "{inspect}"
-    );
-    let size: u64 = parts[3].parse().expect("image size");
-    let bin_size = std::fs::metadata(&bin).unwrap().len();
-    eprintln!("image {} bytes, binary {bin_size} bytes", size);
 
     // No infra container (its pause image would have to be pulled); each container gets
     // `--network none` instead of a shared network namespace, which hooklog does not need.
@@ -499,9 +422,9 @@ fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
     assert_eq!(summary["peers"]["api-server"]["outcome"], "failed");
 }
 
-/// The arm64 binary (Fargate on Graviton), cross-built as the Dockerfile does, runs under qemu's
-/// user-mode emulation: the daemon follows a file and a socket, and stops on SIGTERM with its
-/// summary. `scripts/test.sh` builds it and sets `HOOKLOG_AARCH64_BIN`.
+/// The arm64 binary (Fargate on Graviton), cross-built on the host as the Dockerfile does, runs
+/// under qemu (see [`runs_the_daemon_under_qemu`]). `scripts/test.sh` builds it and sets
+/// `HOOKLOG_AARCH64_BIN`; tests/dockerfile.rs does the same with the image's own binary.
 #[test]
 fn aarch64_binary_runs_the_daemon_under_qemu() {
     let Some(bin) = std::env::var_os("HOOKLOG_AARCH64_BIN").map(PathBuf::from) else {
@@ -512,33 +435,41 @@ fn aarch64_binary_runs_the_daemon_under_qemu() {
         eprintln!("SKIPPED: HOOKLOG_AARCH64_BIN is not set (run bash scripts/test.sh)");
         return;
     };
-    assert!(
-        bin.is_file(),
-        "HOOKLOG_AARCH64_BIN={} does not exist",
-        bin.display()
-    );
+    runs_the_daemon_under_qemu(&bin);
+}
+
+/// A static arm64 `bin` runs under qemu's user-mode emulation: `--version`, then the daemon
+/// follows a file and a socket, and stops on SIGTERM with its summary.
+pub fn runs_the_daemon_under_qemu(bin: &Path) {
+    assert!(bin.is_file(), "{} does not exist", bin.display());
     let qemu = Path::new("/usr/bin/qemu-aarch64-static");
     assert!(
         qemu.is_file(),
         "{} is missing: apt-get install qemu-user-static (scripts/test.sh does it)",
         qemu.display()
     );
-    let elf = run(Command::new("file").arg(&bin));
+    let elf = run(Command::new("file").arg(bin));
     assert!(
         text(&elf.stdout).contains("ARM aarch64"),
         "{}",
         text(&elf.stdout)
     );
     assert!(
-        shared_libraries(&bin).is_empty(),
+        shared_libraries(bin).is_empty(),
         "the arm64 binary must be static"
+    );
+    let version = run(Command::new(qemu).arg(bin).arg("--version"));
+    assert!(version.status.success(), "{}", text(&version.stderr));
+    assert_eq!(
+        text(&version.stdout).trim(),
+        format!("hooklog {}", env!("CARGO_PKG_VERSION"))
     );
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
     let sock = dir.path().join("hooklog.sock");
     let mut cmd = Command::new(qemu);
-    cmd.arg(&bin)
+    cmd.arg(bin)
         .args([
             "run",
             "--file",
@@ -550,7 +481,7 @@ fn aarch64_binary_runs_the_daemon_under_qemu() {
         .envs(POD_ENV);
     let mut daemon = crate::util::Daemon::spawn(cmd);
     std::fs::write(&file, "from a plain writer\n").unwrap();
-    let hook = run(Command::new(qemu).arg(&bin).args([
+    let hook = run(Command::new(qemu).arg(bin).args([
         "hook",
         "--container",
         "envoy",

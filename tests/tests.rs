@@ -5,6 +5,7 @@ mod util;
 mod bench;
 mod cli;
 mod deadlines;
+mod dockerfile;
 mod hook;
 mod image;
 mod k8s;

@@ -2,6 +2,8 @@
 //! binary as a child process with its stdout and stderr collected, and polling under a timeout.
 #![allow(dead_code)]
 
+pub mod podman;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,219 @@
+//! The top-level Dockerfile built as it is, build stage included, for linux/amd64 and
+//! linux/arm64 with podman on this machine's platform (the cross compile the README's
+//! `docker buildx build --platform linux/amd64,linux/arm64` does), on a local stand-in for
+//! `rust:<RUST_VERSION>-bookworm` (tests/support/rust-standin.sh says how it differs from the
+//! official image); then each image checked as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::podman::{dockerfile_image, host_arch, podman};
+use crate::util::{POD_ENV, wait_until};
+
+/// The shipped binary's limit (house standard: the static binary stays <= 10 MB) plus the CA
+/// bundle (about 0.2 MB): an image above this grew something it should not have.
+const MAX_IMAGE_BYTES: u64 = 10_500_000;
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Checks what `podman image inspect` says of a built image: the platform it claims, non-root
+/// numeric user, entrypoint and command as documented, and a size close to the binary's.
+fn check_config(image: &str, arch: &str) -> u64 {
+    let out = run(podman().args([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Os}}|{{.Architecture}}|{{.Config.User}}|{{json .Config.Entrypoint}}|{{json .Config.Cmd}}|{{.Size}}",
+        image,
+    ]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let inspect = text(&out.stdout);
+    let parts: Vec<&str> = inspect.trim().split('|').collect();
+    assert_eq!(
+        parts[..5],
+        ["linux", arch, "65532:65532", "[\"/hooklog\"]", "[\"run\"]"],
+        "{inspect}"
+    );
+    let size: u64 = parts[5].parse().expect("image size");
+    assert!(
+        size <= MAX_IMAGE_BYTES,
+        "the {arch} image is {size} bytes (limit {MAX_IMAGE_BYTES})"
+    );
+    size
+}
+
+/// The image's files, as `podman save` would ship them: `/hooklog` copied out of a created
+/// (never started) container, plus the size of the gzipped image.
+fn extract_binary(image: &str, dir: &Path) -> (PathBuf, u64) {
+    let out = run(podman().args(["create", image]));
+    assert!(out.status.success(), "podman create: {}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let bin = dir.join("hooklog");
+    let cp = run(podman().args(["cp", &format!("{id}:/hooklog")]).arg(&bin));
+    let _ = run(podman().args(["rm", &id]));
+    assert!(cp.status.success(), "podman cp: {}", text(&cp.stderr));
+    let archive = dir.join("image.tar");
+    let save = run(podman()
+        .args(["save", "--format", "docker-archive", "-o"])
+        .arg(&archive)
+        .arg(image));
+    assert!(save.status.success(), "podman save: {}", text(&save.stderr));
+    let gz = run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c '{}' | wc -c", archive.display())));
+    let gzipped: u64 = text(&gz.stdout).trim().parse().expect("wc -c");
+    (bin, gzipped)
+}
+
+/// `file`'s description of a binary.
+fn file_type(bin: &Path) -> String {
+    text(&run(Command::new("file").arg("-b").arg(bin)).stdout)
+}
+
+/// Removes a container on drop (a failed assertion leaves nothing running).
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = podman().args(["rm", "-f", "-t", "0", &self.0]).output();
+    }
+}
+
+#[test]
+fn dockerfile_builds_the_amd64_image_and_it_runs() {
+    let image = dockerfile_image("amd64");
+    let size = check_config(&image, "amd64");
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, gzipped) = extract_binary(&image, dir.path());
+    let kind = file_type(&bin);
+    assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
+    eprintln!(
+        "amd64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        std::fs::metadata(&bin).unwrap().len()
+    );
+    if host_arch() != "amd64" {
+        eprintln!("SKIPPED running it: this machine is {}", host_arch());
+        return;
+    }
+
+    // --version, from the entrypoint.
+    let out = run(podman().args(["run", "--rm", "--network", "none", &image, "--version"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("hooklog {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // install into a volume, as an init container does for a shell-less app container.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let volume = format!("{}:/shared", shared.display());
+    let out = run(podman().args([
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "-v",
+        &volume,
+        &image,
+        "install",
+        "/shared/bin",
+    ]));
+    assert!(out.status.success(), "install: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "/shared/bin/hooklog");
+    let installed = std::fs::read(shared.join("bin/hooklog")).expect("installed binary");
+    assert_eq!(
+        installed,
+        std::fs::read(&bin).unwrap(),
+        "install copies /hooklog"
+    );
+
+    // A short `run`, stopped with SIGTERM: the record, then hooks.summary last, exit 0.
+    let name = format!("hooklog-dockerfile-{}", std::process::id());
+    let mut daemon = podman();
+    daemon.args([
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "none",
+        "--read-only",
+    ]);
+    daemon.args(["-v", &volume]);
+    for (k, v) in POD_ENV {
+        daemon.args(["-e", &format!("{k}={v}")]);
+    }
+    daemon.args([&image, "run", "--file", "/shared/prestop.log"]);
+    let out = run(&mut daemon);
+    assert!(out.status.success(), "podman run: {}", text(&out.stderr));
+    let container = Container(name);
+    let logs = || run(podman().args(["logs", &container.0]));
+    assert!(
+        wait_until(Duration::from_secs(30), || text(&logs().stderr)
+            .contains("hooklog ready")),
+        "not ready: {}",
+        text(&logs().stderr)
+    );
+    std::fs::write(shared.join("prestop.log"), "draining from the image test\n").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || text(&logs().stdout)
+            .contains("draining from the image test")),
+        "the line did not come out: {}",
+        text(&logs().stderr)
+    );
+    let out = run(podman().args(["kill", "--signal", "TERM", &container.0]));
+    assert!(out.status.success(), "podman kill: {}", text(&out.stderr));
+    let out = run(podman().args(["wait", &container.0]));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "0",
+        "exit code; stderr: {}",
+        text(&logs().stderr)
+    );
+    let records: Vec<Value> = text(&logs().stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(records[0]["message"], "draining from the image test");
+    assert_eq!(records[0]["kubernetes"]["pod_name"], POD_ENV[0].1);
+    let summary = records.last().expect("records");
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+}
+
+/// Issue 11: the build stage installed Debian's aarch64 cross compiler without its C headers
+/// (`libc6-dev-arm64-cross`, only a Recommends), so ring's build script failed with
+/// `bits/libc-header-start.h: No such file or directory` and no arm64 image could be built.
+#[test]
+fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
+    let image = dockerfile_image("arm64");
+    let size = check_config(&image, "arm64");
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, gzipped) = extract_binary(&image, dir.path());
+    let kind = file_type(&bin);
+    assert!(
+        kind.contains("ARM aarch64") && kind.contains("static"),
+        "{kind}"
+    );
+    eprintln!(
+        "arm64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        std::fs::metadata(&bin).unwrap().len()
+    );
+    crate::image::runs_the_daemon_under_qemu(&bin);
+}

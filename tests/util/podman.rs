@@ -1,0 +1,141 @@
+//! podman for the image tests: this machine's workarounds in one containers.conf, and the real
+//! Dockerfile built for a platform on a local stand-in for `rust:<RUST_VERSION>-bookworm`
+//! (tests/support/rust-standin.sh), once per platform and source tree however many test
+//! processes ask (a file lock, then podman's layer cache).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// This machine's limits (see README, Test): crun refuses its hybrid cgroups, and root cannot
+/// raise the open-files limit to podman's default.
+const CONTAINERS_CONF: &str = "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\n[engine]\nruntime = \"runc\"\n";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where the stand-in's Debian root, the lock and the containers.conf live between runs:
+/// `$HOOKLOG_CACHE_DIR`, else `$XDG_CACHE_HOME/hooklog`, else `~/.cache/hooklog` (the same
+/// rule as tests/support/rust-standin.sh).
+pub fn cache_dir() -> PathBuf {
+    let dir = if let Some(d) = std::env::var_os("HOOKLOG_CACHE_DIR") {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        PathBuf::from(d).join("hooklog")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/hooklog")
+    };
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}
+
+/// This machine's containers.conf, for `CONTAINERS_CONF`.
+fn containers_conf() -> &'static Path {
+    static CONF: OnceLock<PathBuf> = OnceLock::new();
+    CONF.get_or_init(|| {
+        // Written whole and renamed, so a concurrent test process never reads half of it.
+        let dir = cache_dir();
+        let path = dir.join("containers.conf");
+        let tmp = dir.join(format!("containers.conf.{}", std::process::id()));
+        std::fs::write(&tmp, CONTAINERS_CONF).expect("write containers.conf");
+        std::fs::rename(&tmp, &path).expect("rename containers.conf");
+        path
+    })
+}
+
+/// A `podman` command with this machine's containers.conf.
+pub fn podman() -> Command {
+    let mut c = Command::new("podman");
+    c.env("CONTAINERS_CONF", containers_conf());
+    c
+}
+
+/// Fails the test, naming the package, when podman or runc is missing.
+pub fn require_podman() {
+    for tool in ["podman", "runc"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "{tool} is missing: apt-get install podman runc (scripts/test.sh does it)"
+        );
+    }
+}
+
+/// This machine's architecture as Docker names platforms (the builder's, in the build).
+pub fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => panic!("no image build on {other}: the Dockerfile builds on amd64 or arm64"),
+    }
+}
+
+/// The Dockerfile's `ARG RUST_VERSION=...`, the base image's tag.
+pub fn dockerfile_rust_version() -> String {
+    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).expect("read Dockerfile");
+    dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("ARG RUST_VERSION="))
+        .map(|v| v.trim().to_string())
+        .expect("the Dockerfile has ARG RUST_VERSION=...")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The image the top-level Dockerfile builds for `linux/<arch>` (amd64 or arm64), built here
+/// as a user would with podman (README, Deploy): on this machine's platform, with
+/// `--build-arg BUILDPLATFORM` (podman 4.3 leaves `$BUILDPLATFORM` empty in FROM), from the
+/// stand-in base image, with the network (apt, rustup and cargo download in the build stage).
+/// Tagged `localhost/hooklog-test:<arch>` and kept: the next run's build is a cache hit unless
+/// the sources or the Dockerfile changed.
+pub fn dockerfile_image(arch: &str) -> String {
+    require_podman();
+    let cache = cache_dir();
+    let rust_version = dockerfile_rust_version();
+    let standin = Command::new("bash")
+        .arg(repo().join("tests/support/rust-standin.sh"))
+        .arg(&rust_version)
+        .env("HOOKLOG_CACHE_DIR", &cache)
+        .env("CONTAINERS_CONF", containers_conf())
+        .output()
+        .expect("run tests/support/rust-standin.sh");
+    assert!(
+        standin.status.success(),
+        "cannot make the stand-in for rust:{rust_version}-bookworm:\n{}",
+        text(&standin.stderr)
+    );
+    eprintln!("{}", text(&standin.stderr).trim_end());
+
+    let image = format!("localhost/hooklog-test:{arch}");
+    // One build at a time on this machine: a second process waits, then hits the layer cache.
+    let mut build = Command::new("flock");
+    build.arg(cache.join("build.lock")).arg("podman");
+    build.env("CONTAINERS_CONF", containers_conf());
+    build
+        .args(["build", "--pull=never", "--platform"])
+        .arg(format!("linux/{arch}"))
+        .arg("--build-arg")
+        .arg(format!("BUILDPLATFORM=linux/{}", host_arch()))
+        .args(["-t", &image, "-f", "Dockerfile", "."])
+        .current_dir(repo());
+    let started = std::time::Instant::now();
+    let out = build.output().expect("run flock podman build");
+    let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "podman build --platform linux/{arch} of the Dockerfile failed:\n{log}"
+    );
+    eprintln!(
+        "built {image} from the Dockerfile in {:.0?} (cached layers: {})",
+        started.elapsed(),
+        log.matches("Using cache").count()
+    );
+    image
+}
