@@ -346,6 +346,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             Sub::Sleep(_) => "sleep",
             Sub::Install(_) => "install",
             Sub::Emit(_) => "emit",
+            Sub::Check(_) | Sub::Inject(_) | Sub::Uninject(_) => "manifest",
         };
         kinds.entry(f.file.clone()).or_default().insert(kind);
     }
