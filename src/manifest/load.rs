@@ -62,14 +62,20 @@ pub struct Document {
 }
 
 impl Source {
-    /// The 1-based line of `needle`'s first occurrence within document `doc`, if any.
+    /// The 1-based line of the first line of document `doc` that ends with `needle` (a trailing
+    /// comma aside), if any.
     pub fn find_line(&self, doc: &Document, needle: &str) -> Option<usize> {
+        self.find_line_from(doc, doc.line, needle)
+    }
+
+    /// The same, from line `from` of the document on.
+    pub fn find_line_from(&self, doc: &Document, from: usize, needle: &str) -> Option<usize> {
         self.text
             .lines()
             .enumerate()
-            .skip(doc.line.saturating_sub(1))
-            .take(doc.end_line.saturating_sub(doc.line))
-            .find(|(_, l)| l.contains(needle))
+            .skip(from.saturating_sub(1))
+            .take(doc.end_line.saturating_sub(from))
+            .find(|(_, l)| l.trim_end().trim_end_matches(',').ends_with(needle))
             .map(|(i, _)| i + 1)
     }
 }
@@ -292,7 +298,7 @@ mod tests {
         assert_eq!(s.documents.len(), 2);
         assert_eq!(s.documents[0].line, 3);
         assert_eq!(s.documents[1].value["kind"], "B");
-        assert_eq!(s.find_line(&s.documents[1], "x:"), Some(7));
+        assert_eq!(s.find_line(&s.documents[1], "x: [1]"), Some(7));
     }
 
     #[test]

@@ -158,7 +158,14 @@ impl Sink<'_> {
                     format!("name: {c}"),
                 ]
                 .iter()
-                .find_map(|needle| self.source.find_line(self.doc, needle))
+                .find_map(|needle| {
+                    let from = self
+                        .source
+                        .find_line(self.doc, "ontainers:")
+                        .or_else(|| self.source.find_line(self.doc, "ontainers\": ["))
+                        .unwrap_or(self.doc.line);
+                    self.source.find_line_from(self.doc, from, needle)
+                })
             })
             .unwrap_or(self.doc.line);
         self.findings.push(Finding {
