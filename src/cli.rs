@@ -29,7 +29,8 @@ Examples:
 
   # Before deploy: find broken preStop hooks, then add hooklog to every pod template
   hooklog check k8s/
-  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -";
+  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
+  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -";
 
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
@@ -88,7 +89,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
-        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  HOOKLOG_INJECT_IMAGE=... helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
     )]
     Inject(InjectArgs),
     /// Remove what `hooklog inject` added (same as `inject --undo`).

@@ -333,6 +333,16 @@ fn inject_pod(
         arr_mut(c, "volumeMounts").push(json!({"name": VOLUME, "mountPath": MOUNT}));
     }
 
+    // A new initContainers goes where people write it, just before containers.
+    if let Some(map) = spec.as_object_mut()
+        && !map.contains_key("initContainers")
+    {
+        let at = map
+            .keys()
+            .position(|k| k == "containers")
+            .unwrap_or(map.len());
+        map.shift_insert(at, "initContainers".into(), json!([]));
+    }
     let installer = installer(&opts.image);
     let sidecar = sidecar(&opts.image, opts.mode, &peers, grace);
     match opts.mode {
