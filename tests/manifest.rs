@@ -1005,3 +1005,53 @@ fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
     );
     assert_eq!(summary["kubernetes"]["labels"]["app"], "checkout");
 }
+
+#[test]
+fn sarif_output_matches_the_sarif_2_1_0_schema() {
+    let schema = root().join("tests/sarif/sarif-schema-2.1.0.json");
+    let out = run(
+        &[
+            "check",
+            "--format",
+            "sarif",
+            "tests/manifests/corpus",
+            "tests/manifests/incidents",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF is JSON");
+    validate_schema(&schema, &sarif);
+    let run0 = &sarif["runs"][0];
+    let rules = run0["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), RULES.len());
+    let results = run0["results"].as_array().unwrap();
+    assert!(results.len() > 20);
+    for r in results {
+        let i = r["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[i]["id"], r["ruleId"], "ruleIndex points at its rule");
+        let loc = &r["locations"][0]["physicalLocation"];
+        let uri = loc["artifactLocation"]["uri"].as_str().unwrap();
+        assert!(
+            root().join(uri).is_file(),
+            "{uri} is a file relative to the repository"
+        );
+        assert!(loc["region"]["startLine"].as_u64().unwrap() >= 1);
+    }
+    // The schema can fail: a result level SARIF does not have is rejected.
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0]["level"] = Value::from("fatal");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("broken.sarif");
+    std::fs::write(&f, broken.to_string()).unwrap();
+    let st = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.Draft4Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2])))",
+        ])
+        .arg(&schema)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!st.status.success(), "the schema accepted level \"fatal\"");
+}
