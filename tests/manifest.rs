@@ -202,6 +202,23 @@ fn both_incidents_are_errors_and_inject_fixes_them() {
         Value::Array(vec![]),
         "after inject check finds nothing"
     );
+    // The Fargate incident too: its hook's output goes to hooklog instead of PID 1's.
+    let out = run(&["inject", "--image", IMAGE, fargate], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &["--platform", "fargate"]);
+    assert_eq!(code, 0, "after inject: {doc:#}");
+    assert_eq!(
+        doc["findings"],
+        Value::Array(vec![]),
+        "after inject check finds nothing"
+    );
+    let pod = only_template(&text(&out.stdout));
+    let cmd = podspec::strings(
+        &pod["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"],
+    );
+    assert!(cmd.last().unwrap().contains("> /dev/stdout"), "{cmd:?}");
+    assert!(text(&out.stderr).contains("now go to its own /dev/stdout"));
+
     let spec = &only_template(&injected)["spec"]["template"]["spec"];
     let envoy = spec["containers"]
         .as_array()
@@ -215,7 +232,14 @@ fn both_incidents_are_errors_and_inject_fixes_them() {
 }
 
 fn check_json_stdin(input: &str) -> (i32, Value) {
-    let out = run(&["check", "--format", "json", "-"], Some(input));
+    check_json_stdin_with(input, &[])
+}
+
+fn check_json_stdin_with(input: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend_from_slice(args);
+    all.push("-");
+    let out = run(&all, Some(input));
     let doc = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
     (out.status.code().unwrap(), doc)

@@ -229,7 +229,7 @@ fn inject_pod(
                     }
                     continue;
                 }
-                let inner = sleep_to_hooklog(&argv, notes, &c.name);
+                let inner = proc_1_to_own_output(sleep_to_hooklog(&argv, notes, &c.name), notes, &c.name);
                 let known = hooks::bound(&Handler::Exec(inner.clone()), &env).max;
                 wraps.push(Wrap { container: c.name.clone(), inner, known, added: false });
             }
@@ -398,6 +398,44 @@ fn sleep_to_hooklog(argv: &[String], notes: &mut Vec<String>, container: &str) -
         ));
     }
     argv.to_vec()
+}
+
+/// PID 1's stdout and stderr, which hooks write to so that `kubectl logs` shows them, and what
+/// inject writes instead: under `hooklog hook` the hook's own stdout and stderr are the
+/// wrapper's pipes, which it reports, and any user may write to them (`/proc/1/fd/1` is denied
+/// to non-root users and on Fargate).
+const PROC_1_REWRITES: [(&str, &str); 2] = [
+    ("/proc/1/fd/1", "/dev/stdout"),
+    ("/proc/1/fd/2", "/dev/stderr"),
+];
+
+/// Points a wrapped hook's writes to `/proc/1/fd/1` and `/proc/1/fd/2` at its own stdout and
+/// stderr; `uninject` restores the original.
+fn proc_1_to_own_output(
+    argv: Vec<String>,
+    notes: &mut Vec<String>,
+    container: &str,
+) -> Vec<String> {
+    let mut changed = false;
+    let out = argv
+        .into_iter()
+        .map(|a| {
+            let mut a = a;
+            for (from, to) in PROC_1_REWRITES {
+                if a.contains(from) {
+                    a = a.replace(from, to);
+                    changed = true;
+                }
+            }
+            a
+        })
+        .collect();
+    if changed {
+        notes.push(format!(
+            "{container}: the hook's writes to /proc/1/fd/1 and /proc/1/fd/2 now go to its own /dev/stdout and /dev/stderr, which `hooklog hook` reports"
+        ));
+    }
+    out
 }
 
 /// The hardened securityContext of k8s/: hooklog's image runs as 65532 with nothing else.
