@@ -4,10 +4,12 @@
 //! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
-//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions.
+//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions,
+//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
 pub mod budget;
 pub mod check;
+pub mod emit;
 pub mod hooks;
 pub mod inject;
 pub mod load;
@@ -141,21 +143,10 @@ fn transform(
                     return EXIT_USAGE;
                 }
             }
-            match serde_norway::to_string(&doc.value) {
-                Ok(yaml) => {
-                    if !out.is_empty() {
-                        out.push_str("---\n");
-                    }
-                    out.push_str(&yaml);
-                }
-                Err(e) => {
-                    eprintln!(
-                        "hooklog: {}:{}: cannot write YAML: {e}",
-                        source.name, doc.line
-                    );
-                    return EXIT_USAGE;
-                }
+            if !out.is_empty() {
+                out.push_str("---\n");
             }
+            out.push_str(&emit::to_yaml(&doc.value));
         }
     }
     if let Err(e) = write_stdout(&out) {
