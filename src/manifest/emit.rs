@@ -26,12 +26,20 @@ pub fn to_yaml(v: &Value) -> String {
 
 /// True when `s` can be written bare and still be read back as this string by a YAML 1.1 or
 /// 1.2 parser: letters, digits and `_./=-:` only, starting with a letter, `/` or `_` (or `-`
-/// then a letter or `-`, as in `--container`), not ending with `:`, not a reserved word.
+/// then a letter or `-`, as in `--container`; or a digit in a string no number can be), not
+/// ending with `:`, not a reserved word.
 pub fn plain_safe(s: &str) -> bool {
     let mut chars = s.chars();
     let start_ok = match chars.next() {
         Some(c) if c.is_ascii_alphabetic() || c == '/' || c == '_' => true,
         Some('-') => matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '-'),
+        // A digit first: no number, timestamp or sexagesimal holds a `/`, nor a letter other
+        // than those of exponents, radix prefixes and timestamps (`10m`, `64Mi`, `7s` are safe).
+        Some(c) if c.is_ascii_digit() => {
+            s.contains('/')
+                || s.chars()
+                    .any(|c| c.is_ascii_alphabetic() && !"eExXoObBtT".contains(c))
+        }
         _ => false,
     };
     start_ok
