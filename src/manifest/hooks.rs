@@ -360,3 +360,28 @@ mod tests {
         assert!(!image_is_hooklog("example.com/hooklog-ui:1"));
     }
 }
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    #[test]
+    fn list_and_bool_flags_from_the_container_env() {
+        let env = BTreeMap::from([
+            ("HOOKLOG_PEERS".to_string(), "api,envoy".to_string()),
+            ("HOOKLOG_EMF".to_string(), "true".to_string()),
+            ("HOOKLOG_GRACE".to_string(), "15s".to_string()),
+        ]);
+        let argv: Vec<String> = ["hooklog", "run", "--file", "/x"]
+            .map(String::from)
+            .to_vec();
+        match parse_hooklog(&argv, &env) {
+            Ok(Command::Run(r)) => {
+                assert_eq!(r.peers, ["api", "envoy"]);
+                assert!(r.emf);
+                assert_eq!(r.grace, Duration::from_secs(15));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
