@@ -180,6 +180,18 @@ fn inject_pod(
         return Ok(Outcome::AlreadyInjected);
     }
     let containers = podspec::containers(&spec_snapshot, &t.spec_path);
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &containers {
+        if !c.value.is_object() {
+            return Err(format!("{} is not a mapping", c.path));
+        }
+        if !seen.insert(c.name.as_str()) {
+            return Err(format!(
+                "two containers are named {:?} ({})",
+                c.name, c.path
+            ));
+        }
+    }
     for c in &containers {
         if c.name == SIDECAR || c.name == INSTALLER {
             return Err(format!(
@@ -286,10 +298,17 @@ fn inject_pod(
     // The record uninject restores from.
     let mut record_containers = Map::new();
     let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+    // Keys inject fills: absent ones are created, ones of another type (`null`) replaced; both
+    // are recorded so that uninject puts back exactly what was there.
     let mut created = Vec::new();
-    for key in ["initContainers", "volumes"] {
-        if spec.get(key).is_none() {
-            created.push(key);
+    let mut replaced = Map::new();
+    for key in ["initContainers", "containers", "volumes"] {
+        match spec.get(key) {
+            None => created.push(key),
+            Some(Value::Array(_)) => {}
+            Some(other) => {
+                replaced.insert(key.to_string(), other.clone());
+            }
         }
     }
     for w in &wraps {
@@ -297,13 +316,14 @@ fn inject_pod(
             .iter_mut()
             .find(|c| c["name"] == w.container.as_str())
             .expect("the container was found in the snapshot");
-        record_containers.insert(
-            w.container.clone(),
-            json!({
-                "lifecycle": c.get("lifecycle").cloned().unwrap_or(Value::Null),
-                "volumeMounts": c.get("volumeMounts").is_some(),
-            }),
-        );
+        // What was there (a key left out when it was absent).
+        let mut original = Map::new();
+        for key in ["lifecycle", "volumeMounts"] {
+            if let Some(v) = c.get(key) {
+                original.insert(key.to_string(), v.clone());
+            }
+        }
+        record_containers.insert(w.container.clone(), Value::Object(original));
         let mut command = vec![
             BIN.to_string(),
             "hook".into(),
@@ -364,20 +384,36 @@ fn inject_pod(
     ]}}));
 
     let parent = metadata(doc, t).ok_or("no place for the pod's metadata")?;
-    if parent.get("metadata").is_none() {
-        created.push("metadata");
+    match parent.get("metadata") {
+        None => created.push("metadata"),
+        Some(Value::Object(_)) => {}
+        Some(other) => {
+            replaced.insert("metadata".into(), other.clone());
+        }
     }
     let meta = obj_mut(parent, "metadata");
-    if meta.get("annotations").is_none() {
-        created.push("annotations");
+    match meta.get("annotations") {
+        None => created.push("annotations"),
+        Some(Value::Object(_)) => {}
+        Some(other) => {
+            replaced.insert("annotations".into(), other.clone());
+        }
     }
-    let record = json!({"version": 1, "containers": record_containers, "created": created});
+    let record = json!({
+        "version": 1,
+        "containers": record_containers,
+        "created": created,
+        "replaced": replaced,
+    });
     let annotations = meta
         .entry("annotations".to_string())
         .or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
+    }
     annotations
         .as_object_mut()
-        .ok_or("metadata.annotations is not a mapping")?
+        .expect("just made a mapping")
         .insert(ANNOTATION.to_string(), Value::String(record.to_string()));
     Ok(Outcome::Injected)
 }
@@ -527,6 +563,22 @@ fn uninject_pod(doc: &mut Value, t: &TemplateRef) -> Result<Outcome, String> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
+    let replaced = record["replaced"].as_object().cloned().unwrap_or_default();
+    // A key inject created or replaced goes back to what it was once it holds nothing of ours.
+    let put_back = |map: &mut Map<String, Value>, key: &str| {
+        let empty = match map.get(key) {
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Object(o)) => o.is_empty(),
+            _ => false,
+        };
+        if empty {
+            if let Some(original) = replaced.get(key) {
+                map.insert(key.to_string(), original.clone());
+            } else if created.contains(&key) {
+                map.shift_remove(key);
+            }
+        }
+    };
     let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
     for key in ["initContainers", "containers"] {
         if let Some(list) = spec.get_mut(key).and_then(Value::as_array_mut) {
@@ -539,15 +591,8 @@ fn uninject_pod(doc: &mut Value, t: &TemplateRef) -> Result<Outcome, String> {
     let map = spec
         .as_object_mut()
         .ok_or("the pod spec is not a mapping")?;
-    for key in ["initContainers", "volumes"] {
-        if created.contains(&key)
-            && map
-                .get(key)
-                .and_then(Value::as_array)
-                .is_some_and(Vec::is_empty)
-        {
-            map.shift_remove(key);
-        }
+    for key in ["initContainers", "containers", "volumes"] {
+        put_back(map, key);
     }
     let restore = record["containers"]
         .as_object()
@@ -559,18 +604,24 @@ fn uninject_pod(doc: &mut Value, t: &TemplateRef) -> Result<Outcome, String> {
                 continue;
             };
             let c = c.as_object_mut().ok_or("a container is not a mapping")?;
-            match &r["lifecycle"] {
-                Value::Null => {
+            match r.get("lifecycle") {
+                None => {
                     c.shift_remove("lifecycle");
                 }
-                l => {
+                Some(l) => {
                     c.insert("lifecycle".into(), l.clone());
                 }
             }
             if let Some(m) = c.get_mut("volumeMounts").and_then(Value::as_array_mut) {
                 m.retain(|m| m["name"] != VOLUME);
-                if m.is_empty() && r["volumeMounts"] == false {
-                    c.shift_remove("volumeMounts");
+                match r.get("volumeMounts") {
+                    None if m.is_empty() => {
+                        c.shift_remove("volumeMounts");
+                    }
+                    Some(original) if !original.is_array() => {
+                        c.insert("volumeMounts".into(), original.clone());
+                    }
+                    _ => {}
                 }
             }
         }
@@ -580,14 +631,10 @@ fn uninject_pod(doc: &mut Value, t: &TemplateRef) -> Result<Outcome, String> {
     if let Some(meta) = pmap.get_mut("metadata").and_then(Value::as_object_mut) {
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.shift_remove(ANNOTATION);
-            if a.is_empty() && created.contains(&"annotations") {
-                meta.shift_remove("annotations");
-            }
         }
-        if meta.is_empty() && created.contains(&"metadata") {
-            pmap.shift_remove("metadata");
-        }
+        put_back(meta, "annotations");
     }
+    put_back(pmap, "metadata");
     Ok(Outcome::Uninjected)
 }
 
@@ -655,6 +702,123 @@ mod tests {
             serde_json::to_string(&doc).unwrap(),
             serde_json::to_string(&original).unwrap()
         );
+    }
+
+    /// Arbitrary JSON, small.
+    fn value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0u64..100).prop_map(|n| json!(n)),
+            prop::sample::select(vec![
+                "sleep",
+                "15",
+                "sh",
+                "-c",
+                "hooklog",
+                "/hooklog/bin/hooklog",
+                "hook",
+                "--",
+                "exec",
+                "preStop",
+                "name",
+                "Always"
+            ])
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec![
+                            "name",
+                            "lifecycle",
+                            "preStop",
+                            "postStart",
+                            "exec",
+                            "command",
+                            "sleep",
+                            "seconds",
+                            "httpGet",
+                            "volumeMounts",
+                            "containers",
+                            "initContainers",
+                            "volumes",
+                            "metadata",
+                            "annotations",
+                            "restartPolicy",
+                            "args",
+                            "env",
+                            "image"
+                        ]),
+                        inner
+                    ),
+                    0..5
+                )
+                .prop_map(|kv| Value::Object(
+                    kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    /// A container that looks real: a name, maybe an exec or sleep preStop, maybe junk.
+    fn container() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let word = prop::sample::select(vec![
+            "sleep",
+            "15",
+            "1m",
+            "sh",
+            "-c",
+            "/bin/sleep",
+            "/hooklog/bin/hooklog",
+            "hook",
+            "--",
+            "/proc/1/fd/1",
+            "echo hi > /proc/1/fd/2; sleep 2",
+        ]);
+        (
+            prop::sample::select(vec!["web", "envoy", "hooklog", "app"]),
+            prop::option::of(prop::collection::vec(word, 0..4)),
+            prop::option::of(0u64..100),
+            value(),
+        )
+            .prop_map(|(name, exec, sleep, junk)| {
+                let mut c = json!({"name": name, "image": "gcr.io/distroless/static"});
+                if let Some(cmd) = exec {
+                    c["lifecycle"] = json!({"preStop": {"exec": {"command": cmd}}});
+                } else if let Some(s) = sleep {
+                    c["lifecycle"] = json!({"preStop": {"sleep": {"seconds": s}}});
+                }
+                if let (Value::Object(j), Some(m)) = (junk, c.as_object_mut()) {
+                    for (k, v) in j {
+                        m.entry(k).or_insert(v);
+                    }
+                }
+                c
+            })
+    }
+
+    proptest::proptest! {
+        /// Malformed pod specs never panic check, inject or uninject; an injected one undoes.
+        #[test]
+        fn arbitrary_pod_specs_never_panic(spec in value(), containers in proptest::collection::vec(proptest::prop_oneof![value(), container()], 0..4)) {
+            let mut spec = spec;
+            if let Value::Object(m) = &mut spec {
+                m.insert("containers".into(), Value::Array(containers));
+            }
+            let original = json!({"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": spec}}});
+            let source = crate::manifest::load::parse("p.yaml", crate::manifest::emit::to_yaml(&original)).unwrap();
+            crate::manifest::check::check(&[source], &Default::default());
+            let mut doc = original.clone();
+            if inject(&mut doc, &opts()).is_ok() {
+                uninject(&mut doc).unwrap();
+                proptest::prop_assert_eq!(doc, original);
+            }
+        }
     }
 
     #[test]
