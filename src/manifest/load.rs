@@ -232,9 +232,8 @@ fn parse_yaml(name: &str, text: &str) -> Result<Vec<(usize, usize, Value)>, Load
     let total_lines = text.lines().count() + 1;
     let mut out = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| {
-            let (line, column) = e
-                .location()
+        let error = |e: &dyn std::fmt::Display, at: Option<serde_norway::Location>| {
+            let (line, column) = at
                 .map(|l| (l.line(), l.column()))
                 .unwrap_or((starts.get(i).copied().unwrap_or(1), 1));
             LoadError::Yaml {
@@ -243,7 +242,12 @@ fn parse_yaml(name: &str, text: &str) -> Result<Vec<(usize, usize, Value)>, Load
                 column,
                 why: strip_position(&e.to_string()),
             }
-        })?;
+        };
+        // Merge keys (`<<: *defaults`) are resolved, as kubectl does, before the tree is kept.
+        let mut yaml =
+            serde_norway::Value::deserialize(doc).map_err(|e| error(&e, e.location()))?;
+        yaml.apply_merge().map_err(|e| error(&e, e.location()))?;
+        let value = serde_json::to_value(yaml).map_err(|e| error(&e, None))?;
         let line = starts.get(i).copied().unwrap_or(1);
         let end = starts
             .get(i + 1)
@@ -323,6 +327,19 @@ mod tests {
         let keys: Vec<&String> = s.documents[0].value.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["z", "b", "a"]);
         assert_eq!(s.documents[0].value["b"]["q"], 1);
+    }
+
+    #[test]
+    fn merge_keys_are_resolved() {
+        let s = parse(
+            "f",
+            "base: &b {image: x, name: a}\nc:\n  <<: *b\n  name: c\n".to_string(),
+        )
+        .unwrap();
+        assert_eq!(
+            s.documents[0].value["c"],
+            serde_json::json!({"name": "c", "image": "x"})
+        );
     }
 
     #[test]
