@@ -62,6 +62,7 @@ pub const RULES: &[Rule] = &[
     wiring::BINARY_NOT_INSTALLED,
     wiring::PATH_NOT_SHARED,
     wiring::NO_SIDECAR,
+    wiring::NAME_MISMATCH,
     wiring::DOWNWARD_API,
     wiring::INVALID_COMMAND,
     fargate::CAPABILITIES,

@@ -29,6 +29,11 @@ pub const NO_SIDECAR: Rule = Rule {
     severity: Severity::Warning,
     description: "Hooks are wrapped in `hooklog hook` but the pod has no `hooklog run` sidecar to read their records.",
 };
+pub const NAME_MISMATCH: Rule = Rule {
+    id: "hook-container-name-mismatch",
+    severity: Severity::Warning,
+    description: "`hooklog hook --container` names another container than the one whose hook it is: its records and the summary say the wrong name.",
+};
 pub const DOWNWARD_API: Rule = Rule {
     id: "sidecar-downward-api-missing",
     severity: Severity::Warning,
@@ -66,6 +71,18 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, sink: &mut Sink) {
     };
     let mut binaries = vec![argv[0].clone()];
     if let Command::Hook(h) = &parsed {
+        if h.container != c.name {
+            sink.add(
+                &NAME_MISMATCH,
+                Some(&c.name),
+                &hook.path,
+                format!(
+                    "the hook of {} reports as --container {}: records and hooks.summary name the wrong container",
+                    c.name, h.container
+                ),
+                format!("use --container {}", c.name),
+            );
+        }
         let inner: Vec<String> = h
             .command
             .iter()
