@@ -25,9 +25,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "not root: cannot install ${need_apt[*]}; tests that need them will say so" >&2
   fi
 fi
-if ! python3 -c 'import moto, kubernetes_validate' >/dev/null 2>&1; then
-  log "installing moto[server] and kubernetes-validate"
-  python3 -m pip install -q 'moto[server]' kubernetes-validate
+# jsonschema validates `hooklog check`'s JSON and SARIF output (tests/manifest.rs).
+if ! python3 -c 'import moto, kubernetes_validate, jsonschema' >/dev/null 2>&1; then
+  log "installing moto[server], kubernetes-validate and jsonschema"
+  python3 -m pip install -q 'moto[server]' kubernetes-validate jsonschema
 fi
 for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   if ! rustup target list --installed 2>/dev/null | grep -q "$target"; then

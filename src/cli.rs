@@ -1,5 +1,5 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`. Every flag but `emit --field` has
-//! an environment variable, because pods are configured through env (lists are comma-separated).
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, and `check`, `inject`, `uninject`
+//! for manifests. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -25,7 +25,12 @@ Examples:
   # Distroless images have no sleep, cp or echo
   hooklog sleep 1m30s
   hooklog install /shared-logs/bin
-  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'";
+  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'
+
+  # Before deploy: find broken preStop hooks, then add hooklog to every pod template
+  hooklog check k8s/
+  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
+  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -";
 
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
@@ -77,6 +82,21 @@ pub enum Command {
         after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
     )]
     Emit(EmitArgs),
+    /// Find broken lifecycle hooks in Kubernetes manifests, offline.
+    #[command(
+        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n\nExit code: 0 when nothing at or above --fail-on, 1 otherwise, 64 for usage errors or input that does not parse."
+    )]
+    Check(CheckArgs),
+    /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
+    #[command(
+        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+    )]
+    Inject(InjectArgs),
+    /// Remove what `hooklog inject` added (same as `inject --undo`).
+    #[command(
+        after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -"
+    )]
+    Uninject(UninjectArgs),
 }
 
 /// Where records go.
@@ -261,6 +281,141 @@ pub fn bounded_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} is longer than the maximum of 24h"));
     }
     Ok(d)
+}
+
+/// `hooklog check` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// Readable text grouped by object.
+    Text,
+    /// One JSON document (README, "hooklog check").
+    Json,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
+}
+
+/// A platform with rules of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Platform {
+    /// EKS Fargate: no privileged, host namespaces, hostPath, added capabilities or DaemonSets.
+    Fargate,
+}
+
+/// How `inject` runs the sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SidecarKind {
+    /// An init container with `restartPolicy: Always` (Kubernetes 1.29+).
+    Native,
+    /// A regular container that waits for its peers (clusters before 1.29).
+    Classic,
+}
+
+/// `hooklog check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Manifest files, folders (searched recursively for .yaml, .yml, .json), or `-` for stdin
+    /// (also when none is given).
+    #[arg(value_name = "FILE|DIR|-")]
+    pub paths: Vec<PathBuf>,
+
+    /// Output: text, json or sarif.
+    #[arg(long, env = "HOOKLOG_CHECK_FORMAT", value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+
+    /// Exit 1 when a finding has this severity or a higher one.
+    #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum, default_value = "error")]
+    pub fail_on: crate::manifest::check::Severity,
+
+    /// An image's filesystem, a folder or a `docker export` tar, to look hook commands up in.
+    /// Repeatable.
+    #[arg(
+        long = "image-root",
+        env = "HOOKLOG_IMAGE_ROOT",
+        value_delimiter = ',',
+        value_name = "IMAGE=PATH",
+        value_parser = parse_image_root
+    )]
+    pub image_roots: Vec<(String, PathBuf)>,
+
+    /// An image pattern (`*` is any text) of images without a shell, after the built-in ones;
+    /// `!PATTERN` says matching images have one. The last match decides. Repeatable.
+    #[arg(
+        long = "shell-less-image",
+        env = "HOOKLOG_SHELL_LESS_IMAGES",
+        value_delimiter = ',',
+        value_name = "PATTERN"
+    )]
+    pub shell_less_images: Vec<String>,
+
+    /// Drop the built-in shell-less image patterns.
+    #[arg(long, env = "HOOKLOG_NO_DEFAULT_SHELL_LESS")]
+    pub no_default_shell_less: bool,
+
+    /// Also check what this platform refuses.
+    #[arg(long, env = "HOOKLOG_PLATFORM", value_enum)]
+    pub platform: Option<Platform>,
+
+    /// The cluster's Kubernetes version (`1.29`): features it lacks are errors.
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    pub kubernetes_version: Option<(u32, u32)>,
+}
+
+/// `hooklog inject`.
+#[derive(Debug, Args)]
+pub struct InjectArgs {
+    /// Manifest files, folders, or `-` for stdin (also when none is given, as a Helm
+    /// post-renderer runs it).
+    #[arg(value_name = "FILE|DIR|-")]
+    pub paths: Vec<PathBuf>,
+
+    /// The hooklog image for the init container and the sidecar.
+    #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
+    pub image: Option<String>,
+
+    /// Run the sidecar as a native sidecar (1.29+) or as a classic container.
+    #[arg(long, env = "HOOKLOG_SIDECAR", value_enum, default_value_t = SidecarKind::Native)]
+    pub sidecar: SidecarKind,
+
+    /// Give a container without a preStop the hook `hooklog sleep DURATION` (wait for the load
+    /// balancer to deregister the pod). Repeatable.
+    #[arg(
+        long = "prestop-sleep",
+        env = "HOOKLOG_PRESTOP_SLEEP",
+        value_delimiter = ',',
+        value_name = "CONTAINER=DURATION",
+        value_parser = parse_prestop_sleep
+    )]
+    pub prestop_sleep: Vec<(String, String)>,
+
+    /// Remove what inject added instead (as `hooklog uninject`).
+    #[arg(long, env = "HOOKLOG_INJECT_UNDO")]
+    pub undo: bool,
+}
+
+/// `hooklog uninject`.
+#[derive(Debug, Args)]
+pub struct UninjectArgs {
+    /// Manifest files, folders, or `-` for stdin (also when none is given).
+    #[arg(value_name = "FILE|DIR|-")]
+    pub paths: Vec<PathBuf>,
+}
+
+fn parse_image_root(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((image, path)) if !image.is_empty() && !path.is_empty() => {
+            Ok((image.to_string(), PathBuf::from(path)))
+        }
+        _ => Err(format!("{s:?} is not IMAGE=PATH")),
+    }
+}
+
+fn parse_prestop_sleep(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((c, d)) if !c.is_empty() => crate::duration::parse(d)
+            .map(|_| (c.to_string(), d.to_string()))
+            .map_err(|e| e.to_string()),
+        _ => Err(format!("{s:?} is not CONTAINER=DURATION")),
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {

@@ -10,6 +10,7 @@
 //! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
 //!   through [`client`].
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
+//! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
 //!
 //! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
 //! [`duration`] and [`timefmt`] read and write times.
@@ -24,6 +25,7 @@ pub mod duration;
 pub mod framing;
 pub mod hook;
 pub mod lifecycle;
+pub mod manifest;
 pub mod pod;
 pub mod record;
 pub mod sink;

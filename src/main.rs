@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use hooklog::cli::{Cli, Command, LogFormat};
 use hooklog::config::RunConfig;
-use hooklog::{daemon, hook, lifecycle, tools};
+use hooklog::{daemon, hook, lifecycle, manifest, tools};
 
 /// musl's own allocator is slow for hooklog's many small, short-lived allocations (the static
 /// binary, the one in the image, ran 2.8x slower per line than the glibc build).
@@ -78,6 +78,9 @@ fn main() -> ExitCode {
             tools::emit(&args);
             0
         }
+        Command::Check(args) => manifest::check_command(args),
+        Command::Inject(args) => manifest::inject_command(args),
+        Command::Uninject(args) => manifest::uninject_command(&args.paths),
     })
 }
 

@@ -19,7 +19,9 @@ fn help_shows_an_example_for_each_subcommand() {
     let out = hooklog().arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for sub in ["run", "hook", "sleep", "install", "emit"] {
+    for sub in [
+        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject",
+    ] {
         assert!(
             help.contains(&format!("hooklog {sub} ")),
             "no {sub} example in:\n{help}"
@@ -152,7 +154,9 @@ fn podinfo_labels_and_annotations_enrich_records() {
 #[test]
 fn readme_documents_every_flag_and_env_var() {
     let readme = include_str!("../README.md");
-    for sub in ["run", "hook", "sleep", "install", "emit"] {
+    for sub in [
+        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject",
+    ] {
         let out = hooklog().args([sub, "--help"]).output().unwrap();
         let help = String::from_utf8_lossy(&out.stdout).into_owned();
         let mut checked = 0;

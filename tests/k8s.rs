@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 use hooklog::cli::{Cli, Command as Sub, HookArgs, Output, RunArgs};
+use hooklog::manifest::budget::{self, SidecarMode};
 use serde_json::{Value, json};
 
 use crate::util::{Daemon, POD_ENV, hooklog_bin, wait_until};
@@ -99,7 +100,7 @@ fn documents(path: &Path) -> Vec<Value> {
 }
 
 /// Kubernetes minor versions the installed validator has schemas for, from 1.29 on.
-fn validator_versions() -> Vec<String> {
+pub(crate) fn validator_versions() -> Vec<String> {
     let out = Command::new("python3")
         .args([
             "-c",
@@ -346,6 +347,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             Sub::Sleep(_) => "sleep",
             Sub::Install(_) => "install",
             Sub::Emit(_) => "emit",
+            Sub::Check(_) | Sub::Inject(_) | Sub::Uninject(_) => "manifest",
         };
         kinds.entry(f.file.clone()).or_default().insert(kind);
     }
@@ -399,23 +401,21 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             run.native_sidecar, *native,
             "{file}: --native-sidecar must be given exactly when hooklog runs as a native sidecar"
         );
+        // The inequalities are the ones `hooklog check` uses (README, "Deploy on EKS Fargate").
         let longest_hook = hooks.iter().filter_map(|h| h.timeout).max().unwrap();
         let kill_at = Duration::from_secs(*grace_period);
-        if *native {
+        let mode = if *native {
             // The sidecar gets SIGTERM only after the app containers ended (hooks, then shutdown).
-            assert!(
-                longest_hook + run.grace < kill_at,
-                "{file}: hook timeout {longest_hook:?} + --grace {:?} must stay under terminationGracePeriodSeconds {kill_at:?}",
-                run.grace
-            );
+            SidecarMode::Native
         } else {
             // A regular container gets SIGTERM at once and waits for the hooks itself.
-            assert!(
-                longest_hook < run.grace && run.grace < kill_at,
-                "{file}: hook timeout {longest_hook:?} < --grace {:?} < terminationGracePeriodSeconds {kill_at:?} does not hold",
-                run.grace
-            );
-        }
+            SidecarMode::Classic
+        };
+        let broken = budget::check(mode, longest_hook, run.grace, kill_at);
+        assert!(
+            broken.is_empty(),
+            "{file}: the {mode:?} sidecar's shutdown budget does not hold: {broken:?}"
+        );
         if run.outputs.contains(&Output::Cloudwatch) {
             assert!(
                 run.log_group.is_some(),

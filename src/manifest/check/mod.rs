@@ -1,0 +1,275 @@
+//! `hooklog check`: the rules, one file per family, run over every pod template; each finding
+//! has a severity, a stable rule id, the object, container and field path, a message and a fix.
+
+mod fargate;
+pub mod image;
+mod output;
+mod timing;
+mod version;
+mod wiring;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::hooks::{self, container_hooklog_argv, parse_hooklog};
+use super::load::Source;
+use super::podspec::{self, Container, ObjectRef, TemplateRef};
+use crate::cli::{Command, RunArgs};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A rule: its stable id, severity, and what it is about.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Rule {
+    pub id: &'static str,
+    pub severity: Severity,
+    pub description: &'static str,
+}
+
+/// Every rule `check` has. Ids are stable: they name findings in JSON and SARIF, and in the
+/// README.
+pub const RULES: &[Rule] = &[
+    image::NOT_IN_IMAGE,
+    image::SHELL_LESS,
+    output::PROC_1,
+    output::NOT_REPORTED,
+    timing::EXCEEDS_GRACE,
+    timing::BUDGET,
+    timing::GRACE_PERIOD,
+    timing::NOT_IN_PEERS,
+    timing::UNBOUNDED,
+    wiring::BINARY_NOT_MOUNTED,
+    wiring::BINARY_NOT_INSTALLED,
+    wiring::PATH_NOT_SHARED,
+    wiring::NO_SIDECAR,
+    wiring::NAME_MISMATCH,
+    wiring::DOWNWARD_API,
+    wiring::INVALID_COMMAND,
+    fargate::CAPABILITIES,
+    fargate::PRIVILEGED,
+    fargate::HOST_NAMESPACE,
+    fargate::HOST_PATH,
+    fargate::DAEMONSET,
+    version::NATIVE_SLEEP,
+    version::NATIVE_SIDECAR,
+];
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub rule: &'static str,
+    pub file: String,
+    /// 1-based line: the container's `name:` line, else the document's first line.
+    pub line: usize,
+    pub object: ObjectRef,
+    pub container: Option<String>,
+    /// Field path from the document's root, `spec.template.spec.containers[1].lifecycle.preStop`.
+    pub path: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// What `check` was told.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Image filesystems, by image reference as written in the manifest.
+    pub image_roots: BTreeMap<String, image::ImageRoot>,
+    pub shell_less: image::Patterns,
+    pub fargate: bool,
+    /// `(major, minor)`.
+    pub kubernetes_version: Option<(u32, u32)>,
+}
+
+/// A pod template being checked, with what the rules share.
+pub struct Pod<'a> {
+    pub object: &'a ObjectRef,
+    pub spec: &'a Value,
+    pub spec_path: &'a str,
+    pub containers: Vec<Container<'a>>,
+    pub period: Duration,
+    /// The `hooklog run` container, its mode and arguments.
+    pub sidecar: Option<Sidecar<'a>>,
+}
+
+/// The hooklog sidecar of a pod.
+pub struct Sidecar<'a> {
+    pub container: Container<'a>,
+    pub mode: super::budget::SidecarMode,
+    pub args: RunArgs,
+}
+
+/// Collects findings for one pod template.
+pub struct Sink<'a> {
+    source: &'a Source,
+    doc: &'a super::load::Document,
+    object: &'a ObjectRef,
+    pub findings: Vec<Finding>,
+}
+
+impl Sink<'_> {
+    /// Adds a finding of `rule` about `container` at `path`.
+    pub fn add(
+        &mut self,
+        rule: &Rule,
+        container: Option<&str>,
+        path: &str,
+        message: String,
+        fix: impl Into<String>,
+    ) {
+        self.add_as(rule.severity, rule, container, path, message, fix)
+    }
+
+    /// Adds a finding with a severity other than the rule's own (a platform makes it worse).
+    pub fn add_as(
+        &mut self,
+        severity: Severity,
+        rule: &Rule,
+        container: Option<&str>,
+        path: &str,
+        message: String,
+        fix: impl Into<String>,
+    ) {
+        let line = container
+            .and_then(|c| {
+                [
+                    format!("- name: {c}"),
+                    format!("- name: \"{c}\""),
+                    format!("\"name\": \"{c}\""),
+                    format!("name: {c}"),
+                ]
+                .iter()
+                .find_map(|needle| {
+                    let from = self
+                        .source
+                        .find_line(self.doc, "ontainers:")
+                        .or_else(|| self.source.find_line(self.doc, "ontainers\": ["))
+                        .unwrap_or(self.doc.line);
+                    self.source.find_line_from(self.doc, from, needle)
+                })
+            })
+            .unwrap_or(self.doc.line);
+        self.findings.push(Finding {
+            severity,
+            rule: rule.id,
+            file: self.source.name.clone(),
+            line,
+            object: self.object.clone(),
+            container: container.map(str::to_string),
+            path: path.to_string(),
+            message,
+            fix: fix.into(),
+        });
+    }
+}
+
+/// Checks every pod template of every source. Objects that are not pod templates pass silently.
+pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for source in sources {
+        for doc in &source.documents {
+            for t in podspec::templates(&doc.value) {
+                let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
+                    continue;
+                };
+                let mut sink = Sink {
+                    source,
+                    doc,
+                    object: &t.object,
+                    findings: Vec::new(),
+                };
+                check_pod(&pod(&t, spec), opts, &mut sink);
+                out.extend(sink.findings);
+            }
+        }
+    }
+    out
+}
+
+fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
+    let containers = podspec::containers(spec, &t.spec_path);
+    let sidecar = containers.iter().find_map(|c| {
+        let argv = container_hooklog_argv(c)?;
+        match parse_hooklog(&argv, &c.literal_env()) {
+            Ok(Command::Run(args)) => Some(Sidecar {
+                container: c.clone(),
+                mode: if c.native_sidecar() {
+                    super::budget::SidecarMode::Native
+                } else {
+                    super::budget::SidecarMode::Classic
+                },
+                args,
+            }),
+            _ => None,
+        }
+    });
+    Pod {
+        object: &t.object,
+        spec,
+        spec_path: &t.spec_path,
+        period: Duration::from_secs(podspec::termination_grace_seconds(spec)),
+        containers,
+        sidecar,
+    }
+}
+
+fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
+    for c in &pod.containers {
+        for hook in hooks::hooks(c) {
+            image::check_hook(pod, c, &hook, opts, sink);
+            output::check_hook(pod, c, &hook, opts, sink);
+            timing::check_hook(pod, c, &hook, sink);
+            wiring::check_hook(pod, c, &hook, sink);
+            version::check_hook(c, &hook, opts, sink);
+        }
+    }
+    timing::check_pod(pod, sink);
+    wiring::check_pod(pod, sink);
+    version::check_pod(pod, opts, sink);
+    if opts.fargate {
+        fargate::check_pod(pod, sink);
+    }
+}
+
+/// `1.29`, `v1.30.2` -> `(1, 29)`, `(1, 30)`.
+pub fn parse_version(s: &str) -> Result<(u32, u32), String> {
+    let t = s.trim().trim_start_matches('v');
+    let mut parts = t.split('.');
+    let major = parts.next().and_then(|p| p.parse().ok());
+    let minor = parts
+        .next()
+        .and_then(|p| p.trim_end_matches('+').parse().ok());
+    match (major, minor) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(format!("{s:?} is not a Kubernetes version such as 1.29")),
+    }
+}
+
+/// Seconds as a duration flag value, `15s` or `1m30s`-free `90s`.
+pub fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}

@@ -1,0 +1,61 @@
+//! Output nobody will see: hooks writing to PID 1's stdout or stderr, and exec preStop hooks
+//! that nothing reports.
+
+use super::{Options, Pod, Rule, Severity, Sink};
+use crate::manifest::hooks::{Handler, Hook, wrapped};
+use crate::manifest::podspec::Container;
+
+pub const PROC_1: Rule = Rule {
+    id: "hook-output-to-proc-1",
+    severity: Severity::Warning,
+    description: "A hook writes to /proc/1/fd/1 or /proc/1/fd/2, which non-root users and Fargate cannot open (an error with --platform fargate).",
+};
+pub const NOT_REPORTED: Rule = Rule {
+    id: "hook-not-reported",
+    severity: Severity::Info,
+    description: "An exec preStop hook is not wrapped in `hooklog hook` and the pod has no hooklog sidecar: its output and failure go nowhere.",
+};
+
+/// PID 1's stdout and stderr, as hooks write to them to reach `kubectl logs`.
+const PROC_1_FDS: [&str; 2] = ["/proc/1/fd/1", "/proc/1/fd/2"];
+
+pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &Options, sink: &mut Sink) {
+    let Handler::Exec(argv) = &hook.handler else {
+        return;
+    };
+    if let Some(fd) = PROC_1_FDS
+        .iter()
+        .find(|fd| argv.iter().any(|a| a.contains(*fd)))
+    {
+        // On Fargate it fails for every user: there it is an error.
+        let severity = if opts.fargate {
+            Severity::Error
+        } else {
+            PROC_1.severity
+        };
+        sink.add_as(
+            severity,
+            &PROC_1,
+            Some(&c.name),
+            &hook.path,
+            format!(
+                "{} writes to {fd}: opening it is denied for non-root users and on Fargate, so the output is lost (and with `set -e` the hook fails)",
+                hook.name
+            ),
+            "let `hooklog hook` carry the hook's output (`hooklog inject` wraps it), or `hooklog emit` a record",
+        );
+    }
+    if hook.name == "preStop" && pod.sidecar.is_none() && wrapped(argv, &c.literal_env()).is_none()
+    {
+        sink.add(
+            &NOT_REPORTED,
+            Some(&c.name),
+            &hook.path,
+            format!(
+                "preStop `{}` is not reported: if it fails, only a FailedPreStopHook event says so",
+                argv.first().map(String::as_str).unwrap_or_default()
+            ),
+            "hooklog inject",
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Manifests, offline: `hooklog check` finds broken lifecycle hooks before deploy, `hooklog
+//! inject` / `uninject` add and remove hooklog in a pipe. Nothing here touches the daemon.
+//!
+//! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
+//! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
+//! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
+//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions,
+//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+
+pub mod budget;
+pub mod check;
+pub mod emit;
+pub mod hooks;
+pub mod inject;
+pub mod load;
+pub mod podspec;
+pub mod report;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use crate::cli::{CheckArgs, CheckFormat, InjectArgs, Platform, SidecarKind};
+
+/// Usage error or input that does not parse (BSD sysexits EX_USAGE), as for the other
+/// subcommands.
+pub const EXIT_USAGE: u8 = 64;
+/// `check` found something at or above `--fail-on`.
+pub const EXIT_FINDINGS: u8 = 1;
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// `hooklog check`: returns the exit code.
+pub fn check_command(args: CheckArgs) -> u8 {
+    let mut opts = check::Options {
+        fargate: args.platform == Some(Platform::Fargate),
+        kubernetes_version: args.kubernetes_version,
+        ..Default::default()
+    };
+    if args.no_default_shell_less {
+        opts.shell_less.0.clear();
+    }
+    opts.shell_less
+        .0
+        .extend(args.shell_less_images.iter().cloned());
+    for (image, path) in &args.image_roots {
+        match check::image::ImageRoot::open(path) {
+            Ok(root) => {
+                opts.image_roots.insert(image.clone(), root);
+            }
+            Err(e) => {
+                eprintln!("hooklog: --image-root {image}={}: {e}", path.display());
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let sources = match load::load(&args.paths) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let templates: usize = sources
+        .iter()
+        .flat_map(|s| &s.documents)
+        .map(|d| podspec::templates(&d.value).len())
+        .sum();
+    let findings = check::check(&sources, &opts);
+    let text = match args.format {
+        CheckFormat::Text => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            report::text(&findings, templates, colour)
+        }
+        CheckFormat::Json => format!("{:#}\n", report::json(&findings, templates)),
+        CheckFormat::Sarif => format!("{:#}\n", report::sarif(&findings)),
+    };
+    if let Err(e) = write_stdout(&text) {
+        eprintln!("hooklog: cannot write the report: {e}");
+        return EXIT_FINDINGS;
+    }
+    if findings.iter().any(|f| f.severity >= args.fail_on) {
+        EXIT_FINDINGS
+    } else {
+        0
+    }
+}
+
+/// `hooklog inject` (and `inject --undo`): returns the exit code.
+pub fn inject_command(args: InjectArgs) -> u8 {
+    if args.undo {
+        return uninject_command(&args.paths);
+    }
+    let Some(image) = args.image else {
+        eprintln!(
+            "hooklog: inject needs --image (or HOOKLOG_INJECT_IMAGE): the hooklog image to run"
+        );
+        return EXIT_USAGE;
+    };
+    let opts = inject::Options {
+        image,
+        mode: match args.sidecar {
+            SidecarKind::Native => budget::SidecarMode::Native,
+            SidecarKind::Classic => budget::SidecarMode::Classic,
+        },
+        prestop_sleep: args.prestop_sleep,
+    };
+    transform(&args.paths, |doc| inject::inject(doc, &opts))
+}
+
+/// `hooklog uninject`: returns the exit code.
+pub fn uninject_command(paths: &[PathBuf]) -> u8 {
+    transform(paths, inject::uninject)
+}
+
+/// Loads every input, applies `f` to each document, writes all of them as YAML to stdout and
+/// the report to stderr. Nothing is written when any input or document fails.
+fn transform(
+    paths: &[PathBuf],
+    mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
+) -> u8 {
+    let sources = match load::load(paths) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut out = String::new();
+    let mut report = Vec::new();
+    for source in sources {
+        for mut doc in source.documents {
+            match f(&mut doc.value) {
+                Ok(lines) => report.extend(lines),
+                Err(e) => {
+                    eprintln!("hooklog: {}:{}: {e}", source.name, doc.line);
+                    return EXIT_USAGE;
+                }
+            }
+            if !out.is_empty() {
+                out.push_str("---\n");
+            }
+            out.push_str(&emit::to_yaml(&doc.value));
+        }
+    }
+    if let Err(e) = write_stdout(&out) {
+        eprintln!("hooklog: cannot write the manifests: {e}");
+        return EXIT_FINDINGS;
+    }
+    for line in report {
+        eprintln!("{line}");
+    }
+    0
+}

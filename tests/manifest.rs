@@ -1,0 +1,1236 @@
+//! `hooklog check`, `inject` and `uninject` with the real binary: a corpus of realistic manifests
+//! against golden findings, both incidents, image roots made here, every inject output validated
+//! by `kubernetes-validate --strict`, idempotent and undone exactly, and an injected pod's hooks
+//! run for real against the sidecar inject configured.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use hooklog::cli::{Cli, Command as Sub};
+use hooklog::manifest::check::RULES;
+use hooklog::manifest::load;
+use hooklog::manifest::podspec;
+use serde_json::Value;
+
+use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
+
+const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn manifests() -> PathBuf {
+    root().join("tests/manifests")
+}
+
+/// Runs hooklog from the repository's top with `args` and `stdin`.
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = hooklog();
+    cmd.current_dir(root())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = cmd.spawn().expect("spawn hooklog");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("hooklog output")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `check --format json`: (exit code, the document).
+fn check_json(args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all, None);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check {args:?} did not print JSON ({e}): {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exit code"), doc)
+}
+
+/// One line per finding, as the golden files have them.
+fn finding_lines(doc: &Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            let o = &f["object"];
+            let ns = o["namespace"]
+                .as_str()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default();
+            format!(
+                "{} {} {} {ns}{} [{}] {} line {}",
+                f["severity"].as_str().unwrap(),
+                f["rule"].as_str().unwrap(),
+                o["kind"].as_str().unwrap(),
+                o["name"].as_str().unwrap(),
+                f["container"].as_str().unwrap_or_default(),
+                f["path"].as_str().unwrap(),
+                f["line"]
+            )
+        })
+        .collect()
+}
+
+/// Each golden file: its first line is the command (`# hooklog check ARGS`), the rest the
+/// findings it must print, in order.
+fn goldens() -> Vec<(PathBuf, Vec<String>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join("expected"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for f in files {
+        let content = std::fs::read_to_string(&f).unwrap();
+        let mut lines = content.lines();
+        let args: Vec<String> = lines
+            .next()
+            .and_then(|l| l.strip_prefix("# hooklog check "))
+            .unwrap_or_else(|| panic!("{}: first line must be `# hooklog check ARGS`", f.display()))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        out.push((f, args, lines.map(str::to_string).collect()));
+    }
+    out
+}
+
+#[test]
+fn corpus_findings_match_the_golden_files() {
+    let goldens = goldens();
+    let mut seen_rules = BTreeSet::new();
+    let mut covered = BTreeSet::new();
+    for (golden, args, expected) in &goldens {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, doc) = check_json(&args);
+        let got = finding_lines(&doc);
+        assert_eq!(
+            got,
+            *expected,
+            "{}: `hooklog check {}` found otherwise",
+            golden.display(),
+            args.join(" ")
+        );
+        let errors = expected.iter().any(|l| l.starts_with("error "));
+        assert_eq!(code, i32::from(errors), "{}: exit code", golden.display());
+        for l in expected {
+            seen_rules.insert(l.split(' ').nth(1).unwrap().to_string());
+        }
+        covered.extend(
+            args.iter()
+                .filter(|a| a.starts_with("tests/"))
+                .map(|a| a.to_string()),
+        );
+    }
+    // Every corpus file has a golden file.
+    for e in std::fs::read_dir(manifests().join("corpus")).unwrap() {
+        let p = e.unwrap().path();
+        let rel = p.strip_prefix(root()).unwrap().display().to_string();
+        assert!(
+            covered.contains(&rel),
+            "{rel} has no golden file in tests/manifests/expected/"
+        );
+    }
+    // Every rule fires somewhere in the corpus (the image-root one in its own test below).
+    for r in RULES.iter().filter(|r| r.id != "hook-command-not-in-image") {
+        assert!(
+            seen_rules.contains(r.id),
+            "no corpus manifest triggers {}",
+            r.id
+        );
+    }
+}
+
+#[test]
+fn both_incidents_are_errors_and_inject_fixes_them() {
+    let distroless = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
+    let (code, doc) = check_json(&[distroless]);
+    assert_eq!(code, 1);
+    let f = &doc["findings"][0];
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["rule"], "hook-command-in-shell-less-image");
+    assert_eq!(f["container"], "envoy");
+    assert_eq!(
+        f["path"],
+        "spec.template.spec.containers[1].lifecycle.preStop"
+    );
+    assert_eq!(
+        f["fix"],
+        "use `hooklog sleep 15` (`hooklog inject` does it) or the native `sleep` action on Kubernetes 1.30+"
+    );
+    let fargate = "tests/manifests/incidents/fargate-proc-1-fd-1.yaml";
+    let (code, doc) = check_json(&["--platform", "fargate", fargate]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["findings"][0]["rule"], "hook-output-to-proc-1");
+    assert_eq!(doc["findings"][0]["severity"], "error");
+    // Elsewhere it is a warning: a root user can open PID 1's stdout.
+    let (code, doc) = check_json(&[fargate]);
+    assert_eq!(
+        (code, &doc["findings"][0]["severity"]),
+        (0, &Value::from("warning"))
+    );
+
+    let out = run(&["inject", "--image", IMAGE, distroless], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let injected = text(&out.stdout);
+    let (code, doc) = check_json_stdin(&injected);
+    assert_eq!(code, 0, "after inject: {doc:#}");
+    assert_eq!(
+        doc["findings"],
+        Value::Array(vec![]),
+        "after inject check finds nothing"
+    );
+    // The Fargate incident too: its hook's output goes to hooklog instead of PID 1's.
+    let out = run(&["inject", "--image", IMAGE, fargate], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &["--platform", "fargate"]);
+    assert_eq!(code, 0, "after inject: {doc:#}");
+    assert_eq!(
+        doc["findings"],
+        Value::Array(vec![]),
+        "after inject check finds nothing"
+    );
+    let pod = only_template(&text(&out.stdout));
+    let cmd = podspec::strings(
+        &pod["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"],
+    );
+    assert!(cmd.last().unwrap().contains("> /dev/stdout"), "{cmd:?}");
+    assert!(text(&out.stderr).contains("now go to its own /dev/stdout"));
+
+    let spec = &only_template(&injected)["spec"]["template"]["spec"];
+    let envoy = spec["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "envoy")
+        .unwrap();
+    let cmd = podspec::strings(&envoy["lifecycle"]["preStop"]["exec"]["command"]);
+    let inner = &cmd[cmd.iter().position(|a| a == "--").unwrap() + 1..];
+    assert_eq!(inner, ["/hooklog/bin/hooklog", "sleep", "15"]);
+}
+
+fn check_json_stdin(input: &str) -> (i32, Value) {
+    check_json_stdin_with(input, &[])
+}
+
+fn check_json_stdin_with(input: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend_from_slice(args);
+    all.push("-");
+    let out = run(&all, Some(input));
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
+    (out.status.code().unwrap(), doc)
+}
+
+fn parse(yaml: &str) -> Vec<Value> {
+    load::parse("out", yaml.to_string())
+        .unwrap_or_else(|e| panic!("hooklog wrote unparseable YAML ({e}):\n{yaml}"))
+        .documents
+        .into_iter()
+        .map(|d| d.value)
+        .collect()
+}
+
+fn only_template(yaml: &str) -> Value {
+    let docs = parse(yaml);
+    assert_eq!(docs.len(), 1);
+    docs.into_iter().next().unwrap()
+}
+
+/// Every hooklog command line in a pod spec: the hooklog image's containers (ENTRYPOINT
+/// /hooklog) and exec hooks calling hooklog, with the commands they wrap.
+fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for c in podspec::containers(spec, "spec") {
+        let (command, args) = c.argv();
+        if command.is_empty() && c.image() == IMAGE {
+            out.push(
+                std::iter::once("/hooklog".to_string())
+                    .chain(args)
+                    .collect(),
+            );
+        }
+        for hook in ["preStop", "postStart"] {
+            let cmd = podspec::strings(&c.value["lifecycle"][hook]["exec"]["command"]);
+            if cmd.first().is_some_and(|p| p.ends_with("/hooklog")) {
+                if let Some(i) = cmd.iter().position(|a| a == "--")
+                    && cmd.get(i + 1).is_some_and(|p| p.ends_with("/hooklog"))
+                {
+                    out.push(cmd[i + 1..].to_vec());
+                }
+                out.push(cmd);
+            }
+        }
+    }
+    out
+}
+
+/// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
+/// wrongly on purpose.
+const NOT_INJECTABLE: [&str; 4] = [
+    "multi-document.yaml",
+    "statefulset-classic.yaml",
+    "job-wrapped-no-sidecar.yaml",
+    "cronjob.yaml",
+];
+
+/// Injectable inputs: the corpus files without a hand-wired hooklog, and the incidents.
+fn injectable() -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in ["corpus", "incidents", "e2e"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for f in files {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            if !NOT_INJECTABLE.contains(&name) {
+                out.push(f.strip_prefix(root()).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(out.len() >= 8, "{out:?}");
+    out
+}
+
+#[test]
+fn inject_outputs_validate_are_idempotent_parse_and_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate: Vec<PathBuf> = Vec::new();
+    for file in injectable() {
+        let original = parse(&std::fs::read_to_string(root().join(&file)).unwrap());
+        let before = finding_lines(&check_json(&[&file]).1);
+        for sidecar in ["native", "classic"] {
+            let out = run(
+                &["inject", "--image", IMAGE, "--sidecar", sidecar, &file],
+                None,
+            );
+            assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+            let injected = text(&out.stdout);
+            let report = text(&out.stderr);
+            assert!(
+                report.contains(" injected"),
+                "{file}: the report on stderr: {report}"
+            );
+
+            // Idempotent: injecting again changes nothing, byte for byte.
+            let again = run(
+                &["inject", "--image", IMAGE, "--sidecar", sidecar, "-"],
+                Some(&injected),
+            );
+            assert!(again.status.success(), "{}", text(&again.stderr));
+            assert_eq!(
+                text(&again.stdout),
+                injected,
+                "{file}: inject is not idempotent"
+            );
+
+            // Undone exactly, by `uninject` and by `inject --undo`.
+            for undo in [&["uninject", "-"][..], &["inject", "--undo", "-"][..]] {
+                let back = run(undo, Some(&injected));
+                assert!(back.status.success(), "{}", text(&back.stderr));
+                assert_eq!(
+                    parse(&text(&back.stdout)),
+                    original,
+                    "{file}: {undo:?} does not restore"
+                );
+            }
+
+            // Every hooklog command line parses with hooklog's own parser.
+            for doc in parse(&injected) {
+                for t in podspec::templates(&doc) {
+                    let spec = doc.pointer(&t.spec_pointer).unwrap();
+                    let argvs = hooklog_argvs(spec);
+                    assert!(
+                        argvs.len() >= 2,
+                        "{file}: no sidecar or installer: {argvs:?}"
+                    );
+                    for argv in argvs {
+                        Cli::try_parse_from(&argv)
+                            .unwrap_or_else(|e| panic!("{file}: hooklog rejects {argv:?}: {e}"));
+                    }
+                }
+            }
+
+            // Nothing new for check to say: no wiring or budget finding, no new error.
+            let after = finding_lines(&check_json_stdin(&injected).1);
+            let errors_before: BTreeSet<String> = before
+                .iter()
+                .filter(|l| l.starts_with("error "))
+                .map(|l| {
+                    l.split(" line ")
+                        .next()
+                        .unwrap()
+                        .replace("containers[", "c[")
+                })
+                .collect();
+            // A hook already longer than the grace period leaves no --grace that fits: inject
+            // says so, and check keeps saying it.
+            let unfittable = report.contains("leave no --grace that fits");
+            if unfittable {
+                assert!(
+                    before
+                        .iter()
+                        .any(|l| l.starts_with("error hook-exceeds-grace-period")),
+                    "{file}: inject found no --grace that fits a pod check had no error for"
+                );
+            }
+            for l in after
+                .iter()
+                .filter(|l| !(unfittable && l.starts_with("error sidecar-shutdown-budget")))
+            {
+                for rule in [
+                    "hook-not-reported",
+                    "sidecar-",
+                    "hooklog-",
+                    "hook-unbounded",
+                    "hook-container-not-in-peers",
+                ] {
+                    assert!(
+                        !l.contains(&format!(" {rule}")),
+                        "{file} ({sidecar}) after inject: {l}"
+                    );
+                }
+                if l.starts_with("error ") {
+                    let rule = l.split(' ').nth(1).unwrap();
+                    assert!(
+                        errors_before
+                            .iter()
+                            .any(|b| b.split(' ').nth(1) == Some(rule)),
+                        "{file} ({sidecar}): a new error after inject: {l}"
+                    );
+                }
+            }
+
+            let out_file = dir.path().join(format!(
+                "{}-{sidecar}.yaml",
+                file.replace('/', "_").trim_end_matches(".yaml")
+            ));
+            std::fs::write(&out_file, validator_input(&injected)).unwrap();
+            to_validate.push(out_file);
+        }
+        let original_file = dir.path().join(file.replace('/', "_"));
+        std::fs::write(
+            &original_file,
+            validator_input(&std::fs::read_to_string(root().join(&file)).unwrap()),
+        )
+        .unwrap();
+        to_validate.push(original_file);
+    }
+    validate_strictly(&to_validate);
+}
+
+/// The documents of `yaml` as JSON documents, a `List`'s items each on its own: the validator
+/// has no schema for `List`.
+fn validator_input(yaml: &str) -> String {
+    let mut out = String::new();
+    for doc in parse(yaml) {
+        let items = match doc["items"].as_array() {
+            Some(items) if doc["kind"] == "List" => items.clone(),
+            _ => vec![doc],
+        };
+        for item in items {
+            out.push_str("---\n");
+            out.push_str(&item.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
+fn validate_strictly(files: &[PathBuf]) {
+    let versions = crate::k8s::validator_versions();
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
+    for v in &versions {
+        cmd.args(["-k", v]);
+    }
+    cmd.args(files);
+    let out = cmd
+        .output()
+        .expect("kubernetes-validate (scripts/test.sh installs it)");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "validation failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let not_passed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !(l.starts_with("INFO") && l.contains(" passed ")))
+        .collect();
+    assert!(
+        not_passed.is_empty(),
+        "the validator said more than passed: {not_passed:#?}"
+    );
+    eprintln!("validated {} files against {versions:?}", files.len());
+}
+
+#[test]
+fn inject_refuses_names_it_would_overwrite_and_notes_what_it_cannot_wrap() {
+    for (file, name) in [
+        (
+            "tests/manifests/corpus/statefulset-classic.yaml",
+            "hooklog-install",
+        ),
+        ("tests/manifests/corpus/multi-document.yaml", "hooklog"),
+    ] {
+        let out = run(&["inject", "--image", IMAGE, file], None);
+        assert_eq!(out.status.code(), Some(64), "{file}");
+        assert!(out.stdout.is_empty(), "nothing written on an error");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("a container named \"{name}\" exists already")),
+            "{err}"
+        );
+        assert!(
+            err.starts_with(&format!("hooklog: {file}:")),
+            "names the file: {err}"
+        );
+    }
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "tests/manifests/corpus/http-and-native-sleep.yaml",
+        ],
+        None,
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("gateway: preStop is an httpGet/tcpSocket call, left as it is"),
+        "{err}"
+    );
+    assert!(
+        err.contains("lb-wait: preStop is the native sleep action (10s), left as it is"),
+        "{err}"
+    );
+    let pod = only_template(&text(&out.stdout));
+    assert_eq!(
+        pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["port"],
+        9000
+    );
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "tests/manifests/corpus/multi-document.yaml",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(64));
+    // Other kinds pass through, reported as skipped.
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "tests/manifests/corpus/list.yaml",
+        ],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("service \"shop/cache\" skipped"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn prestop_sleep_gives_a_container_the_load_balancer_wait() {
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "--prestop-sleep",
+            "checkout=20s",
+            "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = only_template(&text(&out.stdout));
+    let c = &doc["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["name"], "checkout");
+    let cmd = podspec::strings(&c["lifecycle"]["preStop"]["exec"]["command"]);
+    assert_eq!(
+        cmd[cmd.len() - 3..],
+        ["/hooklog/bin/hooklog", "sleep", "20s"]
+    );
+    assert!(cmd.contains(&"--container".to_string()) && cmd.contains(&"checkout".to_string()));
+    let (code, doc) = check_json_stdin(&text(&out.stdout));
+    assert_eq!(
+        (code, doc["counts"]["error"].as_u64()),
+        (0, Some(0)),
+        "{doc:#}"
+    );
+    let bad = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "--prestop-sleep",
+            "checkout=soon",
+            "-",
+        ],
+        Some(""),
+    );
+    assert_eq!(bad.status.code(), Some(64));
+}
+
+#[test]
+fn usage_errors_and_unparseable_input_exit_64_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n",
+    )
+    .unwrap();
+    let out = run(&["check", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(64));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!("hooklog: {}:", bad.display())),
+        "{err}"
+    );
+    let line: usize = err
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .parse()
+        .expect("a line number");
+    assert!((4..=5).contains(&line), "{err}");
+    let out = run(&["inject", "--image", IMAGE, bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(out.stdout.is_empty());
+    let out = run(&["check", "--format", "xml", "k8s"], None);
+    assert_eq!(out.status.code(), Some(64));
+    let out = run(&["check", "/nonexistent/manifest.yaml"], None);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(text(&out.stderr).contains("/nonexistent/manifest.yaml"));
+    let out = run(&["inject", "k8s"], None);
+    assert_eq!(out.status.code(), Some(64), "inject without --image");
+    assert!(text(&out.stderr).contains("--image"));
+    let out = run(&["check", "--image-root", "nonsense", "k8s"], None);
+    assert_eq!(out.status.code(), Some(64));
+    // --fail-on: a warning fails only when asked.
+    let list = "tests/manifests/corpus/list.yaml";
+    assert_eq!(run(&["check", list], None).status.code(), Some(0));
+    assert_eq!(
+        run(&["check", "--fail-on", "warning", list], None)
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        run(&["check", "--fail-on", "info", "k8s"], None)
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn check_reads_stdin_and_prints_text_without_colour_to_a_pipe() {
+    let input =
+        std::fs::read_to_string(manifests().join("incidents/distroless-envoy-sleep.yaml")).unwrap();
+    let out = run(&["check", "-"], Some(&input));
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out.stdout);
+    assert!(t.starts_with("-: Deployment shop/checkout\n"), "{t}");
+    assert!(
+        t.contains("error   hook-command-in-shell-less-image [envoy]"),
+        "{t}"
+    );
+    assert!(!t.contains('\x1b'), "no colour on a pipe");
+    assert!(
+        t.ends_with("1 error(s), 0 warning(s), 1 info in 1 pod template(s)\n"),
+        "{t}"
+    );
+}
+
+/// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate
+/// depends on it, so scripts/test.sh installs it).
+fn validate_schema(schema: &Path, instance: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("instance.json");
+    std::fs::write(&file, instance.to_string()).unwrap();
+    let script = "import json, sys, jsonschema\n\
+        schema = json.load(open(sys.argv[1]))\n\
+        cls = jsonschema.validators.validator_for(schema)\n\
+        cls.check_schema(schema)\n\
+        errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
+        for e in errors: print(list(e.absolute_path), e.message)\n\
+        sys.exit(1 if errors else 0)";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(schema)
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{} rejects the output:\n{}{}",
+        schema.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn json_output_matches_its_schema() {
+    let schema = manifests().join("check-output.schema.json");
+    let (_, doc) = check_json(&["tests/manifests/corpus", "tests/manifests/incidents"]);
+    assert!(doc["findings"].as_array().unwrap().len() > 20);
+    validate_schema(&schema, &doc);
+    // The schema can fail: a finding without its fix is rejected.
+    let mut broken = doc.clone();
+    broken["findings"][0].as_object_mut().unwrap().remove("fix");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x.json");
+    std::fs::write(&f, broken.to_string()).unwrap();
+    let st = Command::new("python3")
+        .args(["-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))"])
+        .arg(&schema)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        !st.status.success(),
+        "the schema accepted a finding without `fix`"
+    );
+}
+
+/// A root file system for `--image-root`, made here.
+fn make_roots(dir: &Path) -> BTreeMap<&'static str, PathBuf> {
+    use std::os::unix::fs::symlink;
+    let which = |p: &str| -> PathBuf {
+        let out = Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .unwrap();
+        PathBuf::from(text(&out.stdout).trim())
+    };
+    // /bin/sh and sleep, real binaries.
+    let full = dir.join("full");
+    std::fs::create_dir_all(full.join("bin")).unwrap();
+    std::fs::copy(which("sh"), full.join("bin/sh")).unwrap();
+    std::fs::copy(which("sleep"), full.join("bin/sleep")).unwrap();
+    // Only a static binary, as distroless/static or FROM scratch images.
+    let only_static = dir.join("static");
+    std::fs::create_dir_all(&only_static).unwrap();
+    std::fs::copy(hooklog_bin(), only_static.join("hooklog")).unwrap();
+    // sleep a symlink to a path the host has but the root lacks; sh one that climbs out of the
+    // root (in a chroot `..` stops at the top, so it points at itself); cat one to nowhere.
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(broken.join("bin")).unwrap();
+    symlink(which("sleep"), broken.join("bin/sleep")).unwrap();
+    symlink("../../../../../../bin/sh", broken.join("bin/sh")).unwrap();
+    symlink("nowhere", broken.join("bin/cat")).unwrap();
+    // The static root as `docker export` writes it.
+    let tar = dir.join("static.tar");
+    let st = Command::new("tar")
+        .arg("-C")
+        .arg(&only_static)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    BTreeMap::from([
+        ("full", full),
+        ("static", only_static),
+        ("broken", broken),
+        ("tar", tar),
+    ])
+}
+
+#[test]
+fn image_roots_resolve_commands_as_the_runtime_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = make_roots(dir.path());
+    let manifest = dir.path().join("pods.yaml");
+    let pod = |name: &str, image: &str, cmd: &str, env: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n    - name: {name}\n      image: {image}\n{env}      lifecycle:\n        preStop:\n          exec:\n            command: {cmd}\n"
+        )
+    };
+    let docs = [
+        pod("full-sleep", "example/full:1", r#"["sleep", "5"]"#, ""),
+        pod(
+            "full-sh",
+            "example/full:1",
+            r#"["/bin/sh", "-c", "sleep 1"]"#,
+            "",
+        ),
+        pod(
+            "full-path",
+            "example/full:1",
+            r#"["sleep", "5"]"#,
+            "      env:\n        - name: PATH\n          value: /opt/bin\n",
+        ),
+        pod("static-sleep", "example/static:1", r#"["sleep", "5"]"#, ""),
+        pod(
+            "static-self",
+            "example/static:1",
+            r#"["/hooklog", "sleep", "5"]"#,
+            "",
+        ),
+        pod("tar-sleep", "example/tar:1", r#"["sleep", "5"]"#, ""),
+        pod("broken-sleep", "example/broken:1", r#"["sleep", "5"]"#, ""),
+        pod(
+            "broken-sh",
+            "example/broken:1",
+            r#"["sh", "-c", "true"]"#,
+            "",
+        ),
+        pod("broken-cat", "example/broken:1", r#"["/bin/cat", "x"]"#, ""),
+    ];
+    std::fs::write(&manifest, docs.join("---\n")).unwrap();
+    let mut args = vec!["--no-default-shell-less".to_string()];
+    for (k, p) in &roots {
+        args.push("--image-root".into());
+        args.push(format!("example/{k}:1={}", p.display()));
+    }
+    args.push(manifest.display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, doc) = check_json(&args);
+    assert_eq!(code, 1);
+    let found: BTreeMap<String, String> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "hook-command-not-in-image")
+        .map(|f| {
+            (
+                f["container"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = found.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "broken-cat",
+            "broken-sh",
+            "broken-sleep",
+            "full-path",
+            "static-sleep",
+            "tar-sleep"
+        ],
+        "{found:#?}"
+    );
+    // The paths searched are named: the runtime's default PATH, or the container's own.
+    assert!(
+        found["static-sleep"].contains("tried /usr/local/sbin/sleep"),
+        "{}",
+        found["static-sleep"]
+    );
+    assert!(
+        found["static-sleep"].contains("/bin/sleep (/bin does not exist)"),
+        "{}",
+        found["static-sleep"]
+    );
+    assert!(
+        found["full-path"].contains("tried /opt/bin/sleep"),
+        "{}",
+        found["full-path"]
+    );
+    assert!(
+        found["tar-sleep"].contains("/bin/sleep"),
+        "{}",
+        found["tar-sleep"]
+    );
+    let host_sleep = found["broken-sleep"].clone();
+    assert!(host_sleep.contains("does not exist"), "{host_sleep}");
+    assert!(
+        found["broken-sh"].contains("too many levels of symbolic links"),
+        "{}",
+        found["broken-sh"]
+    );
+    assert!(
+        found["broken-cat"].contains("/bin/nowhere does not exist"),
+        "{}",
+        found["broken-cat"]
+    );
+    assert_eq!(
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["container"] == "static-sleep")
+            .unwrap()["fix"],
+        "use `hooklog sleep 5` (`hooklog inject` does it) or the native `sleep` action on Kubernetes 1.30+"
+    );
+    // A root that is neither a folder nor a tar is a usage error.
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, "not a tar").unwrap();
+    let out = run(
+        &[
+            "check",
+            "--image-root",
+            &format!("x={}", junk.display()),
+            "k8s",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+}
+
+/// Maps a pod path to the test's emptyDir stand-ins.
+fn in_pod(root: &Path, arg: &str) -> String {
+    for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {
+        if arg == prefix || arg.starts_with(&format!("{prefix}/")) {
+            return format!("{}{arg}", root.display());
+        }
+    }
+    arg.to_string()
+}
+
+#[test]
+fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "tests/manifests/e2e/checkout.yaml",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = only_template(&text(&out.stdout));
+    let spec = &doc["spec"]["template"]["spec"];
+    let pod = tempfile::tempdir().unwrap();
+    let containers = podspec::containers(spec, "spec");
+
+    // The init container, as the kubelet runs it: the image's ENTRYPOINT with its args.
+    let install = containers
+        .iter()
+        .find(|c| c.name == "hooklog-install")
+        .unwrap();
+    let args: Vec<String> = install
+        .argv()
+        .1
+        .iter()
+        .map(|a| in_pod(pod.path(), a))
+        .collect();
+    let st = hooklog().args(&args).output().unwrap();
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    let installed = pod.path().join("hooklog/bin/hooklog");
+    assert!(installed.is_file());
+
+    // The native sidecar, configured exactly as inject wrote it, with the Downward API.
+    let sidecar = containers.iter().find(|c| c.name == "hooklog").unwrap();
+    assert!(sidecar.native_sidecar());
+    let podinfo = pod.path().join("etc/hooklog-podinfo");
+    std::fs::create_dir_all(&podinfo).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"checkout\"\n").unwrap();
+    std::fs::write(podinfo.join("annotations"), "").unwrap();
+    let run_args: Vec<String> = sidecar
+        .argv()
+        .1
+        .iter()
+        .map(|a| in_pod(pod.path(), a))
+        .collect();
+    let parsed =
+        Cli::try_parse_from(std::iter::once("hooklog".to_string()).chain(run_args.clone()))
+            .unwrap();
+    let Sub::Run(run_cfg) = parsed.command else {
+        panic!("the sidecar does not run `hooklog run`")
+    };
+    assert_eq!(run_cfg.peers, ["app", "envoy"]);
+    let env: Vec<&str> = sidecar.value["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(env, POD_ENV.map(|(k, _)| k));
+    let mut cmd = hooklog();
+    cmd.args(&run_args).envs(POD_ENV);
+    let mut daemon = Daemon::spawn(cmd);
+
+    // Pod deletion: every preStop hook at once, with an empty PATH for envoy (distroless: no
+    // sleep anywhere, only the installed hooklog).
+    let mut hooks = Vec::new();
+    for c in containers.iter().filter(|c| !c.init) {
+        let argv: Vec<String> =
+            podspec::strings(&c.value["lifecycle"]["preStop"]["exec"]["command"])
+                .iter()
+                .map(|a| in_pod(pod.path(), a))
+                .collect();
+        assert_eq!(
+            argv[0],
+            installed.display().to_string(),
+            "{}: runs the installed copy",
+            c.name
+        );
+        let mut p = Command::new(&argv[0]);
+        p.args(&argv[1..]).env_clear();
+        p.env(
+            "PATH",
+            if c.name == "envoy" {
+                "/nonexistent"
+            } else {
+                "/usr/bin:/bin"
+            },
+        );
+        hooks.push((c.name.clone(), p.spawn().unwrap()));
+    }
+    for (name, mut child) in hooks {
+        let st = child.wait().unwrap();
+        assert!(st.success(), "{name}'s hook failed: {st}");
+    }
+    // A native sidecar gets SIGTERM once the app containers are gone.
+    daemon.terminate();
+    let st = daemon.wait_exit(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
+    let records = daemon.records();
+    let summary = records.last().expect("records");
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    assert_eq!(summary["counts"]["ok"], 2, "{summary:#}");
+    for peer in ["app", "envoy"] {
+        assert_eq!(summary["peers"][peer]["outcome"], "ok", "{summary:#}");
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r["container_name"] == "app" && r["message"] == "draining connections"),
+        "the app hook's output is reported: {records:#?}"
+    );
+    assert!(
+        records.iter().any(|r| r["event"] == "hook.finished"
+            && r["container_name"] == "envoy"
+            && r["outcome"] == "ok"),
+        "{records:#?}"
+    );
+    assert_eq!(summary["kubernetes"]["labels"]["app"], "checkout");
+}
+
+#[test]
+fn sarif_output_matches_the_sarif_2_1_0_schema() {
+    let schema = root().join("tests/sarif/sarif-schema-2.1.0.json");
+    let out = run(
+        &[
+            "check",
+            "--format",
+            "sarif",
+            "tests/manifests/corpus",
+            "tests/manifests/incidents",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF is JSON");
+    validate_schema(&schema, &sarif);
+    let run0 = &sarif["runs"][0];
+    let rules = run0["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), RULES.len());
+    let results = run0["results"].as_array().unwrap();
+    assert!(results.len() > 20);
+    for r in results {
+        let i = r["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[i]["id"], r["ruleId"], "ruleIndex points at its rule");
+        let loc = &r["locations"][0]["physicalLocation"];
+        let uri = loc["artifactLocation"]["uri"].as_str().unwrap();
+        assert!(
+            root().join(uri).is_file(),
+            "{uri} is a file relative to the repository"
+        );
+        assert!(loc["region"]["startLine"].as_u64().unwrap() >= 1);
+    }
+    // The schema can fail: a result level SARIF does not have is rejected.
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0]["level"] = Value::from("fatal");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("broken.sarif");
+    std::fs::write(&f, broken.to_string()).unwrap();
+    let st = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.Draft4Validator(json.load(open(sys.argv[1]))).validate(json.load(open(sys.argv[2])))",
+        ])
+        .arg(&schema)
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!st.status.success(), "the schema accepted level \"fatal\"");
+}
+
+/// The container named `name` in a pod spec's `initContainers` or `containers`.
+fn container<'a>(spec: &'a Value, name: &str) -> (&'a Value, bool) {
+    for (field, init) in [("initContainers", true), ("containers", false)] {
+        if let Some(c) = spec[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["name"] == name)
+        {
+            return (c, init);
+        }
+    }
+    panic!("no container {name}: {spec:#}")
+}
+
+/// `--flag value` and `--flag=value` pairs of an argv.
+fn flags(argv: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut it = argv.iter().peekable();
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if let Some(f) = a.strip_prefix("--") {
+            match f.split_once('=') {
+                Some((k, v)) => out.insert(k.to_string(), v.to_string()),
+                None => match it.peek() {
+                    Some(v) if !v.starts_with("--") => {
+                        out.insert(f.to_string(), it.next().unwrap().clone())
+                    }
+                    _ => out.insert(f.to_string(), String::new()),
+                },
+            };
+        }
+    }
+    out
+}
+
+#[test]
+fn inject_reproduces_the_wiring_of_the_k8s_manifests() {
+    let before = "tests/manifests/e2e/api-server-before.yaml";
+    for (sidecar, shipped) in [
+        ("native", "k8s/api-server-native-sidecar.yaml"),
+        ("classic", "k8s/api-server-classic-sidecar.yaml"),
+    ] {
+        let out = run(
+            &["inject", "--image", IMAGE, "--sidecar", sidecar, before],
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let ours = only_template(&text(&out.stdout));
+        let theirs = parse(&std::fs::read_to_string(root().join(shipped)).unwrap())
+            .into_iter()
+            .find(|d| d["kind"] == "Deployment")
+            .unwrap();
+        let ours = &ours["spec"]["template"]["spec"];
+        let theirs = &theirs["spec"]["template"]["spec"];
+
+        // The sidecar: where it runs, its flags' values, env, resources, securityContext.
+        let (s, s_init) = container(ours, "hooklog");
+        let (t, t_init) = container(theirs, "hooklog");
+        assert_eq!(
+            (s_init, &s["restartPolicy"]),
+            (t_init, &t["restartPolicy"]),
+            "{sidecar}"
+        );
+        let (sf, tf) = (
+            flags(&podspec::strings(&s["args"])),
+            flags(&podspec::strings(&t["args"])),
+        );
+        for k in ["grace", "peers"] {
+            assert_eq!(sf[k], tf[k], "{sidecar}: --{k}");
+        }
+        for k in ["file", "socket", "podinfo"] {
+            assert!(sf.contains_key(k) && tf.contains_key(k), "{sidecar}: --{k}");
+        }
+        let downward = |c: &Value| -> Vec<(String, String)> {
+            c["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["valueFrom"]["fieldRef"].is_object())
+                .map(|e| {
+                    (
+                        e["name"].as_str().unwrap().to_string(),
+                        e["valueFrom"]["fieldRef"]["fieldPath"]
+                            .as_str()
+                            .unwrap()
+                            .to_string(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(downward(s), downward(t), "{sidecar}: Downward API env");
+        assert_eq!(s["resources"], t["resources"], "{sidecar}: resources");
+        for (k, v) in t["securityContext"].as_object().unwrap() {
+            assert_eq!(
+                &s["securityContext"][k], v,
+                "{sidecar}: securityContext.{k}"
+            );
+        }
+        // The installer.
+        let (si, _) = container(ours, "hooklog-install");
+        let (ti, _) = container(theirs, "hooklog-install");
+        assert_eq!(si["args"][0], ti["args"][0]);
+        assert_eq!(si["resources"], ti["resources"]);
+        assert_eq!(
+            si["securityContext"]["runAsUser"],
+            ti["securityContext"]["runAsUser"]
+        );
+        // The hooks: the unknown-length upload gets the same --timeout, envoy sleeps with hooklog.
+        let (sa, _) = container(ours, "api-server");
+        let (ta, _) = container(theirs, "api-server");
+        let cmd = |c: &Value| podspec::strings(&c["lifecycle"]["preStop"]["exec"]["command"]);
+        assert_eq!(flags(&cmd(sa))["timeout"], flags(&cmd(ta))["timeout"]);
+        assert_eq!(
+            cmd(sa)[cmd(sa).len() - 3..],
+            cmd(ta)[cmd(ta).len() - 3..],
+            "the upload runs unchanged"
+        );
+        let (se, _) = container(ours, "envoy");
+        let envoy = cmd(se);
+        assert_eq!(
+            envoy[envoy.len() - 3..],
+            ["/hooklog/bin/hooklog", "sleep", "20"]
+        );
+        // The volumes: the same emptyDir limit and Downward API items.
+        let vol = |spec: &Value, kind: &str| -> Value {
+            spec["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| {
+                    v.get(kind).is_some()
+                        && v["name"]
+                            .as_str()
+                            .is_some_and(|n| n.contains("shared") || n.contains("podinfo"))
+                })
+                .unwrap()[kind]
+                .clone()
+        };
+        assert_eq!(vol(ours, "emptyDir"), vol(theirs, "emptyDir"));
+        assert_eq!(vol(ours, "downwardAPI"), vol(theirs, "downwardAPI"));
+    }
+}
