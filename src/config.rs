@@ -47,6 +47,8 @@ pub struct RunConfig {
     pub grace: Duration,
     /// Quiet period after the last hook.
     pub linger: Duration,
+    /// How long a rotated file is read after its last new bytes.
+    pub rotate_wait: Duration,
     /// How long expected peers may take to announce after SIGTERM.
     pub announce_timeout: Duration,
     /// Write records to stdout.
@@ -144,6 +146,7 @@ impl RunConfig {
                 .collect(),
             grace: args.grace,
             linger: args.linger,
+            rotate_wait: args.rotate_wait,
             announce_timeout: args.announce_timeout,
             stdout: args.outputs.contains(&Output::Stdout),
             cloudwatch,
