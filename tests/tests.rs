@@ -8,6 +8,7 @@ mod hook;
 mod image;
 mod k8s;
 mod lifecycle;
+mod rotation;
 mod socket;
 mod tail;
 // Last rather than alphabetical: keeps merges with the other test modules clean.

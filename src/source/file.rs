@@ -198,6 +198,11 @@ impl FileSource {
                 }
                 files.list.push(t);
                 files.followed = true;
+                // Name the new file in the checkpoint as soon as what was read before it is
+                // delivered: an empty batch whose ack travels behind the old file's batches.
+                let i = files.list.len() - 1;
+                let sent = files.list[i].sent;
+                send(&self, &mut files.list, &mut files.seq, Batch::new(), i, sent)?;
             }
             if files.followed {
                 let i = files.list.len() - 1;
