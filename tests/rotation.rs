@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, messages, sh, wait_until};
+use crate::util::{Daemon, messages, sh};
 
 const T: Duration = Duration::from_secs(30);
 

@@ -202,7 +202,14 @@ impl FileSource {
                 // delivered: an empty batch whose ack travels behind the old file's batches.
                 let i = files.list.len() - 1;
                 let sent = files.list[i].sent;
-                send(&self, &mut files.list, &mut files.seq, Batch::new(), i, sent)?;
+                send(
+                    &self,
+                    &mut files.list,
+                    &mut files.seq,
+                    Batch::new(),
+                    i,
+                    sent,
+                )?;
             }
             if files.followed {
                 let i = files.list.len() - 1;
