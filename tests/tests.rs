@@ -11,5 +11,6 @@ mod lifecycle;
 mod rotation;
 mod socket;
 mod tail;
+mod torture;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;
