@@ -12,8 +12,10 @@
 //! What hooklog does not promise is kept out of the schedules rather than excused in the check:
 //! socket lines in flight at a kill (a socket has no checkpoint), lines written to a deleted file
 //! while hooklog is down or restarting (nothing can find it again), and bytes appended between
-//! copytruncate's copy and its truncation (lost to every tailer); before those moments the
-//! harness waits until hooklog has caught up.
+//! copytruncate's copy and its truncation (lost to every tailer), and a file created at the path
+//! and renamed away again before hooklog ever opened it (found by this test: hooklog looks at
+//! the path, not at every file that passed through it); before those moments the harness waits
+//! until hooklog has caught up, or has the path's file open.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -148,6 +150,27 @@ impl Run {
         });
         assert!(ready, "not ready: {:?}", run.err.lock().unwrap());
         run
+    }
+
+    /// Waits until hooklog has the file now at `path` open (a file created at the path and
+    /// renamed away before hooklog ever opened it is not read: README's limits).
+    fn wait_following(&self, path: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(path) else {
+            return;
+        };
+        let fds = format!("/proc/{}/fd", self.child.id());
+        let ok = crate::util::wait_until(T, || {
+            std::fs::read_dir(&fds)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| {
+                    std::fs::metadata(e.path())
+                        .is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
+                })
+        });
+        assert!(ok, "hooklog never opened {}", path.display());
     }
 
     fn sample_rss(&mut self) {
@@ -379,6 +402,9 @@ impl Schedule {
                     {
                         self.rotations += 1;
                         self.rotated_while_down |= run.is_none();
+                        if let Some(r) = run.as_ref() {
+                            r.wait_following(&file);
+                        }
                         let to = self.dir.path().join(format!("prestop.log.{step}"));
                         std::fs::rename(&file, &to).unwrap();
                         if self.rng.bool() {
@@ -418,6 +444,9 @@ impl Schedule {
                 64..=68 => {
                     if run.is_some() && file.exists() && self.rotations < 4 {
                         self.rotations += 1;
+                        if let Some(r) = run.as_ref() {
+                            r.wait_following(&file);
+                        }
                         let old = std::fs::metadata(&file).unwrap();
                         std::fs::remove_file(&file).unwrap();
                         use std::os::unix::fs::MetadataExt;
@@ -445,6 +474,9 @@ impl Schedule {
                 // SIGKILL or SIGTERM, then (now or later) a restart.
                 77..=89 => {
                     if let Some(r) = run.take() {
+                        // The file at the path may be rotated while hooklog is down: it must be
+                        // one hooklog has seen, so the checkpoint can name it.
+                        r.wait_following(&file);
                         // Socket lines and deleted files have no checkpoint: let them out first.
                         if self.needs_catch_up {
                             self.catch_up(&outs, &r);

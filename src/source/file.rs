@@ -361,6 +361,7 @@ impl FileSource {
         };
         self.warned_unusable.store(false, Ordering::Relaxed);
         let m = file.metadata()?;
+        tracing::debug!(path = %self.path.display(), ino = m.ino(), "opened");
         if let Some(i) = files
             .list
             .iter()
