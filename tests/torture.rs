@@ -47,6 +47,9 @@ const RSS_CEILING_KIB: u64 = 64 * 1024;
 
 const T: Duration = Duration::from_secs(30);
 
+/// A line's writer and number.
+type LineId = (usize, usize);
+
 #[test]
 fn random_schedules_lose_nothing_and_repeat_at_most_one_batch_per_kill() {
     let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
@@ -542,7 +545,7 @@ impl Schedule {
     /// The model check over every run's output.
     fn check(&self, outs: &[Vec<Vec<u8>>], kills: usize) {
         // (writer, number) -> (text, output bytes) for each time it came out.
-        let mut seen: HashMap<(usize, usize), Vec<(Vec<u8>, usize)>> = HashMap::new();
+        let mut seen: HashMap<LineId, Vec<(Vec<u8>, usize)>> = HashMap::new();
         let mut order: HashMap<usize, Vec<usize>> = HashMap::new();
         for out in outs {
             for ((w, n), text, bytes) in lines_of(out) {
