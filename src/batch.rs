@@ -28,13 +28,16 @@ pub struct Batch {
     pending_sinks: AtomicUsize,
 }
 
-/// A checkpoint to advance once a batch is delivered.
+/// A checkpoint to advance once a batch is delivered. It travels with the records it follows,
+/// so a position is never committed ahead of them.
 #[derive(Debug, Clone)]
 pub struct Ack {
     /// The source's checkpoint.
     pub checkpoint: Arc<Checkpoint>,
-    /// Where the source stands after the batch's last record.
-    pub position: Position,
+    /// The source's batch number: a late acknowledgement of an older batch is ignored.
+    pub seq: u64,
+    /// Where the source stands after the batch's last record, in every file it reads.
+    pub positions: Arc<[Position]>,
 }
 
 impl Batch {
@@ -98,7 +101,7 @@ impl Batch {
         if before <= 1
             && let Some(ack) = &self.ack
         {
-            ack.checkpoint.commit(ack.position);
+            ack.checkpoint.commit(ack.seq, &ack.positions);
         }
     }
 }
@@ -123,14 +126,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cp = Arc::new(Checkpoint::new(dir.path().join("cp")));
         let mut b = Batch::new();
-        let pos = Position {
+        let pos: Arc<[Position]> = vec![Position {
             dev: 1,
             ino: 2,
             offset: 30,
-        };
+            fingerprint: None,
+        }]
+        .into();
         b.ack = Some(Ack {
             checkpoint: cp.clone(),
-            position: pos,
+            seq: 1,
+            positions: pos.clone(),
         });
         b.expect_sinks(2);
         b.delivered();

@@ -148,6 +148,11 @@ pub struct RunArgs {
     #[arg(long, env = "HOOKLOG_LINGER", default_value = "500ms", value_parser = bounded_duration)]
     pub linger: Duration,
 
+    /// How long a file renamed away or deleted keeps being read after its last new bytes, for a
+    /// writer that still has it open.
+    #[arg(long, env = "HOOKLOG_ROTATE_WAIT", default_value = "5s", value_parser = duration)]
+    pub rotate_wait: Duration,
+
     /// How long after SIGTERM an expected peer may take to announce its hook before it counts as
     /// missing.
     #[arg(long, env = "HOOKLOG_ANNOUNCE_TIMEOUT", default_value = "5s", value_parser = bounded_duration)]

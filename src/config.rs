@@ -63,6 +63,8 @@ pub struct RunConfig {
     pub grace: Duration,
     /// Quiet period after the last hook.
     pub linger: Duration,
+    /// How long a rotated file is read after its last new bytes.
+    pub rotate_wait: Duration,
     /// How long expected peers may take to announce after SIGTERM.
     pub announce_timeout: Duration,
     /// Runs as a native sidecar: signalled after the peers are gone.
@@ -180,6 +182,7 @@ impl RunConfig {
                 .collect(),
             grace: args.grace,
             linger: args.linger,
+            rotate_wait: args.rotate_wait,
             announce_timeout: args.announce_timeout,
             native_sidecar: args.native_sidecar,
             stdout: args.outputs.contains(&Output::Stdout),

@@ -118,7 +118,7 @@ pub async fn run(
     for path in &cfg.files {
         let cp = Arc::new(Checkpoint::new(checkpoint::path_for(path)));
         checkpoints.push(cp.clone());
-        let (src, stop) = FileSource::new(path.clone(), cp, ctx.clone());
+        let (src, stop) = FileSource::new(path.clone(), cp, ctx.clone(), cfg.rotate_wait);
         stops.push(stop);
         let path = path.clone();
         sources.spawn_blocking(move || {
@@ -144,8 +144,8 @@ pub async fn run(
     }
     sources.close();
     drop(ctx);
-    // Each file source writes its own checkpoint every second while running (no timer here to
-    // wake an idle daemon); the final one is written below.
+    // Checkpoints are written as batches are delivered (no timer here to wake an idle daemon);
+    // a write that failed is tried again below.
     tracing::info!(files = cfg.files.len(), peers = ?cfg.peers, "hooklog ready");
 
     // Phase 1: run until the signal.

@@ -11,7 +11,9 @@ mod image;
 mod k8s;
 mod lifecycle;
 mod manifest;
+mod rotation;
 mod socket;
 mod tail;
+mod torture;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;

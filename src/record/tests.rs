@@ -301,3 +301,60 @@ fn a_wrapped_hook_names_its_run() {
         })
     );
 }
+
+/// Cases for the fuzz-style property below: `HOOKLOG_FUZZ_CASES` runs more (the CI run takes a
+/// few seconds in a debug build).
+fn fuzz_cases() -> u32 {
+    std::env::var("HOOKLOG_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4096)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
+
+    /// The framer and the encoder together against arbitrary bytes cut into arbitrary reads
+    /// (JSON-ish fragments, escapes, invalid UTF-8, control characters, long runs): no panic,
+    /// every output line valid JSON under the cap, and the text of plain lines comes back whole
+    /// from its split parts.
+    #[test]
+    fn framer_and_encoder_survive_arbitrary_reads(
+        pieces in proptest::collection::vec(prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            Just(b"{\"message\":\"".to_vec()),
+            Just(b"{\"time\":1,\"kubernetes\":{},\"hooklog\":[]}\n".to_vec()),
+            Just(b"{\"event\":\"hook.finished\",\"container_name\":\"a\",\"outcome\":\"ok\"}\n".to_vec()),
+            Just(vec![b'x'; 1500]),
+            Just(vec![b'\n']),
+            Just(vec![0xF0, 0x9F, 0x98]),
+            Just(b"\\u00".to_vec()),
+        ], 0..60),
+        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..10),
+        max in 1024usize..2048,
+    ) {
+        let data: Vec<u8> = pieces.concat();
+        let mut bounds: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
+        bounds.push(0);
+        bounds.push(data.len());
+        bounds.sort();
+        let enr = Arc::new(Enrichment::new(&pod(), max));
+        let mut enc = Encoder::new(enr, "socket:/shared/hooklog.sock");
+        let mut framer = Framer::new(max);
+        let mut batch = Batch::new();
+        for w in bounds.windows(2) {
+            framer.feed(&data[w[0]..w[1]], |f| {
+                let _ = enc.encode(f, 1_796_000_000_123, &mut batch);
+            });
+        }
+        framer.finish(|f| {
+            let _ = enc.encode(f, 1_796_000_000_123, &mut batch);
+        });
+        prop_assert_eq!(batch.buf.last().copied().unwrap_or(b'\n'), b'\n');
+        for (r, _) in batch.iter() {
+            prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
+            let v: Result<Value, _> = serde_json::from_slice(r);
+            prop_assert!(v.is_ok(), "not JSON: {}", String::from_utf8_lossy(r));
+        }
+    }
+}

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use crate::batch::Batch;
 use crate::sink::Counters;
 
-/// Batches written before one flush, when more are queued.
+/// Batches written under one lock of stdout, when more are queued.
 const COALESCE_BATCHES: usize = 16;
 
 /// Why the stdout sink stopped.
@@ -44,25 +44,22 @@ fn classify(e: std::io::Error) -> StdoutError {
 /// Writes every batch until the queue closes. Blocking: run it with `spawn_blocking`.
 pub fn run(mut rx: mpsc::Receiver<Arc<Batch>>, counters: Arc<Counters>) -> Result<(), StdoutError> {
     let stdout = std::io::stdout();
-    let mut written: Vec<Arc<Batch>> = Vec::with_capacity(COALESCE_BATCHES);
     while let Some(first) = rx.blocking_recv() {
         let mut out = stdout.lock();
-        out.write_all(&first.buf).map_err(classify)?;
-        written.push(first);
-        while written.len() < COALESCE_BATCHES {
-            match rx.try_recv() {
-                Ok(b) => {
-                    out.write_all(&b.buf).map_err(classify)?;
-                    written.push(b);
-                }
-                Err(_) => break,
-            }
-        }
-        out.flush().map_err(classify)?;
-        drop(out);
-        for b in written.drain(..) {
+        let mut next = Some(first);
+        let mut written = 0;
+        while let Some(b) = next.take() {
+            // Each batch is acknowledged as soon as it is out (its checkpoint moves then), so a
+            // SIGKILL repeats at most the batch being written.
+            out.write_all(&b.buf)
+                .and_then(|()| out.flush())
+                .map_err(classify)?;
             Counters::add(&counters.stdout_records, b.len());
             b.delivered();
+            written += 1;
+            if written < COALESCE_BATCHES {
+                next = rx.try_recv().ok();
+            }
         }
     }
     Ok(())

@@ -1,33 +1,109 @@
-//! Checkpoints: where a followed file was last delivered up to, kept in a small file next to it
-//! (the emptyDir outlives a container restart) and written atomically.
+//! Checkpoints: how far each file a file source reads has been delivered, kept in a small file
+//! next to the followed path (the emptyDir outlives a container restart).
+//!
+//! The checkpoint moves each time a batch is delivered: the sink that delivers it last rewrites
+//! one fixed-size record in place at offset 0 (`pwrite`, no temporary file, no fsync). A killed
+//! process leaves the page cache intact and an emptyDir lives and dies with the pod, so that is
+//! enough for a SIGKILL to repeat at most the batch that was being delivered. An idle source
+//! delivers nothing and so writes nothing.
+//!
+//! Each file is identified by (device, inode) and carries a fingerprint of the bytes just before
+//! its offset, so a file replaced in place (truncated and refilled past the offset) or a new file
+//! that reuses a freed inode is read from its start instead of from the old offset.
 
-use std::io::Write;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+/// Files one checkpoint can describe: the followed file and the rotated files still being read
+/// (`source::file::MAX_ROTATED` of them).
+pub const MAX_FILES: usize = 9;
+
+/// Size of the record written in place. Nine files of at most 80 characters each and the header
+/// fit with room to spare; a fixed size means every write covers the previous one entirely.
+pub const RECORD_BYTES: usize = 1024;
+
+/// Bytes before the offset that the fingerprint covers: several typical lines, so two files that
+/// only share a common line prefix (a JSON key, a timestamp) still differ.
+pub const FINGERPRINT_BYTES: usize = 256;
+
+/// First line of the record; names the format.
+const HEADER: &str = "hooklog-checkpoint 2";
+
+/// Last line of the record: a record without it is incomplete.
+const TRAILER: &str = "end";
+
+/// The bytes just before an offset: how many (at most `FINGERPRINT_BYTES`) and their CRC-32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Bytes covered: `min(offset, FINGERPRINT_BYTES)`.
+    pub len: u32,
+    /// CRC-32 (IEEE) of those bytes.
+    pub crc: u32,
+}
+
+impl Fingerprint {
+    /// The fingerprint of the start of a file (offset 0): nothing to compare.
+    pub const EMPTY: Fingerprint = Fingerprint { len: 0, crc: 0 };
+
+    /// The fingerprint of the bytes just before `offset` in `file`. Fails when the file is
+    /// shorter than `offset`.
+    pub fn at(file: &File, offset: u64) -> std::io::Result<Fingerprint> {
+        let len = offset.min(FINGERPRINT_BYTES as u64) as usize;
+        let mut buf = [0u8; FINGERPRINT_BYTES];
+        file.read_exact_at(&mut buf[..len], offset - len as u64)?;
+        Ok(Fingerprint::of(&buf[..len]))
+    }
+
+    /// The fingerprint of `bytes` (at most `FINGERPRINT_BYTES` of them are meant).
+    pub fn of(bytes: &[u8]) -> Fingerprint {
+        Fingerprint {
+            len: bytes.len() as u32,
+            crc: crc32fast::hash(bytes),
+        }
+    }
+
+    /// True when `file` holds, just before `offset`, the bytes this fingerprint was taken of.
+    pub fn matches(&self, file: &File, offset: u64) -> bool {
+        Fingerprint::at(file, offset).is_ok_and(|f| f == *self)
+    }
+}
 
 /// A position in one particular file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
-    /// Device of the file, so a replaced file is not read from the old offset.
+    /// Device of the file.
     pub dev: u64,
     /// Inode of the file.
     pub ino: u64,
     /// Bytes delivered from the start of the file.
     pub offset: u64,
+    /// The bytes just before `offset`; `None` in a checkpoint written by hooklog 0.1's format.
+    pub fingerprint: Option<Fingerprint>,
 }
 
-/// The checkpoint of one followed file.
+/// The checkpoint of one followed path: a position in every file its source reads.
 #[derive(Debug)]
 pub struct Checkpoint {
     /// The checkpoint file.
     path: PathBuf,
-    /// The last delivered position, and whether it is newer than the file on disk.
-    state: Mutex<(Option<Position>, bool)>,
-    /// Held for a whole save, so two savers (the source's poll and the daemon's last save at
-    /// exit) never write the temporary file at once. Its value: the last save failed.
-    saving: Mutex<bool>,
+    /// What was delivered, and the open checkpoint file.
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The last delivered positions and the sequence number of the batch that brought them.
+    committed: Option<(u64, Arc<[Position]>)>,
+    /// `committed` is newer than what is on disk (a write failed).
+    dirty: bool,
+    /// The checkpoint file, opened at the first write.
+    file: Option<File>,
+    /// The last write failed (warned once until one succeeds).
+    failing: bool,
 }
 
 /// The checkpoint file that belongs to `input`: `.<name>.hooklog-offset` in the same folder.
@@ -39,13 +115,20 @@ pub fn path_for(input: &Path) -> PathBuf {
     input.with_file_name(format!(".{name}.hooklog-offset"))
 }
 
+/// hooklog 0.1's checkpoint: one JSON position, no fingerprint.
+#[derive(Deserialize)]
+struct LegacyPosition {
+    dev: u64,
+    ino: u64,
+    offset: u64,
+}
+
 impl Checkpoint {
     /// A checkpoint kept at `path`, with nothing committed yet.
     pub fn new(path: PathBuf) -> Self {
         Checkpoint {
             path,
-            state: Mutex::new((None, false)),
-            saving: Mutex::new(false),
+            state: Mutex::new(State::default()),
         }
     }
 
@@ -54,148 +137,293 @@ impl Checkpoint {
         &self.path
     }
 
-    /// Reads the saved position, if there is a readable one. A corrupt file reads as none (the
-    /// file is then read from its start again: repeats beat losses).
-    pub fn load(&self) -> Option<Position> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
-        if text.trim().is_empty() {
-            return None;
-        }
-        match serde_json::from_str(&text) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "ignoring corrupt checkpoint");
-                None
-            }
-        }
-    }
-
-    /// Records that everything up to `pos` has been delivered.
-    pub fn commit(&self, pos: Position) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.0 != Some(pos) {
-            *st = (Some(pos), true);
-        }
-    }
-
-    /// The last committed position.
-    pub fn committed(&self) -> Option<Position> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).0
-    }
-
-    /// Writes the committed position if it changed since the last save: temporary file,
-    /// `sync_all`, `rename`, so a crash leaves the old or the new checkpoint, never half of one.
-    /// A failure (a full disk, say) keeps the old checkpoint, is retried on the next save, and is
-    /// logged once until a save succeeds again.
-    pub fn save(&self) {
-        let mut failing = self.saving.lock().unwrap_or_else(|e| e.into_inner());
-        let pos = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            match *st {
-                (Some(p), true) => {
-                    st.1 = false;
-                    p
-                }
-                _ => return,
-            }
+    /// Reads the saved positions. A missing or empty file reads as none; so does a corrupt one,
+    /// with a warning (its files are then read from their start again: repeats beat losses).
+    pub fn load(&self) -> Vec<Position> {
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return Vec::new();
         };
-        match write_atomic(&self.path, &serde_json::to_vec(&pos).unwrap_or_default()) {
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if text.is_empty() {
+            return Vec::new();
+        }
+        match parse(text) {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::warn!(path = %self.path.display(), why, "ignoring corrupt checkpoint");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Records that the batch numbered `seq` was delivered, bringing the source to `positions`,
+    /// and writes it in place. An older batch acknowledged late never moves the checkpoint back.
+    /// A failed write is warned about once and tried again at the next commit or `save`.
+    pub fn commit(&self, seq: u64, positions: &Arc<[Position]>) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.committed.as_ref().is_some_and(|(s, _)| *s >= seq) {
+            return;
+        }
+        st.committed = Some((seq, positions.clone()));
+        st.dirty = true;
+        self.write(&mut st);
+    }
+
+    /// The last committed positions.
+    pub fn committed(&self) -> Option<Arc<[Position]>> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.committed.as_ref().map(|(_, p)| p.clone())
+    }
+
+    /// Writes the committed positions if the last write failed.
+    pub fn save(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.dirty {
+            self.write(&mut st);
+        }
+    }
+
+    /// True while writes fail.
+    pub fn failing(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).failing
+    }
+
+    fn write(&self, st: &mut State) {
+        let Some((_, positions)) = &st.committed else {
+            return;
+        };
+        let record = encode(positions);
+        let result = match &st.file {
+            Some(f) => f.write_all_at(&record, 0),
+            None => std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.path)
+                .and_then(|f| {
+                    f.write_all_at(&record, 0)?;
+                    // A longer record from another format would leave its tail behind.
+                    f.set_len(record.len() as u64)?;
+                    st.file = Some(f);
+                    Ok(())
+                }),
+        };
+        match result {
             Ok(()) => {
-                if *failing {
+                if st.failing {
                     tracing::info!(path = %self.path.display(), "checkpoint written again");
                 }
-                *failing = false;
+                st.failing = false;
+                st.dirty = false;
             }
             Err(e) => {
-                if !*failing {
+                if !st.failing {
                     tracing::warn!(path = %self.path.display(), error = %e, "cannot write checkpoint, will retry");
                 }
-                *failing = true;
-                // Try again on the next save.
-                self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+                st.failing = true;
+                // A file that failed may be a stale handle: open it again next time.
+                st.file = None;
             }
         }
-    }
-
-    /// True while saves fail.
-    pub fn failing(&self) -> bool {
-        *self.saving.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// Writes `data` to `path` atomically.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let result = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        // Leave no half-written temporary file behind (a full disk stays full otherwise).
-        let _ = std::fs::remove_file(&tmp);
+/// The fixed-size record: a header, one `dev ino offset fingerprint-len fingerprint-crc` line per
+/// file, a trailer, padded with spaces to `RECORD_BYTES`.
+fn encode(positions: &[Position]) -> Vec<u8> {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(RECORD_BYTES);
+    s.push_str(HEADER);
+    s.push('\n');
+    for p in positions.iter().take(MAX_FILES) {
+        let fp = p.fingerprint.unwrap_or(Fingerprint::EMPTY);
+        let _ = writeln!(
+            s,
+            "{} {} {} {} {:08x}",
+            p.dev, p.ino, p.offset, fp.len, fp.crc
+        ); // Writing to a String cannot fail.
     }
-    result
+    s.push_str(TRAILER);
+    s.push('\n');
+    let mut out = s.into_bytes();
+    debug_assert!(out.len() <= RECORD_BYTES, "checkpoint record over its size");
+    out.resize(out.len().max(RECORD_BYTES), b' ');
+    out
+}
+
+/// Reads a record written by `encode`, or hooklog 0.1's JSON position.
+fn parse(text: &str) -> Result<Vec<Position>, String> {
+    if text.starts_with('{') {
+        let p: LegacyPosition = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        return Ok(vec![Position {
+            dev: p.dev,
+            ino: p.ino,
+            offset: p.offset,
+            fingerprint: None,
+        }]);
+    }
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER) {
+        return Err("unknown format".into());
+    }
+    let mut out = Vec::new();
+    for line in lines {
+        if line == TRAILER {
+            return Ok(out);
+        }
+        let f: Vec<&str> = line.split(' ').collect();
+        let num = |i: usize| -> Result<u64, String> {
+            f.get(i)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("bad line {line:?}"))
+        };
+        let crc = f
+            .get(4)
+            .and_then(|v| u32::from_str_radix(v, 16).ok())
+            .ok_or_else(|| format!("bad line {line:?}"))?;
+        if f.len() != 5 {
+            return Err(format!("bad line {line:?}"));
+        }
+        out.push(Position {
+            dev: num(0)?,
+            ino: num(1)?,
+            offset: num(2)?,
+            fingerprint: Some(Fingerprint {
+                len: num(3)? as u32,
+                crc,
+            }),
+        });
+    }
+    Err("incomplete record".into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn pos(ino: u64, offset: u64) -> Position {
+        Position {
+            dev: 3,
+            ino,
+            offset,
+            fingerprint: Some(Fingerprint::of(b"some bytes\n")),
+        }
+    }
+
     #[test]
-    fn saves_and_loads_atomically() {
+    fn commits_in_place_and_loads() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Checkpoint::new(path_for(&dir.path().join("prestop.log")));
         assert_eq!(cp.path(), dir.path().join(".prestop.log.hooklog-offset"));
-        assert_eq!(cp.load(), None);
-        let pos = Position {
-            dev: 3,
-            ino: 99,
-            offset: 1234,
-        };
-        cp.commit(pos);
-        cp.save();
+        assert_eq!(cp.load(), vec![]);
+        let all: Arc<[Position]> = (0..MAX_FILES as u64)
+            .map(|i| Position {
+                dev: u64::MAX,
+                ino: u64::MAX - i,
+                offset: u64::MAX,
+                fingerprint: Some(Fingerprint {
+                    len: FINGERPRINT_BYTES as u32,
+                    crc: u32::MAX,
+                }),
+            })
+            .collect();
+        cp.commit(1, &all);
+        assert_eq!(
+            std::fs::metadata(cp.path()).unwrap().len(),
+            RECORD_BYTES as u64
+        );
+        assert_eq!(
+            Checkpoint::new(cp.path().to_path_buf()).load(),
+            all.to_vec()
+        );
+        let two: Arc<[Position]> = vec![pos(7, 10), pos(8, 0)].into();
+        cp.commit(2, &two);
+        assert_eq!(
+            Checkpoint::new(cp.path().to_path_buf()).load(),
+            two.to_vec()
+        );
+        // A late acknowledgement of an older batch does not move it back.
+        cp.commit(1, &all);
+        assert_eq!(
+            Checkpoint::new(cp.path().to_path_buf()).load(),
+            two.to_vec()
+        );
         assert!(!cp.failing());
-        assert_eq!(Checkpoint::new(cp.path().to_path_buf()).load(), Some(pos));
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
     }
 
     #[test]
-    fn a_failed_save_is_retried_and_leaves_no_temporary_file() {
+    fn a_failed_write_is_retried() {
         let dir = tempfile::tempdir().unwrap();
-        // A folder where the checkpoint should go: the rename fails, as on a full disk.
+        // A folder where the checkpoint should go: the open fails, as on a full disk.
         let p = dir.path().join("cp");
         std::fs::create_dir(&p).unwrap();
-        std::fs::write(p.join("keep"), "x").unwrap();
         let cp = Checkpoint::new(p.clone());
-        cp.commit(Position {
-            dev: 1,
-            ino: 2,
-            offset: 3,
-        });
-        cp.save();
+        let one: Arc<[Position]> = vec![pos(2, 3)].into();
+        cp.commit(1, &one);
         assert!(cp.failing());
-        assert!(
-            !dir.path().join("cp.tmp").exists(),
-            "temporary file removed"
-        );
         std::fs::remove_dir_all(&p).unwrap();
         cp.save();
         assert!(!cp.failing(), "retried and written on the next save");
-        assert_eq!(
-            Checkpoint::new(p).load(),
-            Some(Position {
-                dev: 1,
-                ino: 2,
-                offset: 3
-            })
-        );
+        assert_eq!(Checkpoint::new(p).load(), one.to_vec());
     }
 
     #[test]
-    fn corrupt_checkpoint_reads_as_none() {
+    fn reads_the_previous_format() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("cp");
-        std::fs::write(&p, "{not json").unwrap();
-        assert_eq!(Checkpoint::new(p).load(), None);
+        std::fs::write(&p, r#"{"dev":3,"ino":99,"offset":1234}"#).unwrap();
+        let cp = Checkpoint::new(p.clone());
+        assert_eq!(
+            cp.load(),
+            vec![Position {
+                dev: 3,
+                ino: 99,
+                offset: 1234,
+                fingerprint: None
+            }]
+        );
+        // The new record replaces it entirely.
+        cp.commit(1, &vec![pos(1, 2)].into());
+        assert_eq!(Checkpoint::new(p).load(), vec![pos(1, 2)]);
+    }
+
+    #[test]
+    fn corrupt_or_incomplete_checkpoints_read_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cp");
+        for bad in [
+            "{not json",
+            "hooklog-checkpoint 2\n1 2 3 0 00000000\n",
+            "hooklog-checkpoint 2\n1 2 x 0 00000000\nend\n",
+            "something else\nend\n",
+        ] {
+            std::fs::write(&p, bad).unwrap();
+            assert_eq!(Checkpoint::new(p.clone()).load(), vec![], "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn fingerprints_the_bytes_before_an_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let body: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &body).unwrap();
+        let f = File::open(&p).unwrap();
+        assert_eq!(Fingerprint::at(&f, 0).unwrap(), Fingerprint::EMPTY);
+        assert_eq!(
+            Fingerprint::at(&f, 100).unwrap(),
+            Fingerprint::of(&body[..100])
+        );
+        assert_eq!(
+            Fingerprint::at(&f, 900).unwrap(),
+            Fingerprint::of(&body[900 - FINGERPRINT_BYTES..900])
+        );
+        assert!(Fingerprint::at(&f, 1001).is_err(), "past the end");
+        let fp = Fingerprint::at(&f, 900).unwrap();
+        assert!(fp.matches(&f, 900));
+        assert!(!fp.matches(&f, 899));
     }
 }

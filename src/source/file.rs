@@ -2,8 +2,11 @@
 //!
 //! inotify (through `notify`, on the parent folder) wakes it as soon as the file changes; a slow
 //! poll is the safety net for events inotify cannot see. It survives the file not existing yet,
-//! being renamed away and recreated (the old file's unread bytes come first), truncated, and
-//! deleted. The file is identified by (dev, inode); its delivered position is checkpointed.
+//! being renamed away and recreated, truncated, replaced in place, and deleted. A file renamed
+//! away or deleted keeps being read, beside the path's new file, until it has had no new bytes
+//! for `--rotate-wait`: a writer that still holds it open loses nothing. Each file is identified
+//! by (dev, inode) and a fingerprint of the bytes before its offset; every file being read is in
+//! the checkpoint, which moves with each delivered batch.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -20,24 +23,33 @@ use notify::Watcher;
 use crate::batch::{Ack, Batch};
 use crate::framing::Framer;
 use crate::record::Encoder;
-use crate::source::checkpoint::{Checkpoint, Position};
+use crate::source::checkpoint::{self, Checkpoint, Fingerprint, Position};
 use crate::source::{BATCH_BYTES, SourceContext};
 
 /// The safety-net poll: catches what inotify missed (events lost on an overflowing inotify
 /// queue, a path that became followable again). Once a second, like busybox's tail, so idle costs
-/// one wake-up a second. A truncation is seen while the file is shorter than what was read; one
-/// refilled past that between two reads is not.
+/// one wake-up a second.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The poll when inotify is not available at all.
 pub const FALLBACK_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The poll while a rotated file is still being read: inotify on the folder does not report
+/// writes to a file renamed out of it or deleted, so those are read this often (only for the
+/// `--rotate-wait` after a rotation; an idle hooklog is back to `POLL_INTERVAL`).
+pub const ROTATED_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// `--rotate-wait`'s default: how long a rotated file must go without new bytes before it is
+/// closed. Fluent Bit's `Rotate_Wait` default.
+pub const DEFAULT_ROTATE_WAIT: Duration = Duration::from_secs(5);
+
+/// Rotated files read at once, beside the followed one. Past it the oldest is read to its end
+/// and closed early (with a warning): bytes written to it later are not read. Eight rotations
+/// within `--rotate-wait` is far past what logrotate or an application reopening on a signal do.
+pub const MAX_ROTATED: usize = checkpoint::MAX_FILES - 1;
+
 /// Bytes read per `read` call.
 const READ_BUF: usize = 64 * 1024;
-
-/// How often the source writes its checkpoint (when it moved). Done on this thread, which
-/// already wakes once per `POLL_INTERVAL`, so an idle sidecar has no extra timer to wake for.
-pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 /// A followed file's handle on the pipeline.
 pub struct FileSource {
@@ -55,6 +67,8 @@ pub struct FileSource {
     _watcher: Option<notify::RecommendedWatcher>,
     /// How long to sleep between polls.
     poll: Duration,
+    /// How long a rotated file is read after its last new bytes.
+    rotate_wait: Duration,
     /// Set once the "cannot follow" warning was given, cleared when the file opens again.
     warned_unusable: AtomicBool,
 }
@@ -67,27 +81,58 @@ pub struct StopHandle {
 }
 
 impl StopHandle {
-    /// Asks the source to read what the file holds now, then stop.
+    /// Asks the source to read what its files hold now (not what is appended after), then stop.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.wake.try_send(()); // Full means a wake-up is already queued.
     }
 }
 
-/// The file that is open now.
-struct OpenFile {
+/// A file being read: the followed one, or one rotated away that may still be written.
+struct Tracked {
     file: File,
     dev: u64,
     ino: u64,
+    /// Bytes read so far.
     offset: u64,
+    /// Bytes whose records were sent (`offset` minus what the framer holds).
+    sent: u64,
+    /// The bytes before `sent`, for the checkpoint.
+    sent_fp: Fingerprint,
+    /// The bytes before `offset`: a file whose bytes there changed was replaced in place.
+    read_fp: Fingerprint,
+    /// Each file has its own framer and encoder: a rotated file's unfinished line is never
+    /// glued to the new file's first line, nor a split line's parts numbered across files.
+    framer: Framer,
+    encoder: Encoder,
+    /// When bytes last arrived (or the file was rotated).
+    last_data: Instant,
+    /// Set when stopping: read up to here, not further.
+    limit: Option<u64>,
+    /// Where it was found, for messages.
+    name: PathBuf,
+}
+
+/// Everything one source reads.
+struct Files {
+    /// Rotated files, oldest first, then the followed file when `followed` (always last).
+    list: Vec<Tracked>,
+    /// The last entry of `list` is the file at the path.
+    followed: bool,
+    /// Number of the next batch.
+    seq: u64,
+    /// The read buffer.
+    buf: Vec<u8>,
 }
 
 impl FileSource {
-    /// Prepares to follow `path`, keeping its checkpoint at `checkpoint`.
+    /// Prepares to follow `path`, keeping its checkpoint at `checkpoint`; a rotated file is read
+    /// until it has had no new bytes for `rotate_wait`.
     pub fn new(
         path: PathBuf,
         checkpoint: Arc<Checkpoint>,
         ctx: SourceContext,
+        rotate_wait: Duration,
     ) -> (Self, StopHandle) {
         let (wake_tx, wake) = sync_channel(1);
         let stop = Arc::new(AtomicBool::new(false));
@@ -110,74 +155,197 @@ impl FileSource {
             wake,
             _watcher: watcher,
             poll,
+            rotate_wait,
             warned_unusable: AtomicBool::new(false),
         };
         (src, handle)
     }
 
     /// Follows the file until stopped; meant for its own thread. Returns when stopped (after
-    /// reading everything the file held) or when the pipeline is gone.
+    /// reading every file up to where it ended at the stop) or when the pipeline is gone.
     pub fn run(self) -> anyhow::Result<()> {
-        let mut encoder = Encoder::new(
-            self.ctx.enrichment.clone(),
-            &format!("file:{}", self.path.display()),
-        );
-        let mut framer = Framer::new(self.ctx.max_frame());
-        let mut buf = vec![0u8; READ_BUF];
-        let mut current: Option<OpenFile> = None;
-        let mut first_open = true;
-        let mut saved_at = Instant::now();
-        self.finish_rotated_while_down(&mut framer, &mut encoder, &mut buf)?;
+        let mut files = Files {
+            list: Vec::new(),
+            followed: false,
+            seq: 0,
+            buf: vec![0u8; READ_BUF],
+        };
+        // Positions from the last run, used by the first open of the path.
+        let mut saved = self.resume_rotated(&mut files);
+        let mut stopping = false;
         loop {
-            // Read the flag before draining: whatever was written before the stop is read.
-            let stopping = self.stop.load(Ordering::SeqCst);
-            if current.is_none() {
-                current = self.open(first_open)?;
-                first_open &= current.is_none();
-            }
-            if let Some(open) = current.as_mut() {
-                self.drain(open, &mut framer, &mut encoder, &mut buf)?;
-                match std::fs::metadata(&self.path) {
-                    Ok(m) if (m.dev(), m.ino()) == (open.dev, open.ino) => {
-                        if m.len() < open.offset {
-                            tracing::warn!(path = %self.path.display(), from = open.offset, to = m.len(), "file truncated, reading from its start");
-                            self.finish_line(open, &mut framer, &mut encoder)?;
-                            open.file.seek(SeekFrom::Start(0))?;
-                            open.offset = 0;
-                            continue;
-                        }
-                    }
-                    Ok(_) | Err(_) => {
-                        // Renamed away, replaced or deleted: finish the old file, then follow the
-                        // path again.
-                        self.drain(open, &mut framer, &mut encoder, &mut buf)?;
-                        self.finish_line(open, &mut framer, &mut encoder)?;
-                        tracing::info!(path = %self.path.display(), "file rotated or removed, following the path");
-                        current = None;
-                        continue;
-                    }
+            // Read the flag before reading: whatever was written before the stop is read.
+            if !stopping && self.stop.load(Ordering::SeqCst) {
+                stopping = true;
+                for t in &mut files.list {
+                    set_limit(t);
                 }
             }
-            if saved_at.elapsed() >= CHECKPOINT_EVERY {
-                saved_at = Instant::now();
-                self.checkpoint.save();
+            // Rotated files first: a writer's older lines come before its newer ones.
+            let rotated = files.list.len() - usize::from(files.followed);
+            let mut i = 0;
+            while i < rotated.min(files.list.len()) {
+                self.check_replaced(&mut files, i)?;
+                self.drain(&mut files, i)?;
+                i += 1;
+            }
+            if !files.followed
+                && let Some(mut t) = self.open(&mut files, saved.as_deref())?
+            {
+                saved = None;
+                if stopping {
+                    set_limit(&mut t);
+                }
+                files.list.push(t);
+                files.followed = true;
+                // Name the new file in the checkpoint as soon as what was read before it is
+                // delivered: an empty batch whose ack travels behind the old file's batches.
+                let i = files.list.len() - 1;
+                let sent = files.list[i].sent;
+                send(
+                    &self,
+                    &mut files.list,
+                    &mut files.seq,
+                    Batch::new(),
+                    i,
+                    sent,
+                )?;
+            }
+            if files.followed {
+                let i = files.list.len() - 1;
+                self.check_replaced(&mut files, i)?;
+                self.drain(&mut files, i)?;
+                let t = &files.list[i];
+                let same = std::fs::metadata(&self.path)
+                    .is_ok_and(|m| (m.dev(), m.ino()) == (t.dev, t.ino));
+                if !same {
+                    // Renamed away, replaced or deleted: keep reading it while following the
+                    // path again.
+                    tracing::info!(path = %self.path.display(), "file rotated or removed, following the path");
+                    files.followed = false;
+                    files.list[i].last_data = Instant::now();
+                    self.bound_rotated(&mut files)?;
+                    continue;
+                }
             }
             if stopping {
-                if let Some(open) = current.as_mut() {
-                    self.finish_line(open, &mut framer, &mut encoder)?;
+                for i in 0..files.list.len() {
+                    self.finish_line(&mut files, i)?;
                 }
                 return Ok(());
             }
-            match self.wake.recv_timeout(self.poll) {
+            self.close_idle(&mut files)?;
+            if self.checkpoint.failing() {
+                self.checkpoint.save();
+            }
+            let poll = if files.list.len() > usize::from(files.followed) {
+                self.poll.min(ROTATED_POLL_INTERVAL)
+            } else {
+                self.poll
+            };
+            match self.wake.recv_timeout(poll) {
                 Ok(()) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
     }
 
-    /// Opens the path if it exists. The first open of a run resumes from the checkpoint when it
-    /// names this very file; later opens (after rotation) start at the beginning.
-    fn open(&self, first: bool) -> anyhow::Result<Option<OpenFile>> {
+    /// Reads the checkpoint. Files it names that are no longer at the path but still in the same
+    /// folder (rotated while hooklog was down) are read again from their saved offsets; the rest
+    /// is returned for the first open of the path.
+    fn resume_rotated(&self, files: &mut Files) -> Option<Vec<Position>> {
+        let saved = self.checkpoint.load();
+        if saved.is_empty() {
+            return None;
+        }
+        let at_path = std::fs::metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        let entries: Vec<(PathBuf, std::fs::Metadata)> = self
+            .path
+            .parent()
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| Some((e.path(), e.metadata().ok()?)))
+                    .filter(|(_, m)| m.is_file())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for p in &saved {
+            if at_path == Some((p.dev, p.ino)) {
+                continue;
+            }
+            let Some((name, _)) = entries
+                .iter()
+                .find(|(_, m)| (m.dev(), m.ino()) == (p.dev, p.ino) && m.len() >= p.offset)
+            else {
+                continue;
+            };
+            let Ok(mut file) = File::open(name) else {
+                continue;
+            };
+            // Same inode but other bytes: not the file that was read, but another one that got
+            // the freed inode. It was never followed, so it is not read.
+            if p.fingerprint.is_some_and(|fp| !fp.matches(&file, p.offset)) {
+                continue;
+            }
+            if file.seek(SeekFrom::Start(p.offset)).is_err() {
+                continue;
+            }
+            tracing::info!(path = %self.path.display(), rotated = %name.display(), offset = p.offset, "finishing a file rotated while hooklog was down");
+            let fp = p.fingerprint.unwrap_or(Fingerprint::EMPTY);
+            let mut t = self.tracked(file, p.dev, p.ino, p.offset, fp, name.clone());
+            t.sent_fp = p
+                .fingerprint
+                .or_else(|| Fingerprint::at(&t.file, p.offset).ok())
+                .unwrap_or(Fingerprint::EMPTY);
+            t.read_fp = t.sent_fp;
+            files.list.push(t);
+            if files.list.len() >= MAX_ROTATED {
+                break;
+            }
+        }
+        Some(saved)
+    }
+
+    fn tracked(
+        &self,
+        file: File,
+        dev: u64,
+        ino: u64,
+        offset: u64,
+        fp: Fingerprint,
+        name: PathBuf,
+    ) -> Tracked {
+        Tracked {
+            file,
+            dev,
+            ino,
+            offset,
+            sent: offset,
+            sent_fp: fp,
+            read_fp: fp,
+            framer: Framer::new(self.ctx.max_frame()),
+            encoder: Encoder::new(
+                self.ctx.enrichment.clone(),
+                &format!("file:{}", self.path.display()),
+            ),
+            last_data: Instant::now(),
+            limit: None,
+            name,
+        }
+    }
+
+    /// Opens the path if it exists. A file that is still being read as rotated (renamed back)
+    /// continues where it was; the first open of a run resumes from the checkpoint when it names
+    /// this very file with the same bytes before its offset; any other file is read from its
+    /// start.
+    fn open(
+        &self,
+        files: &mut Files,
+        saved: Option<&[Position]>,
+    ) -> anyhow::Result<Option<Tracked>> {
         // Anything but a regular file (a folder put in its place, a FIFO whose open would block)
         // is waited out like a missing file, and so is a file hooklog may not open just now.
         match std::fs::metadata(&self.path) {
@@ -193,162 +361,226 @@ impl FileSource {
         };
         self.warned_unusable.store(false, Ordering::Relaxed);
         let m = file.metadata()?;
-        let mut offset = 0;
-        if first
-            && let Some(p) = self.checkpoint.load()
-            && (p.dev, p.ino) == (m.dev(), m.ino())
-            && p.offset <= m.len()
+        tracing::debug!(path = %self.path.display(), ino = m.ino(), "opened");
+        if let Some(i) = files
+            .list
+            .iter()
+            .position(|t| (t.dev, t.ino) == (m.dev(), m.ino()))
         {
-            offset = p.offset;
-            file.seek(SeekFrom::Start(offset))?;
-            tracing::info!(path = %self.path.display(), offset, "resuming from checkpoint");
+            return Ok(Some(files.list.remove(i)));
         }
-        self.checkpoint.commit(Position {
-            dev: m.dev(),
-            ino: m.ino(),
-            offset,
-        });
-        Ok(Some(OpenFile {
-            file,
-            dev: m.dev(),
-            ino: m.ino(),
-            offset,
-        }))
-    }
-
-    /// When the checkpoint names a file that is no longer at the path (rotated while hooklog
-    /// was down) but still in the same folder, reads that file's unread tail first.
-    fn finish_rotated_while_down(
-        &self,
-        framer: &mut Framer,
-        encoder: &mut Encoder,
-        buf: &mut [u8],
-    ) -> anyhow::Result<()> {
-        let Some(saved) = self.checkpoint.load() else {
-            return Ok(());
-        };
-        let at_path = std::fs::metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        if at_path == Some((saved.dev, saved.ino)) {
-            return Ok(());
+        let mut offset = 0;
+        let mut fp = Fingerprint::EMPTY;
+        if let Some(p) = saved
+            .unwrap_or_default()
+            .iter()
+            .find(|p| (p.dev, p.ino) == (m.dev(), m.ino()))
+        {
+            if p.offset > m.len() {
+                tracing::warn!(path = %self.path.display(), offset = p.offset, len = m.len(), "file shorter than its checkpoint, reading from its start");
+            } else if p.fingerprint.is_some_and(|f| !f.matches(&file, p.offset)) {
+                tracing::warn!(path = %self.path.display(), offset = p.offset, "file content replaced while hooklog was down (or a new file reused the inode), reading from its start");
+            } else {
+                offset = p.offset;
+                fp = Fingerprint::at(&file, offset).unwrap_or(Fingerprint::EMPTY);
+                file.seek(SeekFrom::Start(offset))?;
+                tracing::info!(path = %self.path.display(), offset, "resuming from checkpoint");
+            }
         }
-        let Some(dir) = self.path.parent() else {
-            return Ok(());
-        };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Ok(());
-        };
-        let rotated = entries.flatten().find(|e| {
-            e.metadata().is_ok_and(|m| {
-                m.is_file()
-                    && (m.dev(), m.ino()) == (saved.dev, saved.ino)
-                    && m.len() >= saved.offset
-            })
-        });
-        let Some(rotated) = rotated else {
-            return Ok(());
-        };
-        let Ok(mut file) = File::open(rotated.path()) else {
-            return Ok(());
-        };
-        file.seek(SeekFrom::Start(saved.offset))?;
-        tracing::info!(path = %self.path.display(), rotated = %rotated.path().display(), offset = saved.offset, "finishing a file rotated while hooklog was down");
-        let mut open = OpenFile {
+        Ok(Some(self.tracked(
             file,
-            dev: saved.dev,
-            ino: saved.ino,
-            offset: saved.offset,
-        };
-        self.drain(&mut open, framer, encoder, buf)?;
-        self.finish_line(&open, framer, encoder)
+            m.dev(),
+            m.ino(),
+            offset,
+            fp,
+            self.path.clone(),
+        )))
     }
 
     /// Notes (once, until the file is usable again) that the path cannot be followed now.
-    fn unusable(&self, why: &str) -> Option<OpenFile> {
+    fn unusable(&self, why: &str) -> Option<Tracked> {
         if !self.warned_unusable.swap(true, Ordering::Relaxed) {
             tracing::warn!(path = %self.path.display(), why, "cannot follow the file now, waiting for it");
         }
         None
     }
 
-    /// Reads the open file to its current end, sending batches as they fill.
-    fn drain(
-        &self,
-        open: &mut OpenFile,
-        framer: &mut Framer,
-        encoder: &mut Encoder,
-        buf: &mut [u8],
-    ) -> anyhow::Result<()> {
+    /// Notices a file truncated (shorter than what was read) or replaced in place (other bytes
+    /// before the offset: truncated and refilled past it between two reads): its unfinished
+    /// line is ended and it is read again from its start.
+    fn check_replaced(&self, files: &mut Files, i: usize) -> anyhow::Result<()> {
+        let t = &files.list[i];
+        if t.offset == 0 {
+            return Ok(());
+        }
+        let len = t.file.metadata().map(|m| m.len()).unwrap_or(t.offset);
+        let why = if len < t.offset {
+            "file truncated, reading from its start"
+        } else if !t.read_fp.matches(&t.file, t.offset) {
+            "file content replaced, reading from its start"
+        } else {
+            return Ok(());
+        };
+        tracing::warn!(path = %t.name.display(), from = t.offset, len, "{why}");
+        self.finish_line(files, i)?;
+        let t = &mut files.list[i];
+        t.file.seek(SeekFrom::Start(0))?;
+        t.offset = 0;
+        t.sent = 0;
+        t.sent_fp = Fingerprint::EMPTY;
+        t.read_fp = Fingerprint::EMPTY;
+        Ok(())
+    }
+
+    /// Reads file `i` to its current end (or its stop limit), sending batches as they fill.
+    fn drain(&self, files: &mut Files, i: usize) -> anyhow::Result<()> {
         // A batch is sent once it passes BATCH_BYTES, after a record of at most max_frame bytes.
         let cap = BATCH_BYTES + self.ctx.max_frame();
         let mut batch = Batch::with_capacity(cap);
+        let mut read_any = false;
         loop {
-            let n = match open.file.read(buf) {
+            let t = &mut files.list[i];
+            let want = match t.limit {
+                Some(l) => (l.saturating_sub(t.offset) as usize).min(files.buf.len()),
+                None => files.buf.len(),
+            };
+            if want == 0 {
+                break;
+            }
+            let n = match t.file.read(&mut files.buf[..want]) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(e).with_context(|| format!("cannot read {}", self.path.display()));
+                    return Err(e).with_context(|| format!("cannot read {}", t.name.display()));
                 }
             };
-            open.offset += n as u64;
+            read_any = true;
+            t.offset += n as u64;
             self.ctx.activity.touch();
             let now = crate::timefmt::now_ms();
-            let mut chunk = &buf[..n];
+            let mut chunk = &files.buf[..n];
             while !chunk.is_empty() {
+                let Tracked {
+                    framer, encoder, ..
+                } = &mut files.list[i];
                 let used = framer.feed_some(chunk, |frame| {
                     self.ctx.encode(encoder, frame, now, &mut batch);
                     batch.buf.len() < BATCH_BYTES
                 });
                 chunk = &chunk[used..];
                 if batch.buf.len() >= BATCH_BYTES {
-                    let held = (framer.pending_len() + chunk.len()) as u64;
-                    self.send(
-                        std::mem::replace(&mut batch, Batch::with_capacity(cap)),
-                        open,
-                        open.offset - held,
-                    )?;
+                    let t = &files.list[i];
+                    let held = (t.framer.pending_len() + chunk.len()) as u64;
+                    let sent = t.offset - held;
+                    let full = std::mem::replace(&mut batch, Batch::with_capacity(cap));
+                    // `chunk` borrows the read buffer: send without touching it.
+                    send(self, &mut files.list, &mut files.seq, full, i, sent)?;
+                    // A stop asked during a long catch-up bounds this file where it ends now.
+                    if self.stop.load(Ordering::SeqCst) && files.list[i].limit.is_none() {
+                        set_limit(&mut files.list[i]);
+                    }
                 }
             }
         }
+        let t = &mut files.list[i];
+        if read_any {
+            t.last_data = Instant::now();
+            t.read_fp = Fingerprint::at(&t.file, t.offset).unwrap_or(Fingerprint::EMPTY);
+        }
         if !batch.is_empty() {
-            let delivered_to = open.offset - framer.pending_len() as u64;
-            self.send(batch, open, delivered_to)?;
+            let sent = t.offset - t.framer.pending_len() as u64;
+            send(self, &mut files.list, &mut files.seq, batch, i, sent)?;
         }
         Ok(())
     }
 
-    /// Ends an unfinished line (rotation, truncation, stop): it comes out flagged `no_newline`.
-    fn finish_line(
-        &self,
-        open: &OpenFile,
-        framer: &mut Framer,
-        encoder: &mut Encoder,
-    ) -> anyhow::Result<()> {
+    /// Ends file `i`'s unfinished line (rotation, truncation, stop): it comes out flagged
+    /// `no_newline`.
+    fn finish_line(&self, files: &mut Files, i: usize) -> anyhow::Result<()> {
         let mut batch = Batch::new();
         let now = crate::timefmt::now_ms();
+        let Tracked {
+            framer,
+            encoder,
+            offset,
+            ..
+        } = &mut files.list[i];
         framer.finish(|frame| self.ctx.encode(encoder, frame, now, &mut batch));
+        let offset = *offset;
         if !batch.is_empty() {
-            self.send(batch, open, open.offset)?;
+            send(self, &mut files.list, &mut files.seq, batch, i, offset)?;
         }
         Ok(())
     }
 
-    fn send(&self, mut batch: Batch, open: &OpenFile, offset: u64) -> anyhow::Result<()> {
-        batch.ack = Some(Ack {
-            checkpoint: self.checkpoint.clone(),
-            position: Position {
-                dev: open.dev,
-                ino: open.ino,
-                offset,
-            },
-        });
-        self.ctx
-            .tx
-            .blocking_send(batch)
-            .map_err(|_| anyhow::anyhow!("pipeline closed"))
+    /// Closes rotated files that had no new bytes for `--rotate-wait`.
+    fn close_idle(&self, files: &mut Files) -> anyhow::Result<()> {
+        let mut i = 0;
+        while i < files.list.len() - usize::from(files.followed) {
+            if files.list[i].last_data.elapsed() >= self.rotate_wait {
+                self.finish_line(files, i)?;
+                let t = files.list.remove(i);
+                tracing::debug!(path = %self.path.display(), file = %t.name.display(), "rotated file idle, closed");
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
     }
+
+    /// Keeps at most `MAX_ROTATED` rotated files: past it the oldest, already read to its end,
+    /// is closed.
+    fn bound_rotated(&self, files: &mut Files) -> anyhow::Result<()> {
+        while files.list.len() - usize::from(files.followed) > MAX_ROTATED {
+            self.drain(files, 0)?;
+            self.finish_line(files, 0)?;
+            let t = files.list.remove(0);
+            tracing::warn!(path = %self.path.display(), file = %t.name.display(), max = MAX_ROTATED, "too many rotated files still being read: closed the oldest; bytes written to it from now on are not read");
+        }
+        Ok(())
+    }
+}
+
+/// Bounds a file's reading at a stop to where it ends now.
+fn set_limit(t: &mut Tracked) {
+    let len = t.file.metadata().map(|m| m.len()).unwrap_or(t.offset);
+    t.limit = Some(len.max(t.offset));
+}
+
+/// Sends a batch of file `i`'s records, which bring it to `sent`, with an ack naming where
+/// every file being read stands: the checkpoint moves only once these records are delivered.
+fn send(
+    src: &FileSource,
+    list: &mut [Tracked],
+    seq: &mut u64,
+    mut batch: Batch,
+    i: usize,
+    sent: u64,
+) -> anyhow::Result<()> {
+    let t = &mut list[i];
+    if t.sent != sent {
+        t.sent = sent;
+        t.sent_fp = Fingerprint::at(&t.file, sent).unwrap_or(Fingerprint::EMPTY);
+    }
+    *seq += 1;
+    batch.ack = Some(Ack {
+        checkpoint: src.checkpoint.clone(),
+        seq: *seq,
+        positions: list
+            .iter()
+            .map(|t| Position {
+                dev: t.dev,
+                ino: t.ino,
+                offset: t.sent,
+                fingerprint: Some(t.sent_fp),
+            })
+            .collect(),
+    });
+    // While the pipeline is full this file counts as behind (a peer's announcement may be in it).
+    src.ctx
+        .blocking_send(batch)
+        .map_err(|_| anyhow::anyhow!("pipeline closed"))
 }
 
 /// Watches the folder holding `path` (so creation and renames are seen too) and wakes the

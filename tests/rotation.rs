@@ -1,0 +1,412 @@
+//! Files a writer keeps writing after rotation, files replaced in place, inode reuse, and how
+//! much a SIGKILL repeats: the cases issue 10 lists, against the real binary.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{Daemon, messages, sh};
+
+const T: Duration = Duration::from_secs(30);
+
+/// Messages of every record that is not the summary.
+fn lines(d: &Daemon) -> Vec<String> {
+    let recs: Vec<Value> = d
+        .records()
+        .into_iter()
+        .filter(|r| r["event"] != "hooks.summary")
+        .collect();
+    messages(&recs)
+}
+
+/// Fails unless `got` holds each of `want` exactly once and nothing else.
+fn exactly_once(got: &[String], want: &[String]) {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for g in got {
+        *seen.entry(g).or_default() += 1;
+    }
+    let missing: Vec<&String> = want
+        .iter()
+        .filter(|w| !seen.contains_key(w.as_str()))
+        .collect();
+    let repeated: Vec<(&&str, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        missing.is_empty() && repeated.is_empty() && got.len() == want.len(),
+        "{} lines expected, {} came out; {} missing (first {:?}), {} repeated (first {:?})",
+        want.len(),
+        got.len(),
+        missing.len(),
+        missing.first(),
+        repeated.len(),
+        repeated.first()
+    );
+}
+
+/// Appends `n` lines named `tag i` to an open file at about `rate` lines/s, one write each.
+fn write_lines(f: &mut std::fs::File, tag: &str, from: usize, n: usize, rate: u64) -> Vec<String> {
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(n);
+    for i in from..from + n {
+        let line = format!("{tag} {i}");
+        writeln!(f, "{line}").unwrap();
+        out.push(line);
+        let due = start + Duration::from_micros((i - from) as u64 * 1_000_000 / rate);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    out
+}
+
+fn append(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap()
+}
+
+fn stop(mut d: Daemon) -> Daemon {
+    d.terminate();
+    assert!(d.wait_exit(T).success(), "{:?}", d.stderr.lines());
+    d
+}
+
+/// The case GNU tail -F and Fluent Bit lose: a writer keeps its descriptor on the renamed file
+/// for seconds at several thousand lines/s before it opens the new one.
+#[test]
+fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mut old = append(&file);
+    let mut want = write_lines(&mut old, "before", 0, 2_000, 5_000);
+    std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
+    // Still the old descriptor, for 2 s, while another writer fills the new file.
+    let mut new = append(&file);
+    let other = std::thread::spawn(move || write_lines(&mut new, "new-file", 0, 4_000, 2_000));
+    want.extend(write_lines(&mut old, "after-rename", 0, 10_000, 5_000));
+    drop(old);
+    want.extend(other.join().unwrap());
+    d.expect(T, "every line read", || d.stdout.len() >= want.len());
+    let d = stop(d);
+    let got = lines(&d);
+    exactly_once(&got, &want);
+    // Each writer's lines in order.
+    for tag in ["before", "after-rename", "new-file"] {
+        let mine: Vec<&String> = got
+            .iter()
+            .filter(|m| m.starts_with(&format!("{tag} ")))
+            .collect();
+        let sorted = {
+            let mut s = mine.clone();
+            s.sort_by_key(|m| m.rsplit(' ').next().unwrap().parse::<u64>().unwrap());
+            s
+        };
+        assert_eq!(mine, sorted, "{tag} in order");
+    }
+}
+
+#[test]
+fn a_writer_that_keeps_writing_a_deleted_file_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mut f = append(&file);
+    let mut want = write_lines(&mut f, "before-rm", 0, 500, 5_000);
+    std::fs::remove_file(&file).unwrap();
+    want.extend(write_lines(&mut f, "deleted", 0, 5_000, 5_000));
+    drop(f);
+    d.expect(T, "every line read", || d.stdout.len() >= want.len());
+    let d = stop(d);
+    exactly_once(&lines(&d), &want);
+}
+
+#[test]
+fn two_rotations_in_quick_succession_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let file = p("prestop.log");
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mut a = append(&file);
+    let mut want = write_lines(&mut a, "a", 0, 300, 10_000);
+    std::fs::rename(&file, p("prestop.log.1")).unwrap();
+    let mut b = append(&file);
+    want.extend(write_lines(&mut b, "b", 0, 100, 100_000));
+    std::fs::rename(&file, p("prestop.log.2")).unwrap();
+    let mut c = append(&file);
+    // All three keep writing.
+    for round in 0..5 {
+        want.extend(write_lines(&mut a, "a", 300 + round * 100, 100, 20_000));
+        want.extend(write_lines(&mut b, "b", 100 + round * 100, 100, 20_000));
+        want.extend(write_lines(&mut c, "c", round * 100, 100, 20_000));
+    }
+    d.expect(T, "every line read", || d.stdout.len() >= want.len());
+    let d = stop(d);
+    exactly_once(&lines(&d), &want);
+}
+
+#[test]
+fn a_rotation_during_shutdown_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let d = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "1500ms"],
+        &[],
+    );
+    let mut old = append(&file);
+    let mut want = write_lines(&mut old, "before-term", 0, 200, 10_000);
+    d.terminate();
+    want.extend(write_lines(&mut old, "after-term", 0, 200, 10_000));
+    std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
+    want.extend(write_lines(&mut old, "renamed", 0, 200, 10_000));
+    let mut new = append(&file);
+    want.extend(write_lines(&mut new, "new-file", 0, 200, 10_000));
+    drop((old, new));
+    let mut d = d;
+    assert!(d.wait_exit(T).success());
+    exactly_once(&lines(&d), &want);
+    assert_eq!(d.records().last().unwrap()["event"], "hooks.summary");
+}
+
+/// Starts hooklog on `file` until `n` lines came out, and stops it.
+fn run_until(file: &Path, n: usize) -> Vec<String> {
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "lines read", || d.stdout.len() >= n);
+    lines(&stop(d))
+}
+
+#[test]
+fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    sh(
+        dir.path(),
+        "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
+    );
+    assert_eq!(run_until(&file, 10).len(), 10);
+    // Same inode, truncated and refilled well past the old offset.
+    sh(
+        dir.path(),
+        "for i in $(seq 1 40); do echo \"new $i\"; done > prestop.log",
+    );
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "the new file read", || d.stdout.len() >= 40);
+    let d = stop(d);
+    let want: Vec<String> = (1..=40).map(|i| format!("new {i}")).collect();
+    assert_eq!(lines(&d), want);
+    assert!(
+        d.stderr
+            .lines()
+            .iter()
+            .any(|l| l.contains("content replaced")),
+        "the replacement is flagged: {:?}",
+        d.stderr.lines()
+    );
+}
+
+#[test]
+fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    sh(
+        dir.path(),
+        "for i in $(seq 1 10); do echo \"aaa $i\"; done > prestop.log",
+    );
+    assert_eq!(run_until(&file, 10).len(), 10);
+    let before = std::fs::metadata(&file).unwrap();
+    sh(
+        dir.path(),
+        "for i in $(seq 1 10); do echo \"bbb $i\"; done > prestop.log",
+    );
+    let after = std::fs::metadata(&file).unwrap();
+    assert_eq!((before.len(), before.ino()), (after.len(), after.ino()));
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "the new content read", || d.stdout.len() >= 10);
+    let d = stop(d);
+    let want: Vec<String> = (1..=10).map(|i| format!("bbb {i}")).collect();
+    assert_eq!(lines(&d), want);
+}
+
+/// ext4 hands a freed inode straight back: a file deleted and recreated while hooklog was down
+/// can carry the inode the checkpoint names.
+#[test]
+fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    sh(
+        dir.path(),
+        "for i in $(seq 1 20); do echo \"old line $i\"; done > prestop.log",
+    );
+    assert_eq!(run_until(&file, 20).len(), 20);
+    let old_ino = std::fs::metadata(&file).unwrap().ino();
+    std::fs::remove_file(&file).unwrap();
+    // Create files until one gets the freed inode (ext4 usually gives it at once).
+    let mut reused = false;
+    for i in 0..200 {
+        let p = dir.path().join(format!("filler-{i}"));
+        std::fs::write(&p, "").unwrap();
+        if std::fs::metadata(&p).unwrap().ino() == old_ino {
+            std::fs::rename(&p, &file).unwrap();
+            reused = true;
+            break;
+        }
+    }
+    if !reused {
+        // A filesystem that does not reuse inodes soon: name the new file's inode in the
+        // checkpoint instead, which is what hooklog sees after a reuse.
+        std::fs::write(&file, "").unwrap();
+        let cp = dir.path().join(".prestop.log.hooklog-offset");
+        let text = std::fs::read_to_string(&cp).unwrap();
+        let new_ino = std::fs::metadata(&file).unwrap().ino();
+        std::fs::write(
+            &cp,
+            text.replace(&format!(" {old_ino} "), &format!(" {new_ino} ")),
+        )
+        .unwrap();
+    }
+    sh(
+        dir.path(),
+        "for i in $(seq 1 20); do echo \"new line $i\"; done >> prestop.log",
+    );
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "the new file read", || d.stdout.len() >= 20);
+    let d = stop(d);
+    let want: Vec<String> = (1..=20).map(|i| format!("new line {i}")).collect();
+    assert_eq!(lines(&d), want, "inode reused: {reused}");
+}
+
+/// Found in review: the new file's position reached the checkpoint while the old file's batches
+/// were still queued, so a SIGKILL lost them.
+#[test]
+fn rotation_under_backpressure_then_sigkill_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    // stdout into a pipe nobody reads yet.
+    let mut child = crate::util::hooklog()
+        .args(["run", "--file", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let pad = "x".repeat(200);
+    sh(
+        dir.path(),
+        &format!(
+            "i=0; while [ $i -lt 5000 ]; do echo \"old $i {pad}\"; i=$((i+1)); done >> prestop.log"
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1500)); // Let it read what fits in its queues.
+    sh(
+        dir.path(),
+        "mv prestop.log prestop.log.1; touch prestop.log",
+    );
+    std::thread::sleep(Duration::from_millis(1500)); // Past the old 1 s checkpoint save.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What the first run delivered: whatever is in the pipe.
+    let first: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        // A record cut by the kill is not JSON: it was not delivered whole.
+        .filter_map(|l| serde_json::from_str::<Value>(&l.unwrap()).ok())
+        .filter_map(|v| v["message"].as_str().map(str::to_string))
+        .collect();
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let want: Vec<String> = (0..5000).map(|i| format!("old {i} {pad}")).collect();
+    d.expect(T, "the old file's lines", || {
+        let mut seen: std::collections::HashSet<String> = first.iter().cloned().collect();
+        seen.extend(lines(&d));
+        want.iter().all(|w| seen.contains(w))
+    });
+}
+
+/// Kills hooklog while it catches up on a backlog, restarts it, and returns the bytes of output
+/// it repeated.
+fn repeated_after_sigkill(file: &Path, kill_after: usize, total: usize) -> usize {
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "lines before the kill", || d.stdout.len() >= kill_after);
+    let mut d = d;
+    d.signal("KILL");
+    let _ = d.wait_exit(T);
+    let first = d.stdout.lines();
+    let mut rest = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    // Order is kept within the file: the last line coming out means everything did.
+    let last = format!("\"message\":\"backlog line {}\"", total - 1);
+    let start = Instant::now();
+    while !rest
+        .stdout
+        .lines()
+        .last()
+        .is_some_and(|l| l.contains(&last))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the restart did not finish the backlog"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    rest.terminate();
+    assert!(rest.wait_exit(T).success());
+    // A record cut by the kill is not JSON: it was not delivered whole.
+    let msg = |l: &String| {
+        serde_json::from_str::<Value>(l)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .filter(|m| m.starts_with("backlog line "))
+    };
+    let before: std::collections::HashSet<String> = first.iter().filter_map(msg).collect();
+    let second = rest.stdout.lines();
+    let repeated: usize = second
+        .iter()
+        .filter(|l| msg(l).is_some_and(|m| before.contains(&m)))
+        .map(|l| l.len() + 1)
+        .sum();
+    let all: std::collections::HashSet<String> =
+        first.iter().chain(second.iter()).filter_map(msg).collect();
+    let extra: Vec<&String> = all
+        .iter()
+        .filter(|m| {
+            m.strip_prefix("backlog line ")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_none_or(|n| n >= total)
+        })
+        .collect();
+    assert!(extra.is_empty(), "lines never written: {extra:?}");
+    assert_eq!(all.len(), total, "a line was lost");
+    repeated
+}
+
+/// After a SIGKILL, hooklog repeats at most one batch (BATCH_BYTES of records plus one record
+/// over), wherever in its work the kill lands.
+#[test]
+fn sigkill_repeats_at_most_one_batch() {
+    // src/source/mod.rs BATCH_BYTES plus one record of at most --max-line-bytes.
+    const ONE_BATCH: usize = 64 * 1024 + 16 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let file: PathBuf = dir.path().join("prestop.log");
+    let total = 150_000;
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        for i in 0..total {
+            writeln!(f, "backlog line {i}").unwrap();
+        }
+    }
+    let mut worst = 0;
+    for (round, kill_after) in [7_000, 41_000, 90_000].into_iter().enumerate() {
+        // Each round starts over: a fresh checkpoint, the same backlog.
+        let _ = std::fs::remove_file(dir.path().join(".prestop.log.hooklog-offset"));
+        let repeated = repeated_after_sigkill(&file, kill_after, total);
+        eprintln!("round {round}: killed after {kill_after} lines, {repeated} bytes repeated");
+        worst = worst.max(repeated);
+    }
+    assert!(
+        worst <= ONE_BATCH,
+        "repeated {worst} bytes of records after SIGKILL, more than one batch ({ONE_BATCH})"
+    );
+}
