@@ -27,10 +27,10 @@ pub const MAX_LOG_STREAM_NAME: usize = 512;
 /// unfinished line, and a file descriptor; a pod runs a handful of hooks.
 pub const MAX_CONNECTIONS_LIMIT: usize = 4096;
 
-/// Most `--max-line-bytes`: 1 MiB, the most one CloudWatch Logs batch carries (PutLogEvents,
-/// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html>);
-/// a line is held in memory whole before it is split, so this also bounds memory.
-pub const MAX_LINE_BYTES_LIMIT: usize = 1024 * 1024;
+/// Most `--max-line-bytes`: 4 MiB. A record is held in memory whole (in each connection's framer
+/// and each batch), so this bounds memory; CloudWatch gets a record over one event (1 MiB,
+/// PutLogEvents) as several events.
+pub const MAX_LINE_BYTES_LIMIT: usize = 4 * 1024 * 1024;
 
 /// File descriptors hooklog needs besides one per connection and per followed file: stdio, the
 /// runtime's, inotify, sockets, checkpoints, a rotated file or two, the CloudWatch client's.

@@ -293,10 +293,16 @@ fn stopped_counter(d: &Daemon, key: &str) -> u64 {
 
 /// The committed offset in a file's checkpoint (`.NAME.hooklog-offset` beside it).
 fn checkpoint_offset(file: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
     let name = file.file_name().unwrap().to_str().unwrap();
     let cp = file.with_file_name(format!(".{name}.hooklog-offset"));
-    let v: Value = serde_json::from_slice(&std::fs::read(cp).ok()?).ok()?;
-    v["offset"].as_u64()
+    let text = std::fs::read_to_string(cp).ok()?;
+    // One `dev ino offset fingerprint-len fingerprint-crc` line per file being read.
+    let ino = std::fs::metadata(file).ok()?.ino().to_string();
+    text.lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .find(|f| f.len() == 5 && f[1] == ino)
+        .and_then(|f| f[2].parse().ok())
 }
 
 fn lines(prefix: &str, n: usize) -> Vec<String> {
