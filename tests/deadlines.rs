@@ -74,19 +74,7 @@ fn run_within(mut cmd: Command, limit: Duration) -> (std::process::Output, Durat
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let pid = child.id() as i32;
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            if !wait_until(limit, || done.load(Ordering::SeqCst)) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        })
-    };
-    let out = child.wait_with_output().expect("wait");
-    done.store(true, Ordering::SeqCst);
-    let _ = watchdog.join();
+    let out = wait_output(child, limit);
     (out, start.elapsed())
 }
 
@@ -331,6 +319,7 @@ fn wait_until_spin(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Waits for the child's exit and output, killing it after `limit`.
 fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Output {
     let pid = child.id() as i32;
     let done = Arc::new(AtomicBool::new(false));
