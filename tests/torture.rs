@@ -158,22 +158,7 @@ impl Run {
     /// Waits until hooklog has the file now at `path` open (a file created at the path and
     /// renamed away before hooklog ever opened it is not read: README's limits).
     fn wait_following(&self, path: &Path) {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(m) = std::fs::metadata(path) else {
-            return;
-        };
-        let fds = format!("/proc/{}/fd", self.child.id());
-        let ok = crate::util::wait_until(T, || {
-            std::fs::read_dir(&fds)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|e| {
-                    std::fs::metadata(e.path())
-                        .is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
-                })
-        });
-        assert!(ok, "hooklog never opened {}", path.display());
+        crate::util::wait_open(self.child.id(), path, T);
     }
 
     fn sample_rss(&mut self) {

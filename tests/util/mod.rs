@@ -227,6 +227,26 @@ impl Drop for Daemon {
     }
 }
 
+/// Waits until process `pid` has the file now at `path` open (a file created at the path and
+/// renamed away before hooklog ever opened it is not read: README's limits).
+pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return;
+    };
+    let fds = format!("/proc/{pid}/fd");
+    let ok = wait_until(timeout, || {
+        std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
+            })
+    });
+    assert!(ok, "hooklog never opened {}", path.display());
+}
+
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
     let st = Command::new("sh")
