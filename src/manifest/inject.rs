@@ -98,11 +98,11 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
             object: t.object.clone(),
             why,
         })?;
-        let name = match &t.object.namespace {
-            Some(ns) => format!("{ns}/{}", t.object.name),
-            None => t.object.name.clone(),
-        };
-        report.push(report_line(&t.object.kind, &name, &outcome));
+        report.push(report_line(
+            &t.object.kind,
+            &t.object.qualified_name(),
+            &outcome,
+        ));
         report.extend(notes.into_iter().map(|n| format!("  {n}")));
     }
     Ok(report)
@@ -116,11 +116,11 @@ pub fn uninject(doc: &mut Value) -> Result<Vec<String>, InjectError> {
             object: t.object.clone(),
             why,
         })?;
-        let name = match &t.object.namespace {
-            Some(ns) => format!("{ns}/{}", t.object.name),
-            None => t.object.name.clone(),
-        };
-        report.push(report_line(&t.object.kind, &name, &outcome));
+        report.push(report_line(
+            &t.object.kind,
+            &t.object.qualified_name(),
+            &outcome,
+        ));
     }
     Ok(report)
 }

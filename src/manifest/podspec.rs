@@ -25,6 +25,16 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+impl ObjectRef {
+    /// `namespace/name`, or `name` when it has no namespace.
+    pub fn qualified_name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.namespace {
