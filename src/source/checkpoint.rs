@@ -7,6 +7,10 @@
 //! enough for a SIGKILL to repeat at most the batch that was being delivered. An idle source
 //! delivers nothing and so writes nothing.
 //!
+//! A file is named in the checkpoint the moment it is opened (`announce`), not only once a batch
+//! read after it is delivered: a file opened while older batches are still queued, then rotated
+//! while hooklog is down, would otherwise be unknown to the next run, and its lines lost.
+//!
 //! Each file is identified by (device, inode) and carries a fingerprint of the bytes just before
 //! its offset, so a file replaced in place (truncated and refilled past the offset) or a new file
 //! that reuses a freed inode is read from its start instead of from the old offset.
@@ -98,6 +102,10 @@ pub struct Checkpoint {
 struct State {
     /// The last delivered positions and the sequence number of the batch that brought them.
     committed: Option<(u64, Arc<[Position]>)>,
+    /// Files opened after batch number `.0` was sent, at their opening position: written beside
+    /// `committed` until a batch sent after the opening (whose positions name the file) is
+    /// delivered.
+    announced: Vec<(u64, Position)>,
     /// `committed` is newer than what is on disk (a write failed).
     dirty: bool,
     /// The checkpoint file, opened at the first write.
@@ -139,7 +147,18 @@ impl Checkpoint {
 
     /// Reads the saved positions. A missing or empty file reads as none; so does a corrupt one,
     /// with a warning (its files are then read from their start again: repeats beat losses).
+    /// They stand as committed until the first batch of this run is delivered, so announcing a
+    /// file before that keeps them on disk.
     pub fn load(&self) -> Vec<Position> {
+        let saved = self.read_saved();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.committed.is_none() && !saved.is_empty() {
+            st.committed = Some((0, saved.clone().into()));
+        }
+        saved
+    }
+
+    fn read_saved(&self) -> Vec<Position> {
         let Ok(bytes) = std::fs::read(&self.path) else {
             return Vec::new();
         };
@@ -166,6 +185,21 @@ impl Checkpoint {
             return;
         }
         st.committed = Some((seq, positions.clone()));
+        // A batch sent after a file was opened names it (or it was closed since).
+        st.announced.retain(|(after, _)| *after >= seq);
+        st.dirty = true;
+        self.write(&mut st);
+    }
+
+    /// Names a file just opened, at the position reading starts from, and writes it in place at
+    /// once: `after` is the number of the last batch sent before the opening. Its entry stands
+    /// beside the delivered positions (and replaces a stale one with the same inode) until a
+    /// batch sent after it is delivered.
+    pub fn announce(&self, after: u64, position: Position) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.announced
+            .retain(|(_, p)| (p.dev, p.ino) != (position.dev, position.ino));
+        st.announced.push((after, position));
         st.dirty = true;
         self.write(&mut st);
     }
@@ -174,6 +208,22 @@ impl Checkpoint {
     pub fn committed(&self) -> Option<Arc<[Position]>> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.committed.as_ref().map(|(_, p)| p.clone())
+    }
+
+    /// What the checkpoint file says: the delivered positions, and the files announced since
+    /// (an announced file's entry replaces a delivered one with its inode: that file is gone
+    /// and its inode reused).
+    fn current(st: &State) -> Vec<Position> {
+        let announced = || st.announced.iter().map(|(_, p)| p);
+        let mut out: Vec<Position> = st
+            .committed
+            .iter()
+            .flat_map(|(_, c)| c.iter())
+            .filter(|c| !announced().any(|a| (a.dev, a.ino) == (c.dev, c.ino)))
+            .copied()
+            .collect();
+        out.extend(announced().copied());
+        out
     }
 
     /// Writes the committed positions if the last write failed.
@@ -190,10 +240,10 @@ impl Checkpoint {
     }
 
     fn write(&self, st: &mut State) {
-        let Some((_, positions)) = &st.committed else {
+        if st.committed.is_none() && st.announced.is_empty() {
             return;
-        };
-        let record = encode(positions);
+        }
+        let record = encode(&Self::current(st));
         let result = match &st.file {
             Some(f) => f.write_all_at(&record, 0),
             None => std::fs::OpenOptions::new()
@@ -230,19 +280,27 @@ impl Checkpoint {
 }
 
 /// The fixed-size record: a header, one `dev ino offset fingerprint-len fingerprint-crc` line per
-/// file, a trailer, padded with spaces to `RECORD_BYTES`.
+/// file, a trailer, padded with spaces to `RECORD_BYTES`. A line is at most 76 bytes (every
+/// number at its widest), so at least 13 files fit: the `MAX_FILES` being read and the few just
+/// opened whose batches are still queued. Past what fits, the last files are left out.
 fn encode(positions: &[Position]) -> Vec<u8> {
     use std::fmt::Write;
     let mut s = String::with_capacity(RECORD_BYTES);
     s.push_str(HEADER);
     s.push('\n');
-    for p in positions.iter().take(MAX_FILES) {
+    let mut line = String::new();
+    for p in positions {
         let fp = p.fingerprint.unwrap_or(Fingerprint::EMPTY);
+        line.clear();
         let _ = writeln!(
-            s,
+            line,
             "{} {} {} {} {:08x}",
             p.dev, p.ino, p.offset, fp.len, fp.crc
         ); // Writing to a String cannot fail.
+        if s.len() + line.len() + TRAILER.len() + 1 > RECORD_BYTES {
+            break;
+        }
+        s.push_str(&line);
     }
     s.push_str(TRAILER);
     s.push('\n');
@@ -352,6 +410,60 @@ mod tests {
         assert!(!cp.failing());
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn an_opened_file_is_named_at_once_beside_the_delivered_positions() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cp");
+        let reread = || Checkpoint::new(p.clone()).load();
+        // A run that starts from a saved checkpoint keeps it when it announces a file first.
+        Checkpoint::new(p.clone()).commit(1, &vec![pos(1, 40), pos(2, 50)].into());
+        let cp = Checkpoint::new(p.clone());
+        assert_eq!(cp.load(), vec![pos(1, 40), pos(2, 50)]);
+        // Opened once batch 1 was sent.
+        cp.announce(1, pos(3, 0));
+        assert_eq!(reread(), vec![pos(1, 40), pos(2, 50), pos(3, 0)]);
+        // Batch 1, sent before the opening, does not drop it...
+        cp.commit(1, &vec![pos(1, 60)].into());
+        assert_eq!(reread(), vec![pos(1, 60), pos(3, 0)]);
+        // ...one sent after it names it, and the announcement is done.
+        cp.commit(2, &vec![pos(1, 60), pos(3, 70)].into());
+        assert_eq!(reread(), vec![pos(1, 60), pos(3, 70)]);
+        cp.commit(3, &vec![pos(3, 80)].into());
+        assert_eq!(reread(), vec![pos(3, 80)]);
+        // A new file that got a delivered file's inode (opened once batch 4 was sent) replaces
+        // its entry, and batch 4's positions, which name the old file, do not bring it back.
+        cp.announce(4, pos(3, 0));
+        assert_eq!(reread(), vec![pos(3, 0)]);
+        cp.commit(4, &vec![pos(3, 90)].into());
+        assert_eq!(reread(), vec![pos(3, 0)]);
+        cp.commit(5, &vec![pos(3, 10)].into());
+        assert_eq!(reread(), vec![pos(3, 10)]);
+    }
+
+    #[test]
+    fn the_record_holds_what_fits_and_stays_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = Checkpoint::new(dir.path().join("cp"));
+        let widest = |i: u64| Position {
+            dev: u64::MAX,
+            ino: u64::MAX - i,
+            offset: u64::MAX,
+            fingerprint: Some(Fingerprint {
+                len: FINGERPRINT_BYTES as u32,
+                crc: u32::MAX,
+            }),
+        };
+        let many: Arc<[Position]> = (0..20).map(widest).collect();
+        cp.commit(1, &many);
+        let back = Checkpoint::new(cp.path().to_path_buf()).load();
+        assert_eq!(back.len(), 13, "13 of the widest lines fit");
+        assert_eq!(back, many[..13].to_vec());
+        assert_eq!(
+            std::fs::metadata(cp.path()).unwrap().len(),
+            RECORD_BYTES as u64
+        );
     }
 
     #[test]

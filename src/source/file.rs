@@ -196,10 +196,13 @@ impl FileSource {
                 if stopping {
                     set_limit(&mut t);
                 }
+                // Name it in the checkpoint now, beside the delivered positions: if it is
+                // rotated while hooklog is down, the next run must know it.
+                self.checkpoint.announce(files.seq, position(&t));
                 files.list.push(t);
                 files.followed = true;
-                // Name the new file in the checkpoint as soon as what was read before it is
-                // delivered: an empty batch whose ack travels behind the old file's batches.
+                // And in the positions as soon as what was read before it is delivered: an
+                // empty batch whose ack travels behind the old file's batches.
                 let i = files.list.len() - 1;
                 let sent = files.list[i].sent;
                 send(
@@ -548,6 +551,16 @@ fn set_limit(t: &mut Tracked) {
     t.limit = Some(len.max(t.offset));
 }
 
+/// Where a file's delivered records end.
+fn position(t: &Tracked) -> Position {
+    Position {
+        dev: t.dev,
+        ino: t.ino,
+        offset: t.sent,
+        fingerprint: Some(t.sent_fp),
+    }
+}
+
 /// Sends a batch of file `i`'s records, which bring it to `sent`, with an ack naming where
 /// every file being read stands: the checkpoint moves only once these records are delivered.
 fn send(
@@ -567,15 +580,7 @@ fn send(
     batch.ack = Some(Ack {
         checkpoint: src.checkpoint.clone(),
         seq: *seq,
-        positions: list
-            .iter()
-            .map(|t| Position {
-                dev: t.dev,
-                ino: t.ino,
-                offset: t.sent,
-                fingerprint: Some(t.sent_fp),
-            })
-            .collect(),
+        positions: list.iter().map(position).collect(),
     });
     // While the pipeline is full this file counts as behind (a peer's announcement may be in it).
     src.ctx
