@@ -131,6 +131,7 @@ mod tests {
             ino: 2,
             offset: 30,
             fingerprint: None,
+            born: None,
         }]
         .into();
         b.ack = Some(Ack {

@@ -297,11 +297,11 @@ fn checkpoint_offset(file: &Path) -> Option<u64> {
     let name = file.file_name().unwrap().to_str().unwrap();
     let cp = file.with_file_name(format!(".{name}.hooklog-offset"));
     let text = std::fs::read_to_string(cp).ok()?;
-    // One `dev ino offset fingerprint-len fingerprint-crc` line per file being read.
+    // One `dev ino offset fingerprint-len fingerprint-crc born` line per file being read.
     let ino = std::fs::metadata(file).ok()?.ino().to_string();
     text.lines()
         .map(|l| l.split(' ').collect::<Vec<_>>())
-        .find(|f| f.len() == 5 && f[1] == ino)
+        .find(|f| f.len() == 6 && f[1] == ino)
         .and_then(|f| f[2].parse().ok())
 }
 

@@ -236,6 +236,32 @@ fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start()
     assert_eq!(lines(&d), want);
 }
 
+/// Found by the torture test: a file truncated and refilled, then rotated away, all while
+/// hooklog was down (or before it delivered the refill), was taken for another file that had
+/// got the freed inode, and its lines were never read. Its birth time says it is the same file.
+#[test]
+fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    sh(
+        dir.path(),
+        "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
+    );
+    assert_eq!(run_until(&file, 10).len(), 10);
+    sh(
+        dir.path(),
+        "for i in $(seq 1 40); do echo \"refill $i\"; done > prestop.log; \
+         mv prestop.log prestop.log.1; \
+         for i in $(seq 1 5); do echo \"next $i\"; done > prestop.log",
+    );
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "both files read", || d.stdout.len() >= 45);
+    let d = stop(d);
+    let mut want: Vec<String> = (1..=40).map(|i| format!("refill {i}")).collect();
+    want.extend((1..=5).map(|i| format!("next {i}")));
+    exactly_once(&lines(&d), &want);
+}
+
 /// ext4 hands a freed inode straight back: a file deleted and recreated while hooklog was down
 /// can carry the inode the checkpoint names.
 #[test]

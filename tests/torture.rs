@@ -10,8 +10,9 @@
 //! `HOOKLOG_TORTURE_SEED=S` replays seed S alone. A failure names its seed.
 //!
 //! What hooklog does not promise is kept out of the schedules rather than excused in the check:
-//! socket lines in flight at a kill (a socket has no checkpoint), lines written to a deleted file
-//! while hooklog is down or restarting (nothing can find it again), and bytes appended between
+//! socket lines in flight at a kill (a socket has no checkpoint), lines of a deleted file that
+//! hooklog had not read when it was SIGKILLed, and lines written to a deleted file while hooklog
+//! is down or restarting (nothing can find it again), and bytes appended between
 //! copytruncate's copy and its truncation (lost to every tailer), and a file created at the path
 //! and renamed away again before hooklog ever opened it (found by this test: hooklog looks at
 //! the path, not at every file that passed through it); before those moments the harness waits
@@ -234,11 +235,14 @@ struct Schedule {
     long_lived: Vec<(usize, File, bool)>,
     rotations: usize,
     next_writer: usize,
-    /// Socket lines or lines in a deleted file were written since hooklog last caught up.
+    /// Socket lines were written, or a file was deleted or written while deleted, since hooklog
+    /// last caught up.
     needs_catch_up: bool,
     /// A rotation happened while hooklog was down (a second one would rotate a file no
     /// checkpoint ever named).
     rotated_while_down: bool,
+    /// stderr of each run that ended, for a failure's message.
+    logs: Vec<String>,
 }
 
 impl Schedule {
@@ -253,6 +257,7 @@ impl Schedule {
             next_writer: 0,
             needs_catch_up: false,
             rotated_while_down: false,
+            logs: Vec::new(),
         }
     }
 
@@ -441,6 +446,9 @@ impl Schedule {
                         }
                         let old = std::fs::metadata(&file).unwrap();
                         std::fs::remove_file(&file).unwrap();
+                        // What hooklog has not read of the deleted file yet only this run can
+                        // read: a SIGKILL must wait until it has.
+                        self.needs_catch_up = true;
                         use std::os::unix::fs::MetadataExt;
                         for ll in &mut self.long_lived {
                             let m = ll.1.metadata().unwrap();
@@ -475,7 +483,8 @@ impl Schedule {
                             self.needs_catch_up = false;
                         }
                         let sig = if self.rng.bool() { "KILL" } else { "TERM" };
-                        let (out, _err, p) = r.stop(sig);
+                        let (out, err, p) = r.stop(sig);
+                        self.logs.push(format!("run ended by SIG{sig}: {err:#?}"));
                         peak = peak.max(p);
                         kills += usize::from(sig == "KILL");
                         outs.push(out);
@@ -500,7 +509,9 @@ impl Schedule {
             None => Run::start(&file, &sock),
         };
         self.catch_up(&outs, &r);
-        let (out, _err, p) = r.stop("TERM");
+        let (out, err, p) = r.stop("TERM");
+        self.logs
+            .push(format!("last run, ended by SIGTERM: {err:#?}"));
         outs.push(out);
         peak = peak.max(p);
         assert!(peak < RSS_CEILING_KIB, "RSS {peak} KiB");
@@ -522,10 +533,12 @@ impl Schedule {
             }
             assert!(
                 start.elapsed() < T,
-                "hooklog did not catch up ({} lines missing, e.g. {:?}); stderr: {:?}",
+                "hooklog did not catch up ({} lines missing, e.g. {:?}); stderr: {:#?}; earlier \
+                 runs: {}",
                 missing.len(),
                 missing.iter().take(5).collect::<Vec<_>>(),
-                r.err.lock().unwrap()
+                r.err.lock().unwrap(),
+                self.logs.join("\n")
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -545,7 +558,11 @@ impl Schedule {
         let mut repeated = 0;
         for ((w, n), (bytes, exact)) in &self.written {
             let Some(got) = seen.get(&(*w, *n)) else {
-                panic!("line w{w} {n} lost: {:?}", String::from_utf8_lossy(bytes));
+                panic!(
+                    "line w{w} {n} lost: {:?}; runs: {}",
+                    String::from_utf8_lossy(bytes),
+                    self.logs.join("\n")
+                );
             };
             let want: Vec<u8> = if bytes.first() == Some(&b'{') {
                 format!("w{w} {n} json").into_bytes()

@@ -11,9 +11,12 @@
 //! read after it is delivered: a file opened while older batches are still queued, then rotated
 //! while hooklog is down, would otherwise be unknown to the next run, and its lines lost.
 //!
-//! Each file is identified by (device, inode) and carries a fingerprint of the bytes just before
-//! its offset, so a file replaced in place (truncated and refilled past the offset) or a new file
-//! that reuses a freed inode is read from its start instead of from the old offset.
+//! Each file is identified by (device, inode, birth time) and carries a fingerprint of the bytes
+//! just before its offset. A file whose bytes there changed was replaced in place (truncated and
+//! refilled past the offset) and is read from its start; a file with the inode but another birth
+//! time is a new file that got the freed inode. Where the filesystem keeps no birth time, a file
+//! at the followed path is read from its start on a mismatch, and a rotated one is taken for
+//! another file and not read (it cannot be told apart).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -26,16 +29,20 @@ use serde::Deserialize;
 /// (`source::file::MAX_ROTATED` of them).
 pub const MAX_FILES: usize = 9;
 
-/// Size of the record written in place. Nine files of at most 80 characters each and the header
-/// fit with room to spare; a fixed size means every write covers the previous one entirely.
-pub const RECORD_BYTES: usize = 1024;
+/// Size of the record written in place: 20 lines of at most 97 bytes (every number at its
+/// widest) and the header fit, so the `MAX_FILES` being read and the files just opened always do.
+/// A fixed size means every write covers the previous one entirely.
+pub const RECORD_BYTES: usize = 2048;
 
 /// Bytes before the offset that the fingerprint covers: several typical lines, so two files that
 /// only share a common line prefix (a JSON key, a timestamp) still differ.
 pub const FINGERPRINT_BYTES: usize = 256;
 
 /// First line of the record; names the format.
-const HEADER: &str = "hooklog-checkpoint 2";
+const HEADER: &str = "hooklog-checkpoint 3";
+
+/// The previous format's header: the same lines without the birth time.
+const HEADER_V2: &str = "hooklog-checkpoint 2";
 
 /// Last line of the record: a record without it is incomplete.
 const TRAILER: &str = "end";
@@ -87,6 +94,31 @@ pub struct Position {
     pub offset: u64,
     /// The bytes just before `offset`; `None` in a checkpoint written by hooklog 0.1's format.
     pub fingerprint: Option<Fingerprint>,
+    /// The file's birth time (`birth`); `None` where the filesystem keeps none, and in older
+    /// formats.
+    pub born: Option<u64>,
+}
+
+/// A file's birth time (statx's `stx_btime`, nanoseconds since the epoch) where the filesystem
+/// keeps one (ext4, xfs, btrfs, tmpfs): it tells a file from a later one that got its inode.
+pub fn birth(m: &std::fs::Metadata) -> Option<u64> {
+    let t = m.created().ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(d.as_nanos()).ok()
+}
+
+impl Position {
+    /// Whether `m` is, as far as can be told, the file this position was taken in: the same
+    /// device and inode, and the same birth time where both are known. `Some(true)` when the
+    /// birth times agree, `Some(false)` for another file, `None` for the same inode with no
+    /// birth time to compare.
+    pub fn same_file(&self, m: &std::fs::Metadata) -> Option<bool> {
+        use std::os::unix::fs::MetadataExt;
+        if (m.dev(), m.ino()) != (self.dev, self.ino) {
+            return Some(false);
+        }
+        Some(self.born? == birth(m)?)
+    }
 }
 
 /// The checkpoint of one followed path: a position in every file its source reads.
@@ -279,10 +311,9 @@ impl Checkpoint {
     }
 }
 
-/// The fixed-size record: a header, one `dev ino offset fingerprint-len fingerprint-crc` line per
-/// file, a trailer, padded with spaces to `RECORD_BYTES`. A line is at most 76 bytes (every
-/// number at its widest), so at least 13 files fit: the `MAX_FILES` being read and the few just
-/// opened whose batches are still queued. Past what fits, the last files are left out.
+/// The fixed-size record: a header, one `dev ino offset fingerprint-len fingerprint-crc born`
+/// line per file (`born` is `-` when unknown), a trailer, padded with spaces to `RECORD_BYTES`.
+/// Past what fits (20 files at the widest), the last files are left out.
 fn encode(positions: &[Position]) -> Vec<u8> {
     use std::fmt::Write;
     let mut s = String::with_capacity(RECORD_BYTES);
@@ -292,11 +323,18 @@ fn encode(positions: &[Position]) -> Vec<u8> {
     for p in positions {
         let fp = p.fingerprint.unwrap_or(Fingerprint::EMPTY);
         line.clear();
-        let _ = writeln!(
-            line,
-            "{} {} {} {} {:08x}",
-            p.dev, p.ino, p.offset, fp.len, fp.crc
-        ); // Writing to a String cannot fail.
+        let _ = match p.born {
+            Some(b) => writeln!(
+                line,
+                "{} {} {} {} {:08x} {b}",
+                p.dev, p.ino, p.offset, fp.len, fp.crc
+            ),
+            None => writeln!(
+                line,
+                "{} {} {} {} {:08x} -",
+                p.dev, p.ino, p.offset, fp.len, fp.crc
+            ),
+        }; // Writing to a String cannot fail.
         if s.len() + line.len() + TRAILER.len() + 1 > RECORD_BYTES {
             break;
         }
@@ -319,12 +357,15 @@ fn parse(text: &str) -> Result<Vec<Position>, String> {
             ino: p.ino,
             offset: p.offset,
             fingerprint: None,
+            born: None,
         }]);
     }
     let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return Err("unknown format".into());
-    }
+    let fields = match lines.next() {
+        Some(HEADER) => 6,
+        Some(HEADER_V2) => 5,
+        _ => return Err("unknown format".into()),
+    };
     let mut out = Vec::new();
     for line in lines {
         if line == TRAILER {
@@ -340,9 +381,13 @@ fn parse(text: &str) -> Result<Vec<Position>, String> {
             .get(4)
             .and_then(|v| u32::from_str_radix(v, 16).ok())
             .ok_or_else(|| format!("bad line {line:?}"))?;
-        if f.len() != 5 {
+        if f.len() != fields {
             return Err(format!("bad line {line:?}"));
         }
+        let born = match f.get(5) {
+            None | Some(&"-") => None,
+            Some(_) => Some(num(5)?),
+        };
         out.push(Position {
             dev: num(0)?,
             ino: num(1)?,
@@ -351,6 +396,7 @@ fn parse(text: &str) -> Result<Vec<Position>, String> {
                 len: num(3)? as u32,
                 crc,
             }),
+            born,
         });
     }
     Err("incomplete record".into())
@@ -366,6 +412,7 @@ mod tests {
             ino,
             offset,
             fingerprint: Some(Fingerprint::of(b"some bytes\n")),
+            born: Some(1_796_079_639_427_027_920 + ino),
         }
     }
 
@@ -384,6 +431,7 @@ mod tests {
                     len: FINGERPRINT_BYTES as u32,
                     crc: u32::MAX,
                 }),
+                born: Some(u64::MAX),
             })
             .collect();
         cp.commit(1, &all);
@@ -454,12 +502,13 @@ mod tests {
                 len: FINGERPRINT_BYTES as u32,
                 crc: u32::MAX,
             }),
+            born: Some(u64::MAX),
         };
-        let many: Arc<[Position]> = (0..20).map(widest).collect();
+        let many: Arc<[Position]> = (0..25).map(widest).collect();
         cp.commit(1, &many);
         let back = Checkpoint::new(cp.path().to_path_buf()).load();
-        assert_eq!(back.len(), 13, "13 of the widest lines fit");
-        assert_eq!(back, many[..13].to_vec());
+        assert_eq!(back.len(), 20, "20 of the widest lines fit");
+        assert_eq!(back, many[..20].to_vec());
         assert_eq!(
             std::fs::metadata(cp.path()).unwrap().len(),
             RECORD_BYTES as u64
@@ -494,12 +543,28 @@ mod tests {
                 dev: 3,
                 ino: 99,
                 offset: 1234,
-                fingerprint: None
+                fingerprint: None,
+                born: None,
             }]
         );
         // The new record replaces it entirely.
         cp.commit(1, &vec![pos(1, 2)].into());
-        assert_eq!(Checkpoint::new(p).load(), vec![pos(1, 2)]);
+        assert_eq!(Checkpoint::new(p.clone()).load(), vec![pos(1, 2)]);
+        // The format before the birth time.
+        std::fs::write(&p, "hooklog-checkpoint 2\n3 99 1234 11 0000abcd\nend\n").unwrap();
+        assert_eq!(
+            Checkpoint::new(p).load(),
+            vec![Position {
+                dev: 3,
+                ino: 99,
+                offset: 1234,
+                fingerprint: Some(Fingerprint {
+                    len: 11,
+                    crc: 0xabcd
+                }),
+                born: None,
+            }]
+        );
     }
 
     #[test]
@@ -510,11 +575,45 @@ mod tests {
             "{not json",
             "hooklog-checkpoint 2\n1 2 3 0 00000000\n",
             "hooklog-checkpoint 2\n1 2 x 0 00000000\nend\n",
+            "hooklog-checkpoint 3\n1 2 3 0 00000000\nend\n",
+            "hooklog-checkpoint 3\n1 2 3 0 00000000 y\nend\n",
             "something else\nend\n",
         ] {
             std::fs::write(&p, bad).unwrap();
             assert_eq!(Checkpoint::new(p.clone()).load(), vec![], "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tells_a_file_from_a_newer_one_with_its_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "x").unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        let at = |born| Position {
+            dev: m.dev(),
+            ino: m.ino(),
+            offset: 1,
+            fingerprint: None,
+            born,
+        };
+        let Some(b) = birth(&m) else {
+            eprintln!("no birth time on this filesystem: nothing to compare");
+            return;
+        };
+        assert_eq!(at(Some(b)).same_file(&m), Some(true));
+        assert_eq!(at(Some(b - 1)).same_file(&m), Some(false));
+        assert_eq!(
+            at(None).same_file(&m),
+            None,
+            "a checkpoint without birth times"
+        );
+        let other = Position {
+            ino: m.ino() + 1,
+            ..at(Some(b))
+        };
+        assert_eq!(other.same_file(&m), Some(false));
     }
 
     #[test]

@@ -93,6 +93,8 @@ struct Tracked {
     file: File,
     dev: u64,
     ino: u64,
+    /// Its birth time, where the filesystem keeps one (`checkpoint::birth`).
+    born: Option<u64>,
     /// Bytes read so far.
     offset: u64,
     /// Bytes whose records were sent (`offset` minus what the framer holds).
@@ -279,31 +281,43 @@ impl FileSource {
             if at_path == Some((p.dev, p.ino)) {
                 continue;
             }
-            let Some((name, _)) = entries
+            let Some((name, m)) = entries
                 .iter()
-                .find(|(_, m)| (m.dev(), m.ino()) == (p.dev, p.ino) && m.len() >= p.offset)
+                .find(|(_, m)| (m.dev(), m.ino()) == (p.dev, p.ino))
             else {
                 continue;
             };
+            let same = p.same_file(m);
+            if same == Some(false) {
+                tracing::debug!(path = %self.path.display(), file = %name.display(), "a newer file has the inode of a file read before: not read");
+                continue;
+            }
             let Ok(mut file) = File::open(name) else {
                 continue;
             };
-            // Same inode but other bytes: not the file that was read, but another one that got
-            // the freed inode. It was never followed, so it is not read.
-            if p.fingerprint.is_some_and(|fp| !fp.matches(&file, p.offset)) {
+            let intact =
+                m.len() >= p.offset && p.fingerprint.is_none_or(|fp| fp.matches(&file, p.offset));
+            let offset = if intact {
+                p.offset
+            } else if same == Some(true) {
+                // The same file (same birth time), truncated or refilled since.
+                tracing::warn!(path = %self.path.display(), rotated = %name.display(), offset = p.offset, len = m.len(), "file rotated while hooklog was down was also replaced in place: reading it from its start");
+                0
+            } else {
+                // No birth time to tell: the same file replaced in place, or a new one that got
+                // the freed inode. Reading it again could repeat a whole file that was read.
+                tracing::warn!(path = %self.path.display(), rotated = %name.display(), offset = p.offset, "not reading a file with the inode of a rotated file: its bytes before the saved offset differ and the filesystem keeps no birth time to tell whether it is the same file");
+                continue;
+            };
+            if file.seek(SeekFrom::Start(offset)).is_err() {
                 continue;
             }
-            if file.seek(SeekFrom::Start(p.offset)).is_err() {
-                continue;
-            }
-            tracing::info!(path = %self.path.display(), rotated = %name.display(), offset = p.offset, "finishing a file rotated while hooklog was down");
-            let fp = p.fingerprint.unwrap_or(Fingerprint::EMPTY);
-            let mut t = self.tracked(file, p.dev, p.ino, p.offset, fp, name.clone());
-            t.sent_fp = p
-                .fingerprint
-                .or_else(|| Fingerprint::at(&t.file, p.offset).ok())
-                .unwrap_or(Fingerprint::EMPTY);
-            t.read_fp = t.sent_fp;
+            tracing::info!(path = %self.path.display(), rotated = %name.display(), offset, "finishing a file rotated while hooklog was down");
+            let fp = match p.fingerprint {
+                Some(fp) if offset == p.offset => fp,
+                _ => Fingerprint::at(&file, offset).unwrap_or(Fingerprint::EMPTY),
+            };
+            let t = self.tracked(file, m, offset, fp, name.clone());
             files.list.push(t);
             if files.list.len() >= MAX_ROTATED {
                 break;
@@ -315,16 +329,16 @@ impl FileSource {
     fn tracked(
         &self,
         file: File,
-        dev: u64,
-        ino: u64,
+        m: &std::fs::Metadata,
         offset: u64,
         fp: Fingerprint,
         name: PathBuf,
     ) -> Tracked {
         Tracked {
             file,
-            dev,
-            ino,
+            dev: m.dev(),
+            ino: m.ino(),
+            born: checkpoint::birth(m),
             offset,
             sent: offset,
             sent_fp: fp,
@@ -379,7 +393,9 @@ impl FileSource {
             .iter()
             .find(|p| (p.dev, p.ino) == (m.dev(), m.ino()))
         {
-            if p.offset > m.len() {
+            if p.same_file(&m) == Some(false) {
+                tracing::info!(path = %self.path.display(), "a new file got the inode of a file read before, reading it from its start");
+            } else if p.offset > m.len() {
                 tracing::warn!(path = %self.path.display(), offset = p.offset, len = m.len(), "file shorter than its checkpoint, reading from its start");
             } else if p.fingerprint.is_some_and(|f| !f.matches(&file, p.offset)) {
                 tracing::warn!(path = %self.path.display(), offset = p.offset, "file content replaced while hooklog was down (or a new file reused the inode), reading from its start");
@@ -390,14 +406,7 @@ impl FileSource {
                 tracing::info!(path = %self.path.display(), offset, "resuming from checkpoint");
             }
         }
-        Ok(Some(self.tracked(
-            file,
-            m.dev(),
-            m.ino(),
-            offset,
-            fp,
-            self.path.clone(),
-        )))
+        Ok(Some(self.tracked(file, &m, offset, fp, self.path.clone())))
     }
 
     /// Notes (once, until the file is usable again) that the path cannot be followed now.
@@ -558,6 +567,7 @@ fn position(t: &Tracked) -> Position {
         ino: t.ino,
         offset: t.sent,
         fingerprint: Some(t.sent_fp),
+        born: t.born,
     }
 }
 
