@@ -150,6 +150,15 @@ fn reader(moto: &str) -> (tokio::runtime::Runtime, Client) {
 /// Every message in the stream, oldest first, following the forward token to the end. An
 /// absent group or stream reads as empty.
 fn read_back(moto: &str, group: &str, stream: &str) -> Vec<String> {
+    read_back_events(moto, group, stream)
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect()
+}
+
+/// Every (timestamp, message) in the stream, in CloudWatch's order (by timestamp; moto keeps
+/// the order of arrival among equal timestamps).
+fn read_back_events(moto: &str, group: &str, stream: &str) -> Vec<(i64, String)> {
     let (rt, client) = reader(moto);
     rt.block_on(async {
         let mut out = Vec::new();
@@ -174,11 +183,9 @@ fn read_back(moto: &str, group: &str, stream: &str) -> Vec<String> {
                 Err(e) => panic!("GetLogEvents: {e:?}"),
             };
             let events = page.events();
-            out.extend(
-                events
-                    .iter()
-                    .filter_map(|e| e.message().map(str::to_string)),
-            );
+            out.extend(events.iter().filter_map(|e| {
+                Some((e.timestamp().unwrap_or_default(), e.message()?.to_string()))
+            }));
             let next = page.next_forward_token().map(str::to_string);
             if events.is_empty() || next.is_none() || next == token {
                 return out;
@@ -272,23 +279,27 @@ fn assert_exactly_once(counts: &HashMap<String, usize>, want: &[String]) {
 
 /// The value of `key=N` in hooklog's last "hooklog stopped" line.
 fn stopped_counter(d: &Daemon, key: &str) -> u64 {
+    logged_number(d, "hooklog stopped", key) as u64
+}
+
+/// The value of `key=N` (N may be negative) in hooklog's last stderr line containing `line`.
+fn logged_number(d: &Daemon, line: &str, key: &str) -> i64 {
     let lines = d.stderr.lines();
-    let line = lines
+    let found = lines
         .iter()
         .rev()
-        .find(|l| l.contains("hooklog stopped"))
-        .unwrap_or_else(|| panic!("no 'hooklog stopped' line: {lines:#?}"));
-    let pat = format!("{key}=");
-    let at = line
+        .find(|l| l.contains(line))
+        .unwrap_or_else(|| panic!("no {line:?} line: {lines:#?}"));
+    let pat = format!(" {key}=");
+    let at = found
         .find(&pat)
-        .unwrap_or_else(|| panic!("{key} not in {line}"))
+        .unwrap_or_else(|| panic!("{key} not in {found}"))
         + pat.len();
-    line[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let digits = found[at..]
+        .char_indices()
+        .take_while(|&(i, c)| c.is_ascii_digit() || (i == 0 && c == '-'))
+        .count();
+    found[at..at + digits].parse().unwrap()
 }
 
 /// The committed offset in a file's checkpoint (`.NAME.hooklog-offset` beside it).
@@ -790,4 +801,171 @@ fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     assert!(first.iter().all(|m| cw.get(m) == Some(&1)), "{cw:?}");
     assert!(second.iter().all(|m| !cw.contains_key(m)), "{cw:?}");
     assert!(stopped_counter(&d, "cloudwatch_fell_back") >= second.len() as u64);
+}
+
+/// The record's own `time` field (when hooklog read it, on the pod's clock), in ms.
+fn record_time_ms(message: &str) -> i64 {
+    let v: Value = serde_json::from_str(message).unwrap();
+    let t = v["time"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no time: {message}"));
+    // YYYY-MM-DDTHH:MM:SS.mmmZ
+    let n = |a: usize, b: usize| t[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from the civil date (Howard Hinnant's days_from_civil).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 24 + n(11, 13)) * 60 + n(14, 16)) * 60_000 + n(17, 19) * 1000 + n(20, 23)
+}
+
+/// CloudWatch's clock is `offset_s` away from the pod's: every record still lands on
+/// CloudWatch (none on stdout), at the time hooklog read it on CloudWatch's clock. moto, on the
+/// pod's clock, stores them `store_shift_s` earlier (to keep them within its own window).
+fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    proxy.faults(&format!(
+        r#"{{"clock_offset_s": {offset_s}, "store_shift_s": {store_shift_s}}}"#
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique(name);
+    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let want = lines(name, 300);
+    append(&dir.path().join("prestop.log"), &want);
+    d.expect(Duration::from_secs(30), "records did not arrive", || {
+        read_back(&moto, &group, STREAM).len() >= want.len()
+    });
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    let got = read_back_events(&moto, &group, STREAM);
+    let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
+    assert_exactly_once(&count_messages(&messages), &want);
+    assert!(
+        d.stdout.lines().is_empty(),
+        "nothing should fall back: {:?}",
+        d.stdout.lines()
+    );
+    let st = proxy.stats();
+    proxy.assert_no_invalid_requests();
+    assert_eq!(st["rejected_new"], 0, "{st}");
+    assert_eq!(st["rejected_old"], 0, "{st}");
+    // The first call was signed with the pod's clock and refused, as AWS refuses it; its
+    // answer's Date taught hooklog CloudWatch's clock, and every call after was signed with it.
+    assert!(st["signature_refused"].as_u64().unwrap() >= 1, "{st}");
+    // On CloudWatch's clock, every event is stamped when it was read (within the flush
+    // interval and the retry), not hours or days away.
+    let error = st["max_stamp_error_ms"].as_i64().unwrap();
+    assert!(
+        error < 30_000,
+        "events stamped {error} ms from CloudWatch's now: {st}"
+    );
+    // Each event's timestamp is its record's `time` (the pod's clock) moved to CloudWatch's,
+    // give or take the offset's error.
+    for (ts, m) in &got {
+        let diff = ts + store_shift_s * 1000 - record_time_ms(m) - offset_s * 1000;
+        assert!(diff.abs() <= 2_500, "timestamp {ts}: {diff} ms off: {m}");
+    }
+    let offset = logged_number(&d, "cloudwatch sink stopped", "clock_offset_ms");
+    assert!(
+        (offset - offset_s * 1000).abs() <= 2_500,
+        "clock_offset_ms={offset}"
+    );
+    assert!(
+        logged_number(&d, "cloudwatch sink stopped", "adjusted") >= want.len() as i64,
+        "every record's timestamp was corrected"
+    );
+}
+
+/// Issue 9: a pod clock 3 hours ahead of CloudWatch's made every event "too new"; CloudWatch
+/// rejected them and they went to stdout.
+#[test]
+fn a_pod_clock_three_hours_ahead_of_cloudwatch_s_still_ships_every_record() {
+    lands_at_cloudwatch_s_time(-3 * 3600, 0, "hooklog-ahead");
+}
+
+/// Issue 9: a pod clock 20 days behind CloudWatch's made every event "too old".
+#[test]
+fn a_pod_clock_twenty_days_behind_cloudwatch_s_still_ships_every_record() {
+    // moto would take nothing 20 days ahead of the machine's clock: it stores them 20 days back.
+    lands_at_cloudwatch_s_time(20 * 24 * 3600, 20 * 24 * 3600, "hooklog-behind");
+}
+
+/// Issue 9: a clock that steps back must not reorder the stream. Here CloudWatch's clock, as
+/// hooklog sees it, steps back an hour between two runs of records (the proxy's `Date` goes
+/// back, as when a pod clock running ahead is put right): the later records would sort before
+/// the earlier ones. They are held at the stream's last timestamp instead, and the summary
+/// stays last. (A step back of the pod's own clock goes through the same code, `batch::stamp`;
+/// its unit tests cover it.)
+#[test]
+fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
+    let Some(moto) = moto() else { return };
+    let proxy = Proxy::start(&moto, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("hooklog-stepback");
+    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let file = dir.path().join("prestop.log");
+    let first = lines("before-step", 100);
+    append(&file, &first);
+    d.expect(
+        Duration::from_secs(20),
+        "first records did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= first.len(),
+    );
+    proxy.faults(r#"{"clock_offset_s": -3600}"#);
+    let second = lines("after-step", 100);
+    append(&file, &second);
+    d.expect(
+        Duration::from_secs(20),
+        "records after the step did not arrive",
+        || read_back(&moto, &group, STREAM).len() >= first.len() + second.len(),
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    proxy.assert_no_invalid_requests();
+    let got = read_back_events(&moto, &group, STREAM);
+    let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
+    let want: Vec<String> = first.iter().chain(&second).cloned().collect();
+    assert_exactly_once(&count_messages(&messages), &want);
+    // CloudWatch's order (by timestamp) is the order the records were written in, then the
+    // summary.
+    let order: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            let v: Value = serde_json::from_str(m).unwrap();
+            match v["event"].as_str() {
+                Some("hooks.summary") => "<summary>".to_string(),
+                _ => v["message"].as_str().unwrap().to_string(),
+            }
+        })
+        .collect();
+    let mut expected = want.clone();
+    expected.push("<summary>".into());
+    assert_eq!(order, expected);
+    // Everything after the step sits at the last timestamp before it.
+    let last_before = got[first.len() - 1].0;
+    let after: Vec<i64> = got[first.len()..]
+        .iter()
+        .map(|(ts, _)| ts - last_before)
+        .collect();
+    assert!(
+        after.iter().all(|d| *d == 0),
+        "after the step, ms past the last timestamp before it: {after:?}"
+    );
+    assert!(
+        d.stderr
+            .lines()
+            .iter()
+            .any(|l| l.contains("clock stepped back")),
+        "a warning says why: {:#?}",
+        d.stderr.lines()
+    );
+    assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
+    assert!(
+        logged_number(&d, "cloudwatch sink stopped", "adjusted") > second.len() as i64,
+        "the held records (and the summary) count as adjusted"
+    );
 }

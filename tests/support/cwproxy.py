@@ -2,28 +2,45 @@
 """A CloudWatch Logs proxy for hooklog's tests: sits between hooklog and moto's server.
 
 It checks every PutLogEvents request the way AWS does (moto does not check the batch limits)
-and answers a bad one with AWS's error shape, it can inject throttling and 5xx answers, and it
-can play "down" (connections closed without an answer).
+and answers a bad one with AWS's error shape, it can inject throttling and 5xx answers, it can
+play "down" (connections closed without an answer), and it can run its clock off the machine's
+(`clock_offset_s`): its answers' `Date`, its SigV4 time check and its 14-day / 2-hour window
+then follow that clock, as AWS's do. moto checks the same window on the machine's clock:
+`store_shift_s` moves the timestamps it stores back by that much, so that events days away
+from the machine's clock can be stored at all.
 
     python3 cwproxy.py --upstream http://127.0.0.1:PORT [--port 0]
 
 Prints "listening PORT" on stdout once ready. Control, on the same port:
-    POST /__cwproxy/faults {"down": true|false, "throttle": N, "error5xx": N, "reject_old": N}
+    POST /__cwproxy/faults {"down": true|false, "throttle": N, "error5xx": N, "reject_old": N,
+                            "clock_offset_s": S, "store_shift_s": S}
         throttle / error5xx: answer the next N PutLogEvents calls with ThrottlingException (400)
         or ServiceUnavailableException (503).
         reject_old: in the next PutLogEvents call, do not store the first N events and report
         them in rejectedLogEventsInfo.tooOldLogEventEndIndex, as AWS does for events too old.
+        clock_offset_s: the proxy's clock is the machine's plus S seconds (may be negative).
+        store_shift_s: timestamps are stored in moto S seconds earlier than sent.
     GET  /__cwproxy/stats  -> {"put_ok", "put_invalid", "throttled", "errors5xx", "dropped",
-                               "events_ok", "violations": [...]}
+                               "events_ok", "rejected_old", "rejected_new", "signature_refused",
+                               "max_stamp_error_ms", "violations": [...]}
+
+Always, as AWS does: a request whose X-Amz-Date is more than 5 minutes from the proxy's clock is
+refused (403 InvalidSignatureException, "Signature expired" / "Signature not yet current"), and
+PutLogEvents events more than 14 days old or 2 hours ahead of it are not stored and are reported
+in rejectedLogEventsInfo. `max_stamp_error_ms` is the largest distance between an accepted
+event's timestamp and the proxy's clock when it arrived.
 
 Limits: https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html
 """
 
 import argparse
+import calendar
+import email.utils
 import http.client
 import json
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -32,14 +49,50 @@ MAX_BATCH_BYTES = 1_048_576
 EVENT_OVERHEAD = 26
 MAX_EVENT_BYTES = MAX_BATCH_BYTES - EVENT_OVERHEAD
 MAX_SPAN_MS = 24 * 3600 * 1000
+# "Events older than 14 days ... are rejected", "Events more than 2 hours in the future are
+# rejected" (PutLogEvents).
+MAX_AGE_MS = 14 * 24 * 3600 * 1000
+MAX_AHEAD_MS = 2 * 3600 * 1000
+# SigV4: "Signature expired: ... (... - 5 min.)", AWS's answer to a request signed 5 minutes or
+# more away from its clock.
+SIGNATURE_WINDOW_S = 5 * 60
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
               "proxy-connection", "content-length"}
 
 lock = threading.Lock()
-faults = {"down": False, "throttle": 0, "error5xx": 0, "reject_old": 0}
+faults = {"down": False, "throttle": 0, "error5xx": 0, "reject_old": 0, "clock_offset_s": 0,
+          "store_shift_s": 0}
 stats = {"put_ok": 0, "put_invalid": 0, "throttled": 0, "errors5xx": 0, "dropped": 0,
-         "events_ok": 0, "rejected_old": 0, "violations": []}
+         "events_ok": 0, "rejected_old": 0, "rejected_new": 0, "signature_refused": 0,
+         "max_stamp_error_ms": 0, "violations": []}
+
+
+def clock_offset_s():
+    with lock:
+        return faults["clock_offset_s"]
+
+
+def amz_time(t):
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+
+
+def signature_problem(amz_date):
+    """AWS's message for a request signed too far from the proxy's clock, or None."""
+    if not amz_date:
+        return None
+    try:
+        signed = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        return f"bad X-Amz-Date {amz_date!r}"
+    now = time.time() + clock_offset_s()
+    if signed < now - SIGNATURE_WINDOW_S:
+        return (f"Signature expired: {amz_date} is now earlier than "
+                f"{amz_time(now - SIGNATURE_WINDOW_S)} ({amz_time(now)} - 5 min.)")
+    if signed > now + SIGNATURE_WINDOW_S:
+        return (f"Signature not yet current: {amz_date} is still later than "
+                f"{amz_time(now + SIGNATURE_WINDOW_S)} ({amz_time(now)} + 5 min.)")
+    return None
 
 
 def violation(body):
@@ -76,6 +129,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):  # quiet: the test prints what it needs
         pass
+
+    def date_time_string(self, timestamp=None):
+        """The `Date` of every answer: the proxy's clock."""
+        return email.utils.formatdate((timestamp or time.time()) + clock_offset_s(), usegmt=True)
 
     def reply(self, status, body, content_type="application/x-amz-json-1.1", headers=()):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -115,6 +172,13 @@ class Handler(BaseHTTPRequestHandler):
                 stats["dropped"] += 1
                 self.close_connection = True
                 return  # No answer: the client sees the connection close.
+        # AWS checks the signature first.
+        why = signature_problem(self.headers.get("X-Amz-Date"))
+        if why is not None:
+            with lock:
+                stats["signature_refused"] += 1
+            return self.aws_error(403, "InvalidSignatureException", why)
+        with lock:
             if is_put and faults["throttle"] > 0:
                 faults["throttle"] -= 1
                 stats["throttled"] += 1
@@ -139,16 +203,26 @@ class Handler(BaseHTTPRequestHandler):
                     stats["violations"].append(why)
                 print(f"cwproxy: rejected PutLogEvents: {why}", file=sys.stderr, flush=True)
                 return self.aws_error(400, "InvalidParameterException", why)
-        reject = 0
+        old = new = 0
         if is_put:
+            now = int((time.time() + clock_offset_s()) * 1000)
             with lock:
-                reject, faults["reject_old"] = faults["reject_old"], 0
-            if reject:
-                req = json.loads(body)
-                reject = min(reject, len(req["logEvents"]))
-                req["logEvents"] = req["logEvents"][reject:]
-                body = json.dumps(req).encode()
-        if is_put and reject and not json.loads(body)["logEvents"]:
+                forced_old, faults["reject_old"] = faults["reject_old"], 0
+                shift_ms = int(faults["store_shift_s"] * 1000)
+            req = json.loads(body)
+            events = req["logEvents"]
+            # Sorted (checked above): the too old are a prefix, the too new a suffix.
+            while old < len(events) and (old < forced_old or events[old]["timestamp"] < now - MAX_AGE_MS):
+                old += 1
+            end = len(events)
+            while end > old and events[end - 1]["timestamp"] > now + MAX_AHEAD_MS:
+                end -= 1
+            new = len(events) - end
+            kept = events[old:end]
+            error = max((abs(ev["timestamp"] - now) for ev in kept), default=0)
+            req["logEvents"] = [dict(ev, timestamp=ev["timestamp"] - shift_ms) for ev in kept]
+            body = json.dumps(req).encode()
+        if is_put and not json.loads(body)["logEvents"]:
             status, headers, data = 200, [("Content-Type", "application/x-amz-json-1.1")], b"{}"
         else:
             status, headers, data = self.forward(body)
@@ -156,14 +230,22 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 stats["put_ok"] += 1
                 stats["events_ok"] += len(json.loads(body).get("logEvents", []))
-                stats["rejected_old"] += reject
-            if reject:
+                stats["rejected_old"] += old
+                stats["rejected_new"] += new
+                stats["max_stamp_error_ms"] = max(stats["max_stamp_error_ms"], error)
+            info = {}
+            if old:
+                info["tooOldLogEventEndIndex"] = old - 1
+            if new:
+                info["tooNewLogEventStartIndex"] = len(events) - new
+            if info:
                 answer = json.loads(data or b"{}")
-                answer["rejectedLogEventsInfo"] = {"tooOldLogEventEndIndex": reject - 1}
+                answer["rejectedLogEventsInfo"] = info
                 data = json.dumps(answer).encode()
         self.send_response(status)
         for k, v in headers:
-            if k.lower() not in HOP_BY_HOP:
+            # send_response wrote the proxy's own Date (and Server) already.
+            if k.lower() not in HOP_BY_HOP and k.lower() not in ("date", "server"):
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

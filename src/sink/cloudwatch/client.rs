@@ -1,9 +1,11 @@
 //! The CloudWatch Logs client: built from aws-config's default chains (credentials: env, web
 //! identity for IRSA, container and instance metadata; region; `AWS_ENDPOINT_URL`), over rustls
 //! with the ring provider only (no aws-lc in the build). Creates the group and stream when
-//! missing and sends PutLogEvents calls.
+//! missing and sends PutLogEvents calls. Every answer's `Date` updates the [`ServerClock`],
+//! which is also the SDK's time source: requests are signed with CloudWatch's clock.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;
@@ -14,6 +16,7 @@ use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 
 use super::batch::Event;
+use super::clock::{DateObserver, ServerClock, ServerTimeSource};
 use super::retry::CallError;
 use crate::config::CloudWatchSettings;
 
@@ -34,6 +37,8 @@ pub struct LogsClient {
     stream: String,
     /// Retention to set when hooklog creates the group.
     retention_days: Option<i32>,
+    /// CloudWatch's clock as learned from its answers.
+    clock: Arc<ServerClock>,
 }
 
 /// How a PutLogEvents call ended when CloudWatch answered.
@@ -47,6 +52,7 @@ pub struct Put {
 impl LogsClient {
     /// Loads the AWS configuration from the environment and builds the client. Makes no call.
     pub async fn new(settings: &CloudWatchSettings) -> Self {
+        let clock = Arc::new(ServerClock::default());
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
             .build_https();
@@ -60,6 +66,8 @@ impl LogsClient {
                     .operation_attempt_timeout(ATTEMPT_TIMEOUT)
                     .build(),
             )
+            // Signing (and credential expiry) on CloudWatch's clock, once known.
+            .time_source(ServerTimeSource(clock.clone()))
             .load()
             .await;
         tracing::debug!(
@@ -67,12 +75,21 @@ impl LogsClient {
             endpoint = ?sdk.endpoint_url(),
             "cloudwatch client configured"
         );
+        let conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk)
+            .interceptor(DateObserver(clock.clone()))
+            .build();
         LogsClient {
-            client: Client::new(&sdk),
+            client: Client::from_conf(conf),
             group: settings.log_group.clone(),
             stream: settings.log_stream.clone(),
             retention_days: settings.retention_days,
+            clock,
         }
+    }
+
+    /// CloudWatch's clock as learned so far.
+    pub fn clock(&self) -> &ServerClock {
+        &self.clock
     }
 
     /// The group name.

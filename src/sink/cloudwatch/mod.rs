@@ -7,23 +7,28 @@
 //! (or CloudWatch stays unreachable during shutdown), everything not accepted is written to
 //! stdout as ordinary records, where the platform's log router still picks it up.
 //!
+//! Delivery is at least once: a call cut off at the deadline that CloudWatch in fact accepted
+//! is written to stdout too, and a call whose answer is lost is sent again. Timestamps are CloudWatch's clock ([`clock`]) and never go down
+//! within the stream ([`batch::stamp`]).
+//!
 //! [`emf`] adds Embedded Metric Format to the `hooks.summary` record.
 
 pub mod batch;
 pub mod client;
+pub mod clock;
 pub mod emf;
 pub mod retry;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use self::batch::{Batcher, Event};
+use self::batch::{Batcher, Event, Stamping};
 use self::client::LogsClient;
-use self::retry::{CallError, backoff, is_retriable};
+use self::retry::{CallError, backoff, is_clock_skew, is_retriable};
 use crate::batch::Batch;
 use crate::config::CloudWatchSettings;
 use crate::sink::Counters;
@@ -36,6 +41,11 @@ const SHUTDOWN_ATTEMPTS: u32 = 3;
 
 /// While CloudWatch keeps failing, a warning every this many retries of one request.
 const WARN_EVERY_RETRIES: u32 = 10;
+
+/// An event held back this far or more (its timestamp was below the stream's last) is worth a
+/// warning: the clock stepped back. Less is the normal interleaving of several inputs, whose
+/// records reach the sink a few milliseconds out of read order.
+const STEP_BACK_WARN_MS: i64 = 1_000;
 
 /// What the sink needs from the daemon.
 pub struct SinkContext {
@@ -62,6 +72,7 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
         deadline: ctx.deadline,
         stdout_sink: ctx.stdout_sink,
         batcher: Batcher::new(),
+        floor: None,
         oldest: None,
         pending: HashMap::new(),
         next_origin: 0,
@@ -95,6 +106,7 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
         retried = Counters::get(&sink.counters.cloudwatch_retried),
         fell_back = Counters::get(&sink.counters.cloudwatch_fell_back),
         adjusted = Counters::get(&sink.counters.cloudwatch_adjusted),
+        clock_offset_ms = sink.client.clock().offset_ms(),
         "cloudwatch sink stopped"
     );
     Ok(())
@@ -114,6 +126,8 @@ struct Sink {
     stdout_sink: bool,
     /// Events waiting to be sent.
     batcher: Batcher,
+    /// The last timestamp CloudWatch took for the stream: no later event goes below it.
+    floor: Option<i64>,
     /// When the oldest waiting event arrived.
     oldest: Option<Instant>,
     /// Input batches with events not yet settled, and how many.
@@ -141,23 +155,15 @@ impl Sink {
         }
         let origin = self.next_origin;
         self.next_origin += 1;
-        let now = crate::timefmt::now_ms();
         let mut events = Vec::with_capacity(b.len());
         let mut adjusted = 0;
         for (rec, time_ms) in b.iter() {
-            let a = batch::to_events(rec, time_ms, now, origin, &mut events);
-            if a.timestamp {
-                adjusted += 1;
-                tracing::warn!(
-                    time_ms,
-                    "record time outside cloudwatch's window: sent with the current time"
-                );
-            }
-            if a.parts > 0 {
+            let parts = batch::to_events(rec, time_ms, origin, &mut events);
+            if parts > 0 {
                 adjusted += 1;
                 tracing::warn!(
                     bytes = rec.len(),
-                    parts = a.parts,
+                    parts,
                     "record larger than a cloudwatch event: split"
                 );
             }
@@ -175,8 +181,12 @@ impl Sink {
     /// Sends every waiting event.
     async fn flush(&mut self) {
         self.oldest = None;
-        for req in self.batcher.take_requests() {
-            self.send(req).await;
+        let mut queue: VecDeque<Vec<Event>> = self.batcher.take_requests().into();
+        while let Some(req) = queue.pop_front() {
+            let rest = self.send(req).await;
+            if !rest.is_empty() {
+                queue.push_front(rest);
+            }
         }
     }
 
@@ -185,15 +195,19 @@ impl Sink {
         (*self.deadline.borrow()).map(|d| d.checked_sub(FALLBACK_RESERVE).unwrap_or(d))
     }
 
-    /// Sends one request until CloudWatch accepts it, or hands it to stdout.
-    async fn send(&mut self, req: Vec<Event>) {
+    /// Sends one request until CloudWatch accepts it, or hands it to stdout. Returns the events
+    /// cut off its end to keep it within a day ([`batch::cut_span`]): they go next.
+    async fn send(&mut self, mut req: Vec<Event>) -> Vec<Event> {
+        let mut rest = Vec::new();
         let mut attempt: u32 = 0;
         loop {
             if self.giving_up {
-                return self.fall_back(req, "shutdown").await;
+                self.fall_back(req, "shutdown").await;
+                return rest;
             }
             let give_up_at = self.give_up_at();
-            let call = self.try_once(&req);
+            let offset_before = self.client.clock().offset_ms();
+            let call = self.try_once(&mut req, &mut rest);
             let result = match give_up_at {
                 Some(at) => tokio::time::timeout_at(at, call)
                     .await
@@ -201,16 +215,26 @@ impl Sink {
                 None => call.await,
             };
             let err = match result {
-                Ok(put) => return self.accepted(req, put.rejected).await,
+                Ok((put, stamping)) => {
+                    self.accepted(req, put.rejected, stamping).await;
+                    return rest;
+                }
                 Err(e) => e,
             };
+            // The answer to this very call showed CloudWatch's clock elsewhere than thought.
+            let clock_moved =
+                (self.client.clock().offset_ms() - offset_before).abs() >= clock::SKEW_MIN_MS;
             let failure = &err.failure;
             if failure.code() == Some("ResourceNotFoundException") {
                 // The group or stream was deleted under us: create it again on the next try.
                 self.ensured = false;
+            } else if clock_moved && is_clock_skew(failure) {
+                // Signed with the pod's clock and refused for it ("Signature expired"): the next
+                // try is signed with CloudWatch's clock, just learned from this answer.
             } else if !is_retriable(failure) {
                 tracing::error!(error = %err.detail, events = req.len(), "cloudwatch refused a request: writing it to stdout");
-                return self.fall_back(req, "refused").await;
+                self.fall_back(req, "refused").await;
+                return rest;
             }
             let wait = backoff(attempt, fastrand::f64());
             attempt += 1;
@@ -234,21 +258,59 @@ impl Sink {
         }
     }
 
-    /// One try: make sure the stream exists, then put.
-    async fn try_once(&mut self, req: &[Event]) -> Result<client::Put, CallError> {
+    /// One try: make sure the stream exists; stamp the request with CloudWatch's clock as now
+    /// known (the calls just made may have taught it) and cut it to a day's span, the events
+    /// cut off going to the front of `rest`; then put.
+    async fn try_once(
+        &mut self,
+        req: &mut Vec<Event>,
+        rest: &mut Vec<Event>,
+    ) -> Result<(client::Put, Stamping), CallError> {
         if !self.ensured {
             self.client.ensure_stream().await?;
             self.ensured = true;
         }
-        self.client.put(req).await
+        let clock = self.client.clock();
+        let stamping = batch::stamp(req, clock.offset_ms(), clock.now_ms(), self.floor);
+        let mut cut = batch::cut_span(req);
+        if !cut.is_empty() {
+            cut.append(rest);
+            *rest = cut;
+        }
+        let put = self.client.put(req).await?;
+        Ok((put, stamping))
     }
 
     /// Settles an accepted request; events CloudWatch turned away go to stdout.
-    async fn accepted(&mut self, req: Vec<Event>, rejected: Vec<std::ops::Range<usize>>) {
+    async fn accepted(
+        &mut self,
+        req: Vec<Event>,
+        rejected: Vec<std::ops::Range<usize>>,
+        stamping: Stamping,
+    ) {
+        if stamping.moved > 0 {
+            tracing::warn!(
+                events = stamping.moved,
+                "timestamps outside cloudwatch's window (14 days back, 2 hours ahead): sent with cloudwatch's current time"
+            );
+        }
+        if stamping.held_by_ms >= STEP_BACK_WARN_MS {
+            tracing::warn!(
+                events = stamping.held,
+                by_ms = stamping.held_by_ms,
+                "clock stepped back: events sent with the stream's last timestamp to keep it in order"
+            );
+        } else if stamping.held > 0 {
+            tracing::debug!(
+                events = stamping.held,
+                by_ms = stamping.held_by_ms,
+                "events held at the stream's last timestamp"
+            );
+        }
         if rejected.is_empty() {
+            self.floor = req.last().map(|e| e.timestamp).or(self.floor);
             return self.settle(req, true);
         }
-        tracing::warn!(ranges = ?rejected, "cloudwatch rejected events (rejectedLogEventsInfo): writing them to stdout");
         let mut kept = Vec::new();
         let mut refused = Vec::new();
         for (i, e) in req.into_iter().enumerate() {
@@ -258,6 +320,12 @@ impl Sink {
                 kept.push(e);
             }
         }
+        tracing::error!(
+            ranges = ?rejected,
+            events = refused.len(),
+            "cloudwatch rejected events (rejectedLogEventsInfo: too old, too new or expired): writing them to stdout"
+        );
+        self.floor = kept.last().map(|e| e.timestamp).or(self.floor);
         self.settle(kept, true);
         self.fall_back(refused, "rejected").await;
     }
@@ -297,8 +365,11 @@ impl Sink {
     /// Counts events as done and acknowledges input batches whose events are all done.
     fn settle(&mut self, events: Vec<Event>, shipped: bool) {
         let mut records = 0;
+        let mut adjusted = 0;
         for e in events {
             records += usize::from(e.first_part);
+            // Shipped with a timestamp other than its read time: the clock offset, a step back.
+            adjusted += usize::from(shipped && e.first_part && e.timestamp != e.read_ms);
             if let Some(entry) = self.pending.get_mut(&e.origin) {
                 entry.1 -= 1;
                 if entry.1 == 0
@@ -310,6 +381,7 @@ impl Sink {
         }
         if shipped {
             Counters::add(&self.counters.cloudwatch_shipped, records);
+            Counters::add(&self.counters.cloudwatch_adjusted, adjusted);
         }
     }
 }

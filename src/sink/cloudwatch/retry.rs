@@ -29,6 +29,21 @@ const RETRIABLE_CODES: [&str; 8] = [
     "RequestTimeout",
 ];
 
+/// Error codes with which AWS refuses a request signed with a time too far from its own
+/// (SigV4: "Signature expired", "Signature not yet current"), as the AWS SDKs list them
+/// (aws-sdk-js-v3 `service-error-classification` `CLOCK_SKEW_ERROR_CODES`, smithy-rs
+/// `aws-runtime` `CLOCK_SKEW_ERROR_CODES`). The same codes also mean a wrong key or a missing
+/// permission, so they are retried only when the answer moved the clock offset (mod.rs).
+const CLOCK_SKEW_CODES: [&str; 7] = [
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "AuthFailure",
+    "RequestTimeTooSkewed",
+    "RequestExpired",
+    "RequestInTheFuture",
+    "AccessDeniedException",
+];
+
 /// What went wrong with one call, reduced to what decides a retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
@@ -121,6 +136,12 @@ pub fn is_retriable(f: &Failure) -> bool {
     }
 }
 
+/// True when CloudWatch may have refused the call because of its signing time: worth another
+/// try once the clock offset has been corrected.
+pub fn is_clock_skew(f: &Failure) -> bool {
+    f.code().is_some_and(|c| CLOCK_SKEW_CODES.contains(&c))
+}
+
 /// The wait before try number `attempt + 1` (attempt counts from 0): exponential from
 /// [`BACKOFF_BASE`] up to [`BACKOFF_MAX`], with "full jitter" (a uniform draw below that bound,
 /// <https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/>) so that many pods
@@ -171,6 +192,17 @@ mod tests {
         assert!(!is_retriable(&service(400, "AccessDeniedException")));
         assert!(!is_retriable(&service(400, "UnrecognizedClientException")));
         assert!(!is_retriable(&Failure::Construction));
+    }
+
+    #[test]
+    fn signature_time_errors_are_clock_skew_and_not_retried_by_themselves() {
+        let sig = service(403, "InvalidSignatureException");
+        assert!(is_clock_skew(&sig));
+        assert!(!is_retriable(&sig));
+        assert!(is_clock_skew(&service(403, "AccessDeniedException")));
+        assert!(!is_clock_skew(&service(400, "ThrottlingException")));
+        assert!(!is_clock_skew(&service(400, "InvalidParameterException")));
+        assert!(!is_clock_skew(&Failure::Timeout));
     }
 
     #[test]
