@@ -462,7 +462,7 @@ fn an_oversize_record_is_split_into_events_not_dropped() {
 }
 
 #[test]
-fn out_of_order_timestamps_from_several_inputs_are_sorted_per_request() {
+fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto, 0);
     let dir = tempfile::tempdir().unwrap();

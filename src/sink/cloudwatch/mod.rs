@@ -8,8 +8,8 @@
 //! stdout as ordinary records, where the platform's log router still picks it up.
 //!
 //! Delivery is at least once: a call cut off at the deadline that CloudWatch in fact accepted
-//! is written to stdout too, and a call whose answer is lost is sent again. Timestamps are CloudWatch's clock ([`clock`]) and never go down
-//! within the stream ([`batch::stamp`]).
+//! is written to stdout too, and a call whose answer is lost is sent again. Timestamps are
+//! CloudWatch's clock ([`clock`]) and never go down within the stream ([`batch::stamp`]).
 //!
 //! [`emf`] adds Embedded Metric Format to the `hooks.summary` record.
 
