@@ -259,6 +259,15 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     std::fs::File::open(&path)
         .with_context(|| format!("--file {}: cannot read", path.display()))?;
     let cp = crate::source::checkpoint::path_for(&path);
+    if let Some(dir) = cp.parent() {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "--file {}: cannot create its checkpoint folder {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
+    }
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)

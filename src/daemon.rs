@@ -31,7 +31,7 @@ use crate::framing::{Frame, FrameEnd};
 use crate::lifecycle::peers::{Peers, summary_members};
 use crate::record::{Encoder, Enrichment};
 use crate::sink::{self, Counters};
-use crate::source::checkpoint::{self, Checkpoint};
+use crate::source::checkpoint::Checkpoint;
 use crate::source::file::FileSource;
 use crate::source::{Activity, SourceContext, socket};
 
@@ -116,7 +116,7 @@ pub async fn run(
     let mut checkpoints = Vec::new();
     let mut stops = Vec::new();
     for path in &cfg.files {
-        let cp = Arc::new(Checkpoint::new(checkpoint::path_for(path)));
+        let cp = Arc::new(Checkpoint::for_input(path));
         checkpoints.push(cp.clone());
         let (src, stop) = FileSource::new(path.clone(), cp, ctx.clone(), cfg.rotate_wait);
         stops.push(stop);

@@ -302,11 +302,13 @@ fn logged_number(d: &Daemon, line: &str, key: &str) -> i64 {
     found[at..at + digits].parse().unwrap()
 }
 
-/// The committed offset in a file's checkpoint (`.NAME.hooklog-offset` beside it).
+/// The committed offset in a file's checkpoint (`.hooklog/NAME.offset` beside it).
 fn checkpoint_offset(file: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     let name = file.file_name().unwrap().to_str().unwrap();
-    let cp = file.with_file_name(format!(".{name}.hooklog-offset"));
+    let cp = file
+        .with_file_name(".hooklog")
+        .join(format!("{name}.offset"));
     let text = std::fs::read_to_string(cp).ok()?;
     // One `dev ino offset fingerprint-len fingerprint-crc born` line per file being read.
     let ino = std::fs::metadata(file).ok()?.ino().to_string();

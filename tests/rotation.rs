@@ -290,7 +290,7 @@ fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
         // A filesystem that does not reuse inodes soon: name the new file's inode in the
         // checkpoint instead, which is what hooklog sees after a reuse.
         std::fs::write(&file, "").unwrap();
-        let cp = dir.path().join(".prestop.log.hooklog-offset");
+        let cp = dir.path().join(".hooklog/prestop.log.offset");
         let text = std::fs::read_to_string(&cp).unwrap();
         let new_ino = std::fs::metadata(&file).unwrap().ino();
         std::fs::write(
@@ -429,7 +429,7 @@ fn sigkill_repeats_at_most_one_batch() {
     let mut worst = 0;
     for (round, kill_after) in [7_000, 41_000, 90_000].into_iter().enumerate() {
         // Each round starts over: a fresh checkpoint, the same backlog.
-        let _ = std::fs::remove_file(dir.path().join(".prestop.log.hooklog-offset"));
+        let _ = std::fs::remove_file(dir.path().join(".hooklog/prestop.log.offset"));
         let repeated = repeated_after_sigkill(&file, kill_after, total);
         eprintln!("round {round}: killed after {kill_after} lines, {repeated} bytes repeated");
         worst = worst.max(repeated);
@@ -496,4 +496,35 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
         seen.extend(lines(&d));
         want.iter().all(|w| seen.contains(w))
     });
+}
+
+/// The checkpoint moved into `.hooklog/` (its writes raised inotify events in the watched
+/// folder); an upgraded hooklog resumes from the one an older version left beside the file.
+#[test]
+fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    sh(
+        dir.path(),
+        "for i in $(seq 1 10); do echo \"line $i\"; done > prestop.log",
+    );
+    let m = std::fs::metadata(&file).unwrap();
+    let delivered = "line 1\nline 2\nline 3\nline 4\nline 5\n".len();
+    let legacy = dir.path().join(".prestop.log.hooklog-offset");
+    std::fs::write(
+        &legacy,
+        format!(
+            r#"{{"dev":{},"ino":{},"offset":{delivered}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "the rest of the file", || d.stdout.len() >= 5);
+    let d = stop(d);
+    let want: Vec<String> = (6..=10).map(|i| format!("line {i}")).collect();
+    assert_eq!(lines(&d), want);
+    assert!(!legacy.exists(), "the old checkpoint is removed");
+    assert!(dir.path().join(".hooklog/prestop.log.offset").exists());
 }
