@@ -233,9 +233,10 @@ class Env:
 
     def spawn(self, tool: Tool, path: Path, sock: Path | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
         if tool.key == "hooklog":
-            # Each run starts from the file's beginning, not from the last run's checkpoint.
-            cp = path.with_name(f".{path.name}.hooklog-offset")
-            cp.unlink(missing_ok=True)
+            # Each run starts from the file's beginning, not from the last run's checkpoint
+            # (where this hooklog keeps it, and where older ones did, for A/B runs).
+            for cp in (path.with_name(".hooklog") / f"{path.name}.offset", path.with_name(f".{path.name}.hooklog-offset")):
+                cp.unlink(missing_ok=True)
             if sock is not None:
                 sock.unlink(missing_ok=True)
         self.stderr.write(f"--- {tool.key}: {path}\n".encode())
