@@ -126,7 +126,7 @@ impl Position {
 pub struct Checkpoint {
     /// The checkpoint file.
     path: PathBuf,
-    /// Where an older hooklog kept it: read when `path` does not exist yet, removed once the
+    /// Where an older hooklog kept it: read while `path` holds nothing yet, removed once the
     /// new one is written.
     legacy: Option<PathBuf>,
     /// What was delivered, and the open checkpoint file.
@@ -153,8 +153,8 @@ struct State {
 
 /// The folder beside a followed file that holds its checkpoint. Not the followed folder itself:
 /// the file source watches that one with inotify, which would report every checkpoint write (one
-/// per delivered batch) back to hooklog's watcher thread: about 10 % more CPU per line in
-/// bench/run.py's throughput case, measured A/B. inotify on a folder does not report what
+/// per delivered batch) back to hooklog's watcher thread: about 10 % more CPU per line on a
+/// pre-written file, measured A/B (README, Performance). inotify on a folder does not report what
 /// happens inside its subfolders.
 pub const DIR: &str = ".hooklog";
 
