@@ -310,6 +310,40 @@ fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
     assert_eq!(lines(&d), want, "inode reused: {reused}");
 }
 
+/// hooklog following `file` with its stdout into a pipe nobody reads yet (a stalled log router):
+/// what it reads stays queued, undelivered.
+fn stalled(file: &Path) -> (std::process::Child, std::process::ChildStdout) {
+    let mut child = crate::util::hooklog()
+        .args(["run", "--file", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    (child, stdout)
+}
+
+/// SIGKILLs a `stalled` hooklog; returns the messages it delivered (whatever is in the pipe).
+fn kill_stalled(mut child: std::process::Child, stdout: std::process::ChildStdout) -> Vec<String> {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        // A record cut by the kill is not JSON: it was not delivered whole.
+        .filter_map(|l| serde_json::from_str::<Value>(&l.unwrap()).ok())
+        .filter_map(|v| v["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Restarts hooklog on `file` and waits until `first` and what it writes hold every one of `want`.
+fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
+    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    d.expect(T, "every line, across both runs", || {
+        let mut seen: std::collections::HashSet<String> = first.iter().cloned().collect();
+        seen.extend(lines(&d));
+        want.iter().all(|w| seen.contains(w))
+    });
+}
+
 /// Found in review: the new file's position reached the checkpoint while the old file's batches
 /// were still queued, so a SIGKILL lost them.
 #[test]
@@ -317,14 +351,7 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
     std::fs::write(&file, "").unwrap();
-    // stdout into a pipe nobody reads yet.
-    let mut child = crate::util::hooklog()
-        .args(["run", "--file", file.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let (child, stdout) = stalled(&file);
     let pad = "x".repeat(200);
     sh(
         dir.path(),
@@ -338,21 +365,9 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
         "mv prestop.log prestop.log.1; touch prestop.log",
     );
     std::thread::sleep(Duration::from_millis(1500)); // Past the old 1 s checkpoint save.
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // What the first run delivered: whatever is in the pipe.
-    let first: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        // A record cut by the kill is not JSON: it was not delivered whole.
-        .filter_map(|l| serde_json::from_str::<Value>(&l.unwrap()).ok())
-        .filter_map(|v| v["message"].as_str().map(str::to_string))
-        .collect();
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let first = kill_stalled(child, stdout);
     let want: Vec<String> = (0..5000).map(|i| format!("old {i} {pad}")).collect();
-    d.expect(T, "the old file's lines", || {
-        let mut seen: std::collections::HashSet<String> = first.iter().cloned().collect();
-        seen.extend(lines(&d));
-        want.iter().all(|w| seen.contains(w))
-    });
+    restart_delivers_the_rest(&file, &first, &want);
 }
 
 /// Kills hooklog while it catches up on a backlog, restarts it, and returns the bytes of output
@@ -449,15 +464,8 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
     std::fs::write(&file, "").unwrap();
-    let mut child = crate::util::hooklog()
-        .args(["run", "--file", file.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // stdout into a pipe nobody reads: what hooklog reads stays queued, undelivered. The old
-    // file (300 KB) fits in its queues, so it goes on to the path's next file.
-    let stdout = child.stdout.take().unwrap();
+    // The old file (300 KB) fits in the queues, so hooklog goes on to the path's next file.
+    let (child, stdout) = stalled(&file);
     crate::util::wait_open(child.id(), &file, T);
     let pad = "x".repeat(200);
     let mut want = Vec::new();
@@ -479,23 +487,13 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
         }
     }
     crate::util::wait_open(child.id(), &file, T);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let first: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        .filter_map(|l| serde_json::from_str::<Value>(&l.unwrap()).ok())
-        .filter_map(|v| v["message"].as_str().map(str::to_string))
-        .collect();
+    let first = kill_stalled(child, stdout);
     // While hooklog is down, the file it had just opened is rotated too.
     sh(
         dir.path(),
         "mv prestop.log prestop.log.2; touch prestop.log",
     );
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "every line of both rotated files", || {
-        let mut seen: std::collections::HashSet<String> = first.iter().cloned().collect();
-        seen.extend(lines(&d));
-        want.iter().all(|w| seen.contains(w))
-    });
+    restart_delivers_the_rest(&file, &first, &want);
 }
 
 /// The checkpoint moved into `.hooklog/` (its writes raised inotify events in the watched

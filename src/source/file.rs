@@ -198,8 +198,9 @@ impl FileSource {
                 if stopping {
                     set_limit(&mut t);
                 }
-                // Name it in the checkpoint now, beside the delivered positions: if it is
-                // rotated while hooklog is down, the next run must know it.
+                // Name it in the checkpoint at the position reading starts from, beside the
+                // delivered positions: if it is rotated while hooklog is down, the next run must
+                // know it (`open` named a new file before opening it).
                 self.checkpoint.announce(files.seq, position(&t));
                 files.list.push(t);
                 files.followed = true;
@@ -365,11 +366,36 @@ impl FileSource {
     ) -> anyhow::Result<Option<Tracked>> {
         // Anything but a regular file (a folder put in its place, a FIFO whose open would block)
         // is waited out like a missing file, and so is a file hooklog may not open just now.
-        match std::fs::metadata(&self.path) {
+        let before = match std::fs::metadata(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Ok(self.unusable(&e.to_string())),
             Ok(m) if !m.is_file() => return Ok(self.unusable("not a regular file")),
-            Ok(_) => {}
+            Ok(m) => m,
+        };
+        // Name a new file in the checkpoint before opening it, so that no moment exists when
+        // hooklog has it open and a SIGKILL leaves a checkpoint that does not know it (it could
+        // then be rotated away before the next start). A file already being read, or one the
+        // saved checkpoint names, keeps its position; `run` names the opened file again with
+        // the position reading starts from.
+        let known = files
+            .list
+            .iter()
+            .any(|t| (t.dev, t.ino) == (before.dev(), before.ino()))
+            || saved
+                .unwrap_or_default()
+                .iter()
+                .any(|p| p.same_file(&before) != Some(false));
+        if !known {
+            self.checkpoint.announce(
+                files.seq,
+                Position {
+                    dev: before.dev(),
+                    ino: before.ino(),
+                    offset: 0,
+                    fingerprint: Some(Fingerprint::EMPTY),
+                    born: checkpoint::birth(&before),
+                },
+            );
         }
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
