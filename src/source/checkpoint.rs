@@ -7,7 +7,7 @@
 //! enough for a SIGKILL to repeat at most the batch that was being delivered. An idle source
 //! delivers nothing and so writes nothing.
 //!
-//! A file is named in the checkpoint the moment it is opened (`announce`), not only once a batch
+//! A file is named in the checkpoint as it is opened (`announce`), not only once a batch
 //! read after it is delivered: a file opened while older batches are still queued, then rotated
 //! while hooklog is down, would otherwise be unknown to the next run, and its lines lost.
 //!
