@@ -273,8 +273,8 @@ fn sigterm_in_the_first_milliseconds_still_ends_with_a_summary() {
         // Before `main` runs, nothing in a process can catch a signal (the loader's and std's
         // start-up: a few hundred µs for this debug binary on a loaded machine, less for the
         // static one). From its first instruction hooklog holds SIGTERM: wait for that (or the
-        // handler that follows it), then
-        // signal at once or a little later, into configuration, binding and start-up.
+        // handler that follows it), then signal at once or a little later, into configuration,
+        // binding and start-up.
         let held = wait_until_spin(Duration::from_secs(5), || sigterm_held(child.id()));
         assert!(held, "run {i}: SIGTERM never held");
         std::thread::sleep(Duration::from_micros(100 * i));
