@@ -184,8 +184,9 @@ fn run_until(file: &Path, n: usize) -> Vec<String> {
     lines(&stop(d))
 }
 
-#[test]
-fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_start() {
+/// A folder whose `prestop.log` holds ten lines `old N` that a hooklog run delivered and
+/// checkpointed before it stopped.
+fn ten_lines_delivered() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
     sh(
@@ -193,6 +194,12 @@ fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_sta
         "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
     );
     assert_eq!(run_until(&file, 10).len(), 10);
+    (dir, file)
+}
+
+#[test]
+fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_start() {
+    let (dir, file) = ten_lines_delivered();
     // Same inode, truncated and refilled well past the old offset.
     sh(
         dir.path(),
@@ -241,13 +248,7 @@ fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start()
 /// got the freed inode, and its lines were never read. Its birth time says it is the same file.
 #[test]
 fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    sh(
-        dir.path(),
-        "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
-    );
-    assert_eq!(run_until(&file, 10).len(), 10);
+    let (dir, file) = ten_lines_delivered();
     sh(
         dir.path(),
         "for i in $(seq 1 40); do echo \"refill $i\"; done > prestop.log; \

@@ -478,24 +478,27 @@ mod tests {
         }
     }
 
+    /// A position with every number at its widest (file `i`): the longest line of the record.
+    fn widest(i: u64) -> Position {
+        Position {
+            dev: u64::MAX,
+            ino: u64::MAX - i,
+            offset: u64::MAX,
+            fingerprint: Some(Fingerprint {
+                len: FINGERPRINT_BYTES as u32,
+                crc: u32::MAX,
+            }),
+            born: Some(u64::MAX),
+        }
+    }
+
     #[test]
     fn commits_in_place_and_loads() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Checkpoint::for_input(&dir.path().join("prestop.log"));
         assert_eq!(cp.path(), dir.path().join(".hooklog/prestop.log.offset"));
         assert_eq!(cp.load(), vec![]);
-        let all: Arc<[Position]> = (0..MAX_FILES as u64)
-            .map(|i| Position {
-                dev: u64::MAX,
-                ino: u64::MAX - i,
-                offset: u64::MAX,
-                fingerprint: Some(Fingerprint {
-                    len: FINGERPRINT_BYTES as u32,
-                    crc: u32::MAX,
-                }),
-                born: Some(u64::MAX),
-            })
-            .collect();
+        let all: Arc<[Position]> = (0..MAX_FILES as u64).map(widest).collect();
         cp.commit(1, &all);
         assert_eq!(
             std::fs::metadata(cp.path()).unwrap().len(),
@@ -556,16 +559,6 @@ mod tests {
     fn the_record_holds_what_fits_and_stays_readable() {
         let dir = tempfile::tempdir().unwrap();
         let cp = Checkpoint::new(dir.path().join("cp"));
-        let widest = |i: u64| Position {
-            dev: u64::MAX,
-            ino: u64::MAX - i,
-            offset: u64::MAX,
-            fingerprint: Some(Fingerprint {
-                len: FINGERPRINT_BYTES as u32,
-                crc: u32::MAX,
-            }),
-            born: Some(u64::MAX),
-        };
         let many: Arc<[Position]> = (0..25).map(widest).collect();
         cp.commit(1, &many);
         let back = Checkpoint::new(cp.path().to_path_buf()).load();
