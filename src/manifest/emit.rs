@@ -1,6 +1,6 @@
 //! Writing value trees back as YAML that means the same to every reader. kubectl and Helm read
 //! YAML 1.1 (`yes`, `on`, `off`, `y`, `12:30`, `1_000` are booleans and numbers there) while
-//! serde_norway writes YAML 1.2 and leaves those strings bare; so strings are written bare only
+//! YAML 1.2 writers leave those strings bare; so strings are written bare only
 //! when no YAML version can read them as anything else, and quoted otherwise.
 
 use serde_json::{Map, Value};
@@ -33,12 +33,13 @@ pub fn plain_safe(s: &str) -> bool {
     let start_ok = match chars.next() {
         Some(c) if c.is_ascii_alphabetic() || c == '/' || c == '_' => true,
         Some('-') => matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '-'),
-        // A digit first: no number, timestamp or sexagesimal holds a `/`, nor a letter other
-        // than those of exponents, radix prefixes and timestamps (`10m`, `64Mi`, `7s` are safe).
+        // A digit first: only digits and letters, with a letter no number has (`10m`, `64Mi`,
+        // `7s`); anything with `-`, `:`, `.` or `_` may be a timestamp (`2024-01-01T10:00:00Z`
+        // is a datetime to YAML 1.1 tools), a float or a sexagesimal.
         Some(c) if c.is_ascii_digit() => {
-            s.contains('/')
-                || s.chars()
-                    .any(|c| c.is_ascii_alphabetic() && !"eExXoObBtT".contains(c))
+            s.chars().all(|c| c.is_ascii_alphanumeric())
+                && s.chars()
+                    .any(|c| c.is_ascii_alphabetic() && !"eExXoObB".contains(c))
         }
         _ => false,
     };
@@ -50,15 +51,41 @@ pub fn plain_safe(s: &str) -> bool {
 }
 
 /// Bare when safe; single-quoted (only `'` is escaped, as `''`) when it holds no control
-/// characters; double-quoted with JSON escapes otherwise.
-fn string(s: &str) -> String {
+/// characters; double-quoted otherwise.
+pub fn string(s: &str) -> String {
     if plain_safe(s) {
         s.to_string()
-    } else if !s.chars().any(char::is_control) {
+    } else if !s.chars().any(needs_escape) {
         format!("'{}'", s.replace('\'', "''"))
     } else {
-        serde_json::to_string(s).expect("a string always serialises")
+        double_quoted(s)
     }
+}
+
+/// Characters YAML does not allow written as they are (C0 and C1 controls, DEL, the byte order
+/// mark, the non-characters U+FFFE and U+FFFF): a quoted string escapes them.
+fn needs_escape(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+}
+
+/// A double-quoted string, as JSON and YAML both read it: `"`, `\\` and every character of
+/// [`needs_escape`] escaped, everything else as it is.
+pub fn double_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// A scalar or an empty collection, on one line.
@@ -135,13 +162,15 @@ fn sequence(items: &[Value], level: usize, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Deserialize;
     use serde_json::json;
 
     fn round_trip(v: &Value) -> Value {
         let yaml = to_yaml(v);
-        Value::deserialize(serde_norway::Deserializer::from_str(&yaml))
-            .unwrap_or_else(|e| panic!("{e}:\n{yaml}"))
+        let docs = crate::manifest::tree::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}:\n{yaml}"));
+        docs.into_iter()
+            .next()
+            .map(|d| d.value)
+            .unwrap_or(Value::Null)
     }
 
     #[test]

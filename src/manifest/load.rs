@@ -4,8 +4,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
+
+use super::tree;
 
 /// Extensions of the files a folder contributes (other files in it are skipped).
 const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
@@ -25,20 +26,6 @@ pub enum LoadError {
         column: usize,
         why: String,
     },
-    #[error("{file}:{line}:{column}: not valid JSON: {why}")]
-    Json {
-        file: String,
-        line: usize,
-        column: usize,
-        why: String,
-    },
-    #[error("{file}:{line}: document {index} is not a Kubernetes object (a mapping): {found}")]
-    NotObject {
-        file: String,
-        line: usize,
-        index: usize,
-        found: &'static str,
-    },
 }
 
 /// One input: a file, or stdin (`-`).
@@ -49,6 +36,8 @@ pub struct Source {
     /// The whole text, for finding the line of a container.
     pub text: String,
     pub documents: Vec<Document>,
+    /// What was left out, one line each, for stderr.
+    pub notes: Vec<String>,
 }
 
 /// One YAML or JSON document.
@@ -59,6 +48,8 @@ pub struct Document {
     /// 1-based line after its last line (the next document's separator or the end).
     pub end_line: usize,
     pub value: Value,
+    /// Where each part of it is in the text.
+    pub node: tree::Node,
 }
 
 impl Source {
@@ -77,6 +68,13 @@ impl Source {
             .take(doc.end_line.saturating_sub(from))
             .find(|(_, l)| l.trim_end().trim_end_matches(',').ends_with(needle))
             .map(|(i, _)| i + 1)
+    }
+}
+
+impl Document {
+    /// The 1-based line of the node at a JSON pointer into this document, if the text has it.
+    pub fn line_of(&self, pointer: &str) -> Option<usize> {
+        self.node.at(pointer).map(|n| n.line)
     }
 }
 
@@ -149,143 +147,63 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 /// Parses one input's text: JSON when it starts with `{` or `[`, YAML otherwise.
+/// Reads one input's documents. JSON is read as the YAML it is (a flow-style YAML file that
+/// starts with `{` is no JSON error); a JSON file whose top level is a sequence contributes each
+/// of its items, as `kubectl` reads `[ {...}, {...} ]`. A document that is not a mapping (a
+/// kustomize JSON 6902 patch is a list) is left out with a note, and the rest is still read.
 pub fn parse(name: &str, text: String) -> Result<Source, LoadError> {
-    let trimmed = text.trim_start();
-    let values: Vec<(usize, usize, Value)> = if trimmed.starts_with('{') || trimmed.starts_with('[')
-    {
-        parse_json(name, &text)?
-    } else {
-        parse_yaml(name, &text)?
-    };
+    let docs = tree::parse(&text).map_err(|e| LoadError::Yaml {
+        file: name.to_string(),
+        line: e.line,
+        column: e.column,
+        why: e.why,
+    })?;
     let mut documents = Vec::new();
-    for (index, (line, end_line, value)) in values.into_iter().enumerate() {
-        let found = match &value {
-            Value::Object(_) => {
+    let mut notes = Vec::new();
+    for (index, doc) in docs.into_iter().enumerate() {
+        let line = doc.node.line;
+        let end_line = doc.end_line;
+        let found = match (doc.value, doc.node) {
+            (Value::Object(map), node) => {
                 documents.push(Document {
                     line,
                     end_line,
-                    value,
+                    value: Value::Object(map),
+                    node,
                 });
                 continue;
             }
-            // An empty document (`---` twice, or only comments) holds nothing to check.
-            Value::Null => continue,
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "a sequence",
+            (Value::Null, _) => continue,
+            (Value::Array(items), node) if node.is_flow() && items.iter().all(Value::is_object) => {
+                let tree::Kind::Seq { items: nodes, .. } = node.kind else {
+                    unreachable!("a sequence value is read from a sequence node")
+                };
+                for (value, node) in items.into_iter().zip(nodes) {
+                    documents.push(Document {
+                        line: node.line,
+                        end_line,
+                        value,
+                        node,
+                    });
+                }
+                continue;
+            }
+            (Value::Bool(_), _) => "a boolean",
+            (Value::Number(_), _) => "a number",
+            (Value::String(_), _) => "a string",
+            (Value::Array(_), _) => "a sequence",
         };
-        return Err(LoadError::NotObject {
-            file: name.to_string(),
-            line,
-            index: index + 1,
-            found,
-        });
+        notes.push(format!(
+            "{name}:{line}: document {} is not a Kubernetes object (it is {found}), left as it is",
+            index + 1
+        ));
     }
     Ok(Source {
         name: name.to_string(),
         text,
         documents,
+        notes,
     })
-}
-
-fn parse_json(name: &str, text: &str) -> Result<Vec<(usize, usize, Value)>, LoadError> {
-    let mut out = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    let mut start = 0;
-    loop {
-        match stream.next() {
-            None => break,
-            Some(Ok(v)) => {
-                let end = stream.byte_offset();
-                let line = line_of(text, start);
-                // A top-level JSON array is a list of objects, as `[{...}, {...}]`.
-                match v {
-                    Value::Array(items) => {
-                        out.extend(items.into_iter().map(|i| (line, line_of(text, end) + 1, i)))
-                    }
-                    v => out.push((line, line_of(text, end) + 1, v)),
-                }
-                start = end;
-            }
-            Some(Err(e)) => {
-                return Err(LoadError::Json {
-                    file: name.to_string(),
-                    line: e.line(),
-                    column: e.column(),
-                    why: strip_position(&e.to_string()),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// 1-based line of a byte offset, counting the first non-blank line at or after it.
-fn line_of(text: &str, offset: usize) -> usize {
-    let skip = text[offset..].len() - text[offset..].trim_start().len();
-    text[..offset + skip].matches('\n').count() + 1
-}
-
-fn parse_yaml(name: &str, text: &str) -> Result<Vec<(usize, usize, Value)>, LoadError> {
-    let starts = document_starts(text);
-    let total_lines = text.lines().count() + 1;
-    let mut out = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let error = |e: &dyn std::fmt::Display, at: Option<serde_norway::Location>| {
-            let (line, column) = at
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((starts.get(i).copied().unwrap_or(1), 1));
-            LoadError::Yaml {
-                file: name.to_string(),
-                line,
-                column,
-                why: strip_position(&e.to_string()),
-            }
-        };
-        // Merge keys (`<<: *defaults`) are resolved, as kubectl does, before the tree is kept.
-        let mut yaml =
-            serde_norway::Value::deserialize(doc).map_err(|e| error(&e, e.location()))?;
-        yaml.apply_merge().map_err(|e| error(&e, e.location()))?;
-        let value = serde_json::to_value(yaml).map_err(|e| error(&e, None))?;
-        let line = starts.get(i).copied().unwrap_or(1);
-        let end = starts
-            .get(i + 1)
-            .map(|n| n.saturating_sub(1))
-            .unwrap_or(total_lines);
-        out.push((line, end, value));
-    }
-    Ok(out)
-}
-
-/// First line of each YAML document: line 1, and the line after each `---` separator (one at
-/// the very top does not start a second document). Separators inside block scalars are not
-/// told apart: the lines only place findings, never what is read.
-fn document_starts(text: &str) -> Vec<usize> {
-    let mut starts = vec![1];
-    let mut seen_content = false;
-    for (i, l) in text.lines().enumerate() {
-        let is_sep = l == "---" || l.starts_with("--- ") || l.starts_with("---\t");
-        if is_sep {
-            if seen_content {
-                starts.push(i + 2);
-            } else if let Some(first) = starts.last_mut() {
-                *first = i + 2;
-            }
-            seen_content = false;
-        } else if !l.trim().is_empty() && !l.trim_start().starts_with('#') {
-            seen_content = true;
-        }
-    }
-    starts
-}
-
-/// serde's messages end with " at line L column C"; the error already says where.
-fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -315,10 +233,16 @@ mod tests {
 
     #[test]
     fn json_stream_and_array() {
-        let s = parse("f.json", "{\"kind\":\"A\"}\n[{\"kind\":\"B\"}]".to_string()).unwrap();
+        let s = parse(
+            "f.json",
+            "[{\"kind\":\"A\"},\n {\"kind\":\"B\"}]".to_string(),
+        )
+        .unwrap();
         assert_eq!(s.documents.len(), 2);
+        assert_eq!(s.documents[1].line, 2);
         let e = parse("f.json", "{\"kind\":\n".to_string()).unwrap_err();
         assert!(e.to_string().starts_with("f.json:2:"), "{e}");
+        assert!(e.to_string().contains("not valid YAML"), "{e}");
     }
 
     #[test]
@@ -343,7 +267,29 @@ mod tests {
     }
 
     #[test]
-    fn scalar_document_is_an_error() {
-        assert!(parse("f", "just text\n".to_string()).is_err());
+    fn a_document_that_is_no_object_is_left_out_with_a_note() {
+        let s = parse(
+            "f",
+            "just text\n---\n- op: add\n  path: /x\n---\nkind: Pod\n".to_string(),
+        )
+        .unwrap();
+        assert_eq!(s.documents.len(), 1);
+        assert_eq!(s.documents[0].line, 6);
+        assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
+        assert!(
+            s.notes[1].starts_with("f:3: document 2 is not a Kubernetes object (it is a sequence)"),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    #[test]
+    fn flow_yaml_that_looks_like_json_is_yaml() {
+        let s = parse(
+            "f.yaml",
+            "{kind: Pod, metadata: {name: p}, spec: {containers: []}} # flow\n".to_string(),
+        )
+        .unwrap();
+        assert_eq!(s.documents[0].value["metadata"]["name"], "p");
     }
 }

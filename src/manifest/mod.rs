@@ -5,7 +5,9 @@
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
 //! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions,
-//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+//! [`tree`] reads YAML as Kubernetes does, with every node's place in the text, [`splice`]
+//! writes a change back into that text, [`emit`] YAML that YAML 1.1 readers (kubectl, Helm)
+//! read the same.
 
 pub mod budget;
 pub mod check;
@@ -15,6 +17,8 @@ pub mod inject;
 pub mod load;
 pub mod podspec;
 pub mod report;
+pub mod splice;
+pub mod tree;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -67,6 +71,9 @@ pub fn check_command(args: CheckArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    for note in sources.iter().flat_map(|s| &s.notes) {
+        eprintln!("{note}");
+    }
     let templates: usize = sources
         .iter()
         .flat_map(|s| &s.documents)
@@ -119,8 +126,9 @@ pub fn uninject_command(paths: &[PathBuf]) -> u8 {
     transform(paths, inject::uninject)
 }
 
-/// Loads every input, applies `f` to each document, writes all of them as YAML to stdout and
-/// the report to stderr. Nothing is written when any input or document fails.
+/// Loads every input, applies `f` to each document, writes every input back to stdout with
+/// only the changed parts rewritten ([`splice`]), and the report to stderr. Nothing is written
+/// when any input or document fails.
 fn transform(
     paths: &[PathBuf],
     mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
@@ -135,19 +143,43 @@ fn transform(
     let mut out = String::new();
     let mut report = Vec::new();
     for source in sources {
-        for mut doc in source.documents {
-            match f(&mut doc.value) {
+        report.extend(source.notes.iter().cloned());
+        let mut changed = Vec::new();
+        for doc in &source.documents {
+            let mut value = doc.value.clone();
+            match f(&mut value) {
                 Ok(lines) => report.extend(lines),
                 Err(e) => {
                     eprintln!("hooklog: {}:{}: {e}", source.name, doc.line);
                     return EXIT_USAGE;
                 }
             }
-            if !out.is_empty() {
+            changed.push(value);
+        }
+        let text = match rewrite(&source, &changed) {
+            Ok(text) => text,
+            Err(why) => {
+                // Meaning first: the whole input written anew, and said so.
+                report.push(format!(
+                    "hooklog: {}: could not edit in place ({why}); written anew, comments and layout not kept",
+                    source.name
+                ));
+                changed
+                    .iter()
+                    .map(emit::to_yaml)
+                    .collect::<Vec<_>>()
+                    .join("---\n")
+            }
+        };
+        if !out.is_empty() {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            if !text.starts_with("---") {
                 out.push_str("---\n");
             }
-            out.push_str(&emit::to_yaml(&doc.value));
         }
+        out.push_str(&text);
     }
     if let Err(e) = write_stdout(&out) {
         eprintln!("hooklog: cannot write the manifests: {e}");
@@ -157,4 +189,28 @@ fn transform(
         eprintln!("{line}");
     }
     0
+}
+
+/// `source`'s text with each document changed to `values` (in order), read back to check that
+/// it holds exactly those values.
+fn rewrite(source: &load::Source, values: &[serde_json::Value]) -> Result<String, String> {
+    let mut edits = Vec::new();
+    for (doc, new) in source.documents.iter().zip(values) {
+        edits.extend(
+            splice::edits(&source.text, &doc.node, &doc.value, new)
+                .map_err(|e| format!("document at line {}: {e}", doc.line))?,
+        );
+    }
+    if edits.is_empty() {
+        return Ok(source.text.clone());
+    }
+    let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
+    let back = load::parse(&source.name, text.clone())
+        .map_err(|e| format!("the edit does not read back: {e}"))?;
+    let read: Vec<&serde_json::Value> = back.documents.iter().map(|d| &d.value).collect();
+    let want: Vec<&serde_json::Value> = values.iter().collect();
+    if read != want {
+        return Err("the edit reads back as something else".into());
+    }
+    Ok(text)
 }

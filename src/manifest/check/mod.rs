@@ -150,25 +150,7 @@ impl Sink<'_> {
         message: String,
         fix: impl Into<String>,
     ) {
-        let line = container
-            .and_then(|c| {
-                [
-                    format!("- name: {c}"),
-                    format!("- name: \"{c}\""),
-                    format!("\"name\": \"{c}\""),
-                    format!("name: {c}"),
-                ]
-                .iter()
-                .find_map(|needle| {
-                    let from = self
-                        .source
-                        .find_line(self.doc, "ontainers:")
-                        .or_else(|| self.source.find_line(self.doc, "ontainers\": ["))
-                        .unwrap_or(self.doc.line);
-                    self.source.find_line_from(self.doc, from, needle)
-                })
-            })
-            .unwrap_or(self.doc.line);
+        let line = self.doc.node.line_at(&path_to_pointer(path));
         self.findings.push(Finding {
             severity,
             rule: rule.id,
@@ -181,6 +163,23 @@ impl Sink<'_> {
             fix: fix.into(),
         });
     }
+}
+
+/// A finding's path (`spec.template.spec.containers[0].lifecycle`) as a JSON pointer.
+fn path_to_pointer(path: &str) -> String {
+    let mut out = String::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(key) = pieces.next().filter(|k| !k.is_empty()) {
+            out.push('/');
+            out.push_str(&key.replace('~', "~0").replace('/', "~1"));
+        }
+        for index in pieces {
+            out.push('/');
+            out.push_str(index.trim_end_matches(']'));
+        }
+    }
+    out
 }
 
 /// Checks every pod template of every source. Objects that are not pod templates pass silently.

@@ -1,0 +1,944 @@
+//! Writing a changed document back into the text it was read from: only what changed is
+//! rewritten, and every other byte (comments, quoting, block scalars, key order, flow style,
+//! document separators) stays as the user wrote it.
+//!
+//! kustomize's kyaml keeps comments by editing the node tree it parsed; no maintained Rust YAML
+//! crate keeps comments and layout through an edit (saphyr and serde_norway drop them), so this
+//! module compares the document's value before and after the edit and splices text at the spans
+//! [`super::tree`] recorded. New text follows the document's own indentation. The edits are
+//! chosen so that undoing a change undoes its text: an inserted item is removed with exactly the
+//! bytes it added, which is what makes `uninject(inject(x)) == x` byte for byte. Callers read
+//! the result back and compare values ([`super::load`]), so a splice that would change meaning
+//! (an edit inside an anchor an alias repeats) is caught, never written.
+
+use serde_json::{Map, Value};
+
+use super::emit;
+use super::tree::{Entry, Kind, Node, Style};
+
+/// Sequences longer than this are aligned by their common ends only (the full alignment is
+/// quadratic); no pod spec comes near it.
+const MAX_ALIGN: usize = 2_000;
+
+/// Replace `start..end` of the text with `text` (an insertion when they are equal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+}
+
+/// Why a change cannot be written into the text in place.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {why}")]
+pub struct SpliceError {
+    pub line: usize,
+    pub why: String,
+}
+
+/// How this document indents, to write new text the same way.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Spaces a nested mapping is indented by.
+    indent: usize,
+    /// A sequence under a key starts at the key's own column (`containers:\n- name: a`), as
+    /// kubectl writes it, rather than indented.
+    indentless: bool,
+}
+
+struct Splicer<'a> {
+    text: &'a str,
+    layout: Layout,
+    edits: Vec<Edit>,
+}
+
+/// Where a node sits: what precedes it decides how a replacement is written.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// The document's root.
+    Root,
+    /// A block mapping's value, the key at `key_col`, its `:` ending at `after_colon`.
+    BlockValue { key_col: usize, after_colon: usize },
+    /// A block sequence's item, its `- ` at `dash_col`, the `-` ending at `after_dash`.
+    BlockItem { dash_col: usize, after_dash: usize },
+    /// Inside a flow collection (or JSON).
+    Flow,
+}
+
+/// The edits that turn `node` (read as `old`) into `new`.
+pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Edit>, SpliceError> {
+    let mut s = Splicer {
+        text,
+        layout: layout(text, node),
+        edits: Vec::new(),
+    };
+    s.diff(node, old, new, Slot::Root)?;
+    Ok(s.edits)
+}
+
+/// `text` with `edits` applied; edits must not overlap.
+pub fn apply(text: &str, mut edits: Vec<Edit>) -> Result<String, SpliceError> {
+    edits.sort_by_key(|e| (e.start, e.end));
+    let mut out =
+        String::with_capacity(text.len() + edits.iter().map(|e| e.text.len()).sum::<usize>());
+    let mut at = 0;
+    for e in edits {
+        if e.start < at {
+            return Err(SpliceError {
+                line: line_of(text, e.start),
+                why: "two changes overlap".into(),
+            });
+        }
+        out.push_str(&text[at..e.start]);
+        out.push_str(&e.text);
+        at = e.end;
+    }
+    out.push_str(&text[at..]);
+    Ok(out)
+}
+
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+fn layout(text: &str, root: &Node) -> Layout {
+    let mut l = Layout {
+        indent: 2,
+        indentless: true,
+    };
+    let (mut indent, mut indentless) = (None, None);
+    visit(root, 0, &mut |node| {
+        if let Kind::Map {
+            flow: false,
+            entries,
+        } = &node.kind
+        {
+            for e in entries {
+                match &e.value.kind {
+                    Kind::Map {
+                        flow: false,
+                        entries: inner,
+                    } if indent.is_none() => {
+                        if let Some(first) = inner.first()
+                            && first.key_node.col > e.key_node.col
+                        {
+                            indent = Some(first.key_node.col - e.key_node.col);
+                        }
+                    }
+                    Kind::Seq { flow: false, items } if indentless.is_none() => {
+                        if let Some(dash) = items.first().and_then(|i| dash_of(text, i)) {
+                            indentless = Some(dash.1 == e.key_node.col);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    if let Some(i) = indent {
+        l.indent = i;
+    }
+    if let Some(i) = indentless {
+        l.indentless = i;
+    }
+    l
+}
+
+fn visit(node: &Node, depth: usize, f: &mut impl FnMut(&Node)) {
+    if depth > 64 {
+        return;
+    }
+    f(node);
+    match &node.kind {
+        Kind::Map { entries, .. } => entries.iter().for_each(|e| visit(&e.value, depth + 1, f)),
+        Kind::Seq { items, .. } => items.iter().for_each(|i| visit(i, depth + 1, f)),
+        _ => {}
+    }
+}
+
+/// The byte offset and column of a block sequence item's `-`, when it is the first thing on
+/// its line (`- - a` and other forms are not edited).
+fn dash_of(text: &str, item: &Node) -> Option<(usize, usize)> {
+    let before = &text[..item.start];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let on_line = &before[line_start..];
+    let trimmed = on_line.trim_end_matches(' ');
+    let dash = trimmed.strip_suffix('-')?;
+    dash.chars()
+        .all(|c| c == ' ')
+        .then(|| (line_start + dash.len(), dash.len()))
+}
+
+/// The start of `at`'s line when only spaces precede it there.
+fn line_start_if_first(text: &str, at: usize) -> Option<usize> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    text[line_start..at]
+        .chars()
+        .all(|c| c == ' ')
+        .then_some(line_start)
+}
+
+/// Just past the end of the line `end` is on (a block scalar already ends at a line start).
+fn after_line(text: &str, node: &Node) -> usize {
+    if matches!(node.kind, Kind::Scalar(Style::Block)) {
+        return node.end;
+    }
+    match memchr::memchr(b'\n', &text.as_bytes()[node.end..]) {
+        Some(i) => node.end + i + 1,
+        None => text.len(),
+    }
+}
+
+fn is_empty_collection(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+impl Splicer<'_> {
+    fn err(&self, node: &Node, why: impl Into<String>) -> SpliceError {
+        SpliceError {
+            line: node.line,
+            why: why.into(),
+        }
+    }
+
+    fn push(&mut self, start: usize, end: usize, text: String) {
+        self.edits.push(Edit { start, end, text });
+    }
+
+    fn diff(
+        &mut self,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+        slot: Slot,
+    ) -> Result<(), SpliceError> {
+        if old == new {
+            return Ok(());
+        }
+        if node.shared {
+            return Err(self.err(node, "a change inside an anchored or aliased node"));
+        }
+        match (&node.kind, old, new) {
+            (Kind::Map { flow, entries }, Value::Object(o), Value::Object(n))
+                if !o.is_empty() && !n.is_empty() =>
+            {
+                self.map(node, *flow, entries, o, n)
+            }
+            (Kind::Seq { flow, items }, Value::Array(o), Value::Array(n))
+                if !o.is_empty() && !n.is_empty() =>
+            {
+                self.seq(node, *flow, items, o, n)
+            }
+            (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
+                let text = self.restyled(node, *style, s, slot);
+                self.push(node.start, node.end, text);
+                Ok(())
+            }
+            _ => self.replace(node, new, slot),
+        }
+    }
+
+    /// Writes `new` in place of `node` whole.
+    fn replace(&mut self, node: &Node, new: &Value, slot: Slot) -> Result<(), SpliceError> {
+        let block = !is_empty_collection(new) && (new.is_object() || new.is_array());
+        match slot {
+            Slot::BlockValue {
+                key_col,
+                after_colon,
+            } if block => {
+                let mut text = String::from("\n");
+                match new {
+                    Value::Object(m) => {
+                        self.block_map(m, key_col + self.layout.indent, false, &mut text)
+                    }
+                    Value::Array(a) => {
+                        let dash = if self.layout.indentless {
+                            key_col
+                        } else {
+                            key_col + self.layout.indent
+                        };
+                        self.block_seq(a, dash, &mut text);
+                    }
+                    _ => unreachable!("block is only set for collections"),
+                }
+                text.pop(); // the node ends at its last character, not after its newline
+                self.push(after_colon, node.end.max(after_colon), text);
+            }
+            Slot::BlockItem {
+                dash_col,
+                after_dash,
+            } if block => {
+                let mut text = String::from(" ");
+                match new {
+                    Value::Object(m) => self.block_map(m, dash_col + 2, true, &mut text),
+                    Value::Array(a) => {
+                        text.clear();
+                        text.push('\n');
+                        self.block_seq(a, dash_col + 2, &mut text);
+                    }
+                    _ => unreachable!("block is only set for collections"),
+                }
+                text.pop();
+                self.push(after_dash, node.end.max(after_dash), text);
+            }
+            Slot::BlockValue {
+                after_colon: at, ..
+            }
+            | Slot::BlockItem { after_dash: at, .. } => {
+                // null as nothing (`annotations:`), as charts write an empty key
+                let text = match new {
+                    Value::Null => String::new(),
+                    other => format!(" {}", flow_text(other)),
+                };
+                self.push(at, node.end.max(at), text);
+            }
+            Slot::Flow => self.push(node.start, node.end, flow_text(new)),
+            Slot::Root => return Err(self.err(node, "the document itself would be replaced")),
+        }
+        Ok(())
+    }
+
+    /// A string in place of a string, written in the old one's style where that style can hold
+    /// it.
+    fn restyled(&self, node: &Node, style: Style, s: &str, slot: Slot) -> String {
+        match style {
+            Style::Plain if emit::plain_safe(s) => s.to_string(),
+            Style::Single if !s.chars().any(|c| c.is_control()) => {
+                format!("'{}'", s.replace('\'', "''"))
+            }
+            Style::Block => {
+                if let Some(text) = self.literal(node, s) {
+                    return text;
+                }
+                // The replacement ends where the block ended, at a line start.
+                let _ = slot;
+                format!("{}\n", emit::double_quoted(s))
+            }
+            Style::Plain | Style::Single | Style::Double => emit::double_quoted(s),
+        }
+    }
+
+    /// `s` as a literal block scalar with the old one's header and indentation, when its
+    /// chomping can hold `s` and every line can be written as it is.
+    fn literal(&self, node: &Node, s: &str) -> Option<String> {
+        let old = &self.text[node.start..node.end];
+        let (header, body) = old.split_once('\n')?;
+        if !header.starts_with('|') || header.chars().any(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let indent = body
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.len() - l.trim_start_matches(' ').len())?;
+        let header_chomp = header.trim_start_matches('|').trim();
+        let content = match header_chomp.chars().next() {
+            // clip: exactly one final newline
+            None => s.strip_suffix('\n').filter(|c| !c.ends_with('\n'))?,
+            Some('-') => (!s.ends_with('\n')).then_some(s)?,
+            _ => return None,
+        };
+        if content.is_empty()
+            || content.starts_with(' ')
+            || content
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            || content
+                .lines()
+                .any(|l| l.ends_with(' ') || l.ends_with('\t'))
+        {
+            return None;
+        }
+        let mut out = format!("{header}\n");
+        for line in content.split('\n') {
+            if !line.is_empty() {
+                out.extend(std::iter::repeat_n(' ', indent));
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+        Some(out)
+    }
+
+    fn map(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        entries: &[Entry],
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+    ) -> Result<(), SpliceError> {
+        let written = |k: &str| entries.iter().any(|e| e.key == k);
+        // Deleted keys.
+        let kept: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.key == "<<" || new.contains_key(&e.key))
+            .collect();
+        for (i, e) in entries.iter().enumerate() {
+            if e.key == "<<" || new.contains_key(&e.key) {
+                continue;
+            }
+            self.delete_entry(node, flow, entries, i)?;
+        }
+        if old.keys().any(|k| !written(k) && !new.contains_key(k)) {
+            return Err(self.err(node, "a key that a merge (<<) brings in would be removed"));
+        }
+        // Changed keys.
+        for e in &kept {
+            if e.key == "<<" {
+                continue;
+            }
+            let slot = if flow {
+                Slot::Flow
+            } else {
+                Slot::BlockValue {
+                    key_col: e.key_node.col,
+                    after_colon: self.after_colon(e)?,
+                }
+            };
+            self.diff(&e.value, &old[&e.key], &new[&e.key], slot)?;
+        }
+        // Added keys (or keys a merge brought in, now changed: written here, they win), each
+        // run of them before the next key that is written, or after the last.
+        let mut pending: Vec<(&String, &Value)> = Vec::new();
+        let added = |k: &String| !written(k) && old.get(k) != new.get(k);
+        for (k, v) in new {
+            if added(k) {
+                pending.push((k, v));
+                continue;
+            }
+            if pending.is_empty() || !written(k) {
+                continue;
+            }
+            let before = kept.iter().find(|e| &e.key == k).expect("written and kept");
+            self.insert_entries(node, flow, entries, Some(before), &pending)?;
+            pending.clear();
+        }
+        if !pending.is_empty() {
+            self.insert_entries(node, flow, entries, None, &pending)?;
+        }
+        Ok(())
+    }
+
+    fn after_colon(&self, e: &Entry) -> Result<usize, SpliceError> {
+        let rest = &self.text[e.key_node.end..];
+        let skip = rest.len() - rest.trim_start_matches(' ').len();
+        if rest[skip..].starts_with(':') {
+            Ok(e.key_node.end + skip + 1)
+        } else {
+            Err(self.err(&e.key_node, "a key whose `:` is not on its line"))
+        }
+    }
+
+    fn delete_entry(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        entries: &[Entry],
+        i: usize,
+    ) -> Result<(), SpliceError> {
+        let e = &entries[i];
+        if flow {
+            // With its separator: the one before it, or for the first one the one after it.
+            let (start, end) = if i > 0 {
+                (entries[i - 1].value.end, e.value.end)
+            } else if let Some(next) = entries.get(1) {
+                (e.key_node.start, next.key_node.start)
+            } else {
+                return Err(self.err(node, "the last key of a flow mapping"));
+            };
+            self.push(start, end, String::new());
+            return Ok(());
+        }
+        let Some(start) = line_start_if_first(self.text, e.key_node.start) else {
+            return Err(self.err(&e.key_node, "a key that shares its line with a `- `"));
+        };
+        self.push(start, after_line(self.text, &e.value), String::new());
+        Ok(())
+    }
+
+    fn insert_entries(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        entries: &[Entry],
+        before: Option<&Entry>,
+        new: &[(&String, &Value)],
+    ) -> Result<(), SpliceError> {
+        let Some(last) = entries.last() else {
+            return Err(self.err(node, "an empty mapping"));
+        };
+        if flow {
+            let layout = self.flow_layout(node, entries.iter().map(|e| &e.key_node));
+            let (items, sep) = self.flow_items(
+                layout,
+                new.iter().map(|(k, v)| (Some((*k).clone()), (*v).clone())),
+                Quote::Double,
+            );
+            let index = before.and_then(|b| entries.iter().position(|e| std::ptr::eq(e, b)));
+            match index {
+                Some(0) => {
+                    let at = entries[0].key_node.start;
+                    self.push(at, at, format!("{items}{sep}"));
+                }
+                Some(i) => {
+                    let at = entries[i - 1].value.end;
+                    self.push(at, at, format!("{sep}{items}"));
+                }
+                None => self.push(last.value.end, last.value.end, format!("{sep}{items}")),
+            }
+            return Ok(());
+        }
+        let col = entries[0].key_node.col;
+        let mut text = String::new();
+        let map: Map<String, Value> = new
+            .iter()
+            .map(|(k, v)| ((*k).clone(), (*v).clone()))
+            .collect();
+        self.block_map(&map, col, false, &mut text);
+        match before {
+            Some(e) => match line_start_if_first(self.text, e.key_node.start) {
+                Some(at) => self.push(at, at, text),
+                None => {
+                    // The first key of a `- ` item: the new keys go on the dash's line.
+                    let mut text = text[col..].to_string();
+                    text.extend(std::iter::repeat_n(' ', col));
+                    self.push(e.key_node.start, e.key_node.start, text);
+                }
+            },
+            None => {
+                let at = after_line(self.text, &last.value);
+                if at == self.text.len() && !self.text.ends_with('\n') {
+                    text.insert(0, '\n');
+                }
+                self.push(at, at, text);
+            }
+        }
+        Ok(())
+    }
+
+    /// How a flow collection lays out its items: on one line (`None`), or each on a line of
+    /// its own at a column, nested ones a step further in (pretty JSON).
+    fn flow_layout<'n>(
+        &self,
+        node: &Node,
+        mut firsts: impl Iterator<Item = &'n Node>,
+    ) -> Option<(usize, usize)> {
+        let first = firsts.next()?;
+        if first.line <= node.line {
+            return None;
+        }
+        let line_start = self.text[..node.start].rfind('\n').map_or(0, |i| i + 1);
+        let line = &self.text[line_start..];
+        let base = line.len() - line.trim_start_matches(' ').len();
+        Some((first.col, first.col.saturating_sub(base).max(1)))
+    }
+
+    /// New items of a flow collection (`key: value` when a key is given), joined, and the
+    /// separator they are joined with.
+    fn flow_items(
+        &self,
+        layout: Option<(usize, usize)>,
+        items: impl Iterator<Item = (Option<String>, Value)>,
+        quote: Quote,
+    ) -> (String, String) {
+        let sep = match layout {
+            Some((col, _)) => format!(",\n{}", " ".repeat(col)),
+            None => ", ".to_string(),
+        };
+        let items: Vec<String> = items
+            .map(|(key, v)| {
+                let value = match layout {
+                    Some((col, step)) => pretty(&v, col, step, quote),
+                    None => flow_quoted(&v, quote),
+                };
+                match key {
+                    Some(k) => format!("{}: {value}", emit::double_quoted(&k)),
+                    None => value,
+                }
+            })
+            .collect();
+        (items.join(&sep), sep)
+    }
+
+    fn seq(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        items: &[Node],
+        old: &[Value],
+        new: &[Value],
+    ) -> Result<(), SpliceError> {
+        if items.len() != old.len() {
+            return Err(self.err(node, "a sequence whose items do not match its text"));
+        }
+        let pairs = align(old, new);
+        // Walk the pairs: `Some(i), Some(j)` matched or paired, `Some(i), None` deleted,
+        // `None, Some(j)` inserted after the last kept item (or before the first).
+        let mut last_kept: Option<usize> = None;
+        let mut inserts: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
+        let mut deleted: Vec<usize> = Vec::new();
+        for (i, j) in &pairs {
+            match (i, j) {
+                (Some(i), Some(j)) => {
+                    let slot = self.item_slot(flow, &items[*i])?;
+                    self.diff(&items[*i], &old[*i], &new[*j], slot)?;
+                    last_kept = Some(*i);
+                }
+                (Some(i), None) => deleted.push(*i),
+                (None, Some(j)) => match inserts.last_mut() {
+                    Some((after, js)) if *after == last_kept => js.push(*j),
+                    _ => inserts.push((last_kept, vec![*j])),
+                },
+                (None, None) => {}
+            }
+        }
+        let kept: Vec<usize> = (0..items.len()).filter(|i| !deleted.contains(i)).collect();
+        if kept.is_empty() && inserts.is_empty() {
+            return self
+                .replace(node, &Value::Array(new.to_vec()), Slot::Flow)
+                .map(|_| ());
+        }
+        self.delete_items(node, flow, items, &deleted, &kept)?;
+        for (after, js) in inserts {
+            let values: Vec<&Value> = js.iter().map(|j| &new[*j]).collect();
+            self.insert_items(node, flow, items, after, &kept, &values)?;
+        }
+        Ok(())
+    }
+
+    fn item_slot(&self, flow: bool, item: &Node) -> Result<Slot, SpliceError> {
+        if flow {
+            return Ok(Slot::Flow);
+        }
+        let (dash, dash_col) = dash_of(self.text, item)
+            .ok_or_else(|| self.err(item, "a `- ` that is not first on its line"))?;
+        Ok(Slot::BlockItem {
+            dash_col,
+            after_dash: dash + 1,
+        })
+    }
+
+    /// Deletes items, each run with its separator: after the kept item before it, or up to the
+    /// kept item after it.
+    fn delete_items(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        items: &[Node],
+        deleted: &[usize],
+        kept: &[usize],
+    ) -> Result<(), SpliceError> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for &i in deleted {
+            match runs.last_mut() {
+                Some((_, to)) if *to + 1 == i => *to = i,
+                _ => runs.push((i, i)),
+            }
+        }
+        for (from, to) in runs {
+            let prev = kept.iter().rev().find(|&&k| k < from);
+            let next = kept.iter().find(|&&k| k > to);
+            let (start, end) = if flow {
+                match (prev, next) {
+                    (Some(&p), _) => (items[p].end, items[to].end),
+                    (None, Some(&n)) => (items[from].start, items[n].start),
+                    (None, None) => return Err(self.err(node, "every item deleted")),
+                }
+            } else {
+                match (prev, next) {
+                    (Some(&p), _) => (
+                        after_line(self.text, &items[p]),
+                        after_line(self.text, &items[to]),
+                    ),
+                    (None, Some(&n)) => {
+                        let a = dash_of(self.text, &items[from]).ok_or_else(|| {
+                            self.err(&items[from], "a `- ` that is not first on its line")
+                        })?;
+                        let b = dash_of(self.text, &items[n]).ok_or_else(|| {
+                            self.err(&items[n], "a `- ` that is not first on its line")
+                        })?;
+                        (
+                            self.text[..a.0].rfind('\n').map_or(0, |i| i + 1),
+                            self.text[..b.0].rfind('\n').map_or(0, |i| i + 1),
+                        )
+                    }
+                    (None, None) => return Err(self.err(node, "every item deleted")),
+                }
+            };
+            self.push(start, end, String::new());
+        }
+        Ok(())
+    }
+
+    /// Inserts `values` after item `after`, or before the first kept item.
+    fn insert_items(
+        &mut self,
+        node: &Node,
+        flow: bool,
+        items: &[Node],
+        after: Option<usize>,
+        kept: &[usize],
+        values: &[&Value],
+    ) -> Result<(), SpliceError> {
+        let before_first = after.is_none();
+        let anchor = after.or_else(|| kept.first().copied());
+        let Some(anchor) = anchor else {
+            return Err(self.err(node, "no item to insert beside"));
+        };
+        if flow {
+            let layout = self.flow_layout(node, items.iter());
+            // Strings quoted as the items beside them are: bare in `[sh, -c]`, double-quoted in
+            // `["sh", "-c"]` and in JSON.
+            let double = items
+                .iter()
+                .any(|i| matches!(i.kind, Kind::Scalar(Style::Double)));
+            let quote = if double {
+                Quote::Double
+            } else {
+                Quote::AsNeeded
+            };
+            let (texts, sep) =
+                self.flow_items(layout, values.iter().map(|v| (None, (*v).clone())), quote);
+            if before_first {
+                let at = items[anchor].start;
+                self.push(at, at, format!("{texts}{sep}"));
+            } else {
+                let at = items[anchor].end;
+                self.push(at, at, format!("{sep}{texts}"));
+            }
+            return Ok(());
+        }
+        let (dash, dash_col) = dash_of(self.text, &items[anchor])
+            .ok_or_else(|| self.err(&items[anchor], "a `- ` that is not first on its line"))?;
+        let owned: Vec<Value> = values.iter().map(|v| (*v).clone()).collect();
+        let mut text = String::new();
+        self.block_seq_items(
+            &owned,
+            dash_col,
+            items[anchor].col.saturating_sub(dash_col).max(2),
+            &mut text,
+        );
+        if before_first {
+            let at = self.text[..dash].rfind('\n').map_or(0, |i| i + 1);
+            self.push(at, at, text);
+        } else {
+            let at = after_line(self.text, &items[anchor]);
+            if at == self.text.len() && !self.text.ends_with('\n') {
+                text.insert(0, '\n');
+            }
+            self.push(at, at, text);
+        }
+        Ok(())
+    }
+
+    // --- new block text, in the document's layout ---------------------------------------------
+
+    /// `m`'s entries at column `col`, each line ending with a newline; the first key without
+    /// its indentation when `inline` (after a `- `).
+    fn block_map(&self, m: &Map<String, Value>, col: usize, inline: bool, out: &mut String) {
+        for (i, (k, v)) in m.iter().enumerate() {
+            if i > 0 || !inline {
+                out.extend(std::iter::repeat_n(' ', col));
+            }
+            out.push_str(&emit::string(k));
+            out.push(':');
+            match v {
+                Value::Object(inner) if !inner.is_empty() => {
+                    out.push('\n');
+                    self.block_map(inner, col + self.layout.indent, false, out);
+                }
+                Value::Array(items) if !items.is_empty() => {
+                    out.push('\n');
+                    let dash = if self.layout.indentless {
+                        col
+                    } else {
+                        col + self.layout.indent
+                    };
+                    self.block_seq(items, dash, out);
+                }
+                other => {
+                    out.push(' ');
+                    out.push_str(&flow_text(other));
+                    out.push('\n');
+                }
+            }
+        }
+    }
+
+    fn block_seq(&self, items: &[Value], dash_col: usize, out: &mut String) {
+        self.block_seq_items(items, dash_col, 2, out);
+    }
+
+    /// Items `- x` at `dash_col`, their content `offset` columns further in.
+    fn block_seq_items(&self, items: &[Value], dash_col: usize, offset: usize, out: &mut String) {
+        for item in items {
+            out.extend(std::iter::repeat_n(' ', dash_col));
+            out.push('-');
+            out.extend(std::iter::repeat_n(' ', offset - 1));
+            match item {
+                Value::Object(m) if !m.is_empty() => {
+                    self.block_map(m, dash_col + offset, true, out)
+                }
+                Value::Array(a) if !a.is_empty() => {
+                    out.truncate(out.len() - (offset - 1));
+                    out.push('\n');
+                    self.block_seq(a, dash_col + offset, out);
+                }
+                other => {
+                    out.push_str(&flow_text(other));
+                    out.push('\n');
+                }
+            }
+        }
+    }
+}
+
+/// How new strings in flow style are quoted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    /// Bare where YAML 1.1 and 1.2 read them the same ([`emit::string`]).
+    AsNeeded,
+    /// Always double-quoted, as JSON has them.
+    Double,
+}
+
+/// A value on one line: strings as [`emit::string`] writes them, collections as JSON (which
+/// is YAML flow style, and keeps a JSON file JSON).
+fn flow_text(v: &Value) -> String {
+    flow_quoted(v, Quote::AsNeeded)
+}
+
+fn flow_quoted(v: &Value, quote: Quote) -> String {
+    match v {
+        Value::String(s) if quote == Quote::AsNeeded => emit::string(s),
+        Value::String(s) => emit::double_quoted(s),
+        Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(|v| flow_quoted(v, Quote::Double)).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}: {}",
+                        emit::double_quoted(k),
+                        flow_quoted(v, Quote::Double)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A value as pretty JSON whose first line is at column `col`, nested lines `step` further in
+/// each, as the file around it is written.
+fn pretty(v: &Value, col: usize, step: usize, quote: Quote) -> String {
+    let inner = " ".repeat(col + step);
+    let close = " ".repeat(col);
+    match v {
+        Value::Array(a) if !a.is_empty() => {
+            let items: Vec<String> = a
+                .iter()
+                .map(|v| format!("{inner}{}", pretty(v, col + step, step, Quote::Double)))
+                .collect();
+            format!("[\n{}\n{close}]", items.join(",\n"))
+        }
+        Value::Object(m) if !m.is_empty() => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    let v = pretty(v, col + step, step, Quote::Double);
+                    format!("{inner}{}: {v}", emit::double_quoted(k))
+                })
+                .collect();
+            format!("{{\n{}\n{close}}}", items.join(",\n"))
+        }
+        other => flow_quoted(other, quote),
+    }
+}
+
+/// Pairs old items with new ones: `(Some(i), Some(j))` for an item kept (perhaps changed),
+/// `(Some(i), None)` for one removed, `(None, Some(j))` for one added, in order. Items are
+/// matched by their `name` when they have one (containers, volumes, env), by value otherwise
+/// (a command's words); unmatched items between two matches are paired in order.
+fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
+    let key = |v: &Value| match v.get("name").and_then(Value::as_str) {
+        Some(n) => Value::String(format!("\u{0}name:{n}")),
+        None => v.clone(),
+    };
+    let ok: Vec<Value> = old.iter().map(key).collect();
+    let nk: Vec<Value> = new.iter().map(key).collect();
+    let matches = if old.len() * new.len() <= MAX_ALIGN * MAX_ALIGN / 4 {
+        lcs(&ok, &nk)
+    } else {
+        let mut m = Vec::new();
+        let mut p = 0;
+        while p < ok.len() && p < nk.len() && ok[p] == nk[p] {
+            m.push((p, p));
+            p += 1;
+        }
+        m
+    };
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    for (mi, mj) in matches
+        .into_iter()
+        .chain(std::iter::once((old.len(), new.len())))
+    {
+        while i < mi && j < mj {
+            out.push((Some(i), Some(j)));
+            i += 1;
+            j += 1;
+        }
+        while i < mi {
+            out.push((Some(i), None));
+            i += 1;
+        }
+        while j < mj {
+            out.push((None, Some(j)));
+            j += 1;
+        }
+        if mi < old.len() {
+            out.push((Some(mi), Some(mj)));
+            i = mi + 1;
+            j = mj + 1;
+        }
+    }
+    out
+}
+
+/// The longest common subsequence of `a` and `b`, as index pairs.
+fn lcs(a: &[Value], b: &[Value]) -> Vec<(usize, usize)> {
+    let (n, m) = (a.len(), b.len());
+    let mut t = vec![0u32; (n + 1) * (m + 1)];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            t[i * (m + 1) + j] = if a[i] == b[j] {
+                t[(i + 1) * (m + 1) + j + 1] + 1
+            } else {
+                t[(i + 1) * (m + 1) + j].max(t[i * (m + 1) + j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < n && j < m {
+        if a[i] == b[j] {
+            out.push((i, j));
+            i += 1;
+            j += 1;
+        } else if t[(i + 1) * (m + 1) + j] >= t[i * (m + 1) + j + 1] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
