@@ -4,8 +4,8 @@
 //! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
-//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions,
-//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] and
+//! [`uninject`], [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
 pub mod budget;
 pub mod check;
@@ -15,6 +15,7 @@ pub mod inject;
 pub mod load;
 pub mod podspec;
 pub mod report;
+pub mod uninject;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -103,12 +104,20 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         );
         return EXIT_USAGE;
     };
+    let requested = args.sidecar.map(|s| match s {
+        SidecarKind::Native => budget::SidecarMode::Native,
+        SidecarKind::Classic => budget::SidecarMode::Classic,
+    });
+    let mode = match inject::sidecar_mode(requested, args.kubernetes_version) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let opts = inject::Options {
         image,
-        mode: match args.sidecar {
-            SidecarKind::Native => budget::SidecarMode::Native,
-            SidecarKind::Classic => budget::SidecarMode::Classic,
-        },
+        mode,
         prestop_sleep: args.prestop_sleep,
     };
     transform(&args.paths, |doc| inject::inject(doc, &opts))

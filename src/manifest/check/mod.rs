@@ -3,9 +3,10 @@
 
 mod fargate;
 pub mod image;
+mod jobs;
 mod output;
-mod timing;
-mod version;
+pub mod timing;
+pub mod version;
 mod wiring;
 
 use std::collections::BTreeMap;
@@ -58,6 +59,8 @@ pub const RULES: &[Rule] = &[
     timing::GRACE_PERIOD,
     timing::NOT_IN_PEERS,
     timing::UNBOUNDED,
+    timing::CANNOT_FIT,
+    jobs::NEVER_ENDS,
     wiring::BINARY_NOT_MOUNTED,
     wiring::BINARY_NOT_INSTALLED,
     wiring::PATH_NOT_SHARED,
@@ -65,6 +68,7 @@ pub const RULES: &[Rule] = &[
     wiring::NAME_MISMATCH,
     wiring::DOWNWARD_API,
     wiring::INVALID_COMMAND,
+    wiring::MOUNT_OVER_IMAGE,
     fargate::CAPABILITIES,
     fargate::PRIVILEGED,
     fargate::HOST_NAMESPACE,
@@ -243,8 +247,9 @@ fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
             version::check_hook(c, &hook, opts, sink);
         }
     }
-    timing::check_pod(pod, sink);
-    wiring::check_pod(pod, sink);
+    timing::check_pod(pod, opts, sink);
+    wiring::check_pod(pod, opts, sink);
+    jobs::check_pod(pod, sink);
     version::check_pod(pod, opts, sink);
     if opts.fargate {
         fargate::check_pod(pod, sink);
