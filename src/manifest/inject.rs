@@ -339,7 +339,8 @@ fn inject_pod(
         Ok(p) => p,
         Err(unfit) => {
             notes.push(format!(
-                "{unfit}; left unchanged (`hooklog check` reports it as {})",
+                "{unfit}: left unchanged rather than cut a hook short; raise terminationGracePeriodSeconds to at least {} to add hooklog (`hooklog check`: {})",
+                unfit.needed(),
                 super::check::timing::CANNOT_FIT.id
             ));
             return Ok(Outcome::NotInjected);
@@ -754,7 +755,7 @@ fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
 /// that it did).
 fn write_record(doc: &mut Value, t: &TemplateRef, record: &mut Record) -> Result<(), String> {
     let parent = metadata_parent(doc, t).ok_or("no place for the pod's metadata")?;
-    let fresh = !parent["metadata"]["annotations"].get(ANNOTATION).is_some();
+    let fresh = parent["metadata"]["annotations"].get(ANNOTATION).is_none();
     if fresh {
         match parent.get("metadata") {
             None => record.created.push("metadata".into()),

@@ -278,3 +278,50 @@ pub fn secs(d: Duration) -> String {
         format!("{}ms", d.as_millis())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::load::{Document, Source};
+    use serde_json::json;
+
+    /// `check DIR` exited 64 on a kustomize JSON6902 patch (a top-level list) among the files:
+    /// such a document holds no pod template, and the others are still checked.
+    #[test]
+    fn a_json6902_patch_does_not_stop_the_rest() {
+        let patch = json!([{"op": "add", "path": "/spec/replicas", "value": 3}]);
+        let pod = json!({"kind": "Pod", "metadata": {"name": "p"}, "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "a", "image": "a"}]}});
+        let source = Source {
+            name: "dir".into(),
+            text: String::new(),
+            documents: [patch, pod]
+                .into_iter()
+                .map(|value| Document {
+                    line: 1,
+                    end_line: 1,
+                    value,
+                })
+                .collect(),
+        };
+        let findings = check(&[source], &Options::default());
+        assert_eq!(
+            findings.iter().map(|f| f.rule).collect::<Vec<_>>(),
+            [timing::CANNOT_FIT.id]
+        );
+        let mut patch = json!([{"op": "remove", "path": "/spec/x"}]);
+        let before = patch.clone();
+        let opts = crate::manifest::inject::Options {
+            image: "hooklog".into(),
+            mode: crate::manifest::budget::SidecarMode::Native,
+            prestop_sleep: vec![],
+        };
+        assert!(
+            crate::manifest::inject::inject(&mut patch, &opts)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(patch, before);
+    }
+}
