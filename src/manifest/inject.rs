@@ -346,23 +346,7 @@ fn inject_pod(
             return Ok(Outcome::NotInjected);
         }
     };
-    if let Some(timeout) = plan.timeout {
-        let names: Vec<&str> = survey
-            .wraps
-            .iter()
-            .filter(|w| w.known.is_none())
-            .map(|w| w.container.as_str())
-            .collect();
-        if !names.is_empty() {
-            notes.push(format!(
-                "{}: preStop of unknown length, `--timeout {}`: {}s before the kubelet's own kill at terminationGracePeriodSeconds {}, to report its end",
-                names.join(", "),
-                secs(timeout),
-                budget::REPORT_MARGIN.as_secs(),
-                period.as_secs()
-            ));
-        }
-    }
+    note_timeouts(&survey, plan.timeout, period, notes);
     let mut record = record.unwrap_or(Record {
         version: RECORD_VERSION,
         ..Default::default()
@@ -381,6 +365,31 @@ fn inject_pod(
     };
     write_record(doc, t, &mut record)?;
     Ok(outcome)
+}
+
+/// Says which hooks get a `--timeout`, and why that one: nothing is cut before the kubelet would.
+fn note_timeouts(
+    survey: &Survey,
+    timeout: Option<Duration>,
+    period: Duration,
+    notes: &mut Vec<String>,
+) {
+    let Some(timeout) = timeout else { return };
+    let names: Vec<&str> = survey
+        .wraps
+        .iter()
+        .filter(|w| w.known.is_none())
+        .map(|w| w.container.as_str())
+        .collect();
+    if !names.is_empty() {
+        notes.push(format!(
+            "{}: preStop of unknown length, `--timeout {}`: {}s before the kubelet's own kill at terminationGracePeriodSeconds {}, to report its end",
+            names.join(", "),
+            secs(timeout),
+            budget::REPORT_MARGIN.as_secs(),
+            period.as_secs()
+        ));
+    }
 }
 
 fn mode_name(mode: SidecarMode) -> &'static str {
