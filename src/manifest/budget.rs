@@ -13,6 +13,23 @@ pub enum SidecarMode {
     Classic,
 }
 
+/// KEP-753 SidecarContainers: beta and on by default in 1.29. Below, a kubelet drops
+/// `restartPolicy: Always` from init containers.
+pub const NATIVE_SIDECAR_SINCE: (u32, u32) = (1, 29);
+
+/// The `check` rule for a pod whose grace period cannot hold hooklog ([`Unfit`]); inject's note
+/// names it.
+pub const UNFIT_RULE: &str = "grace-period-cannot-fit-hooklog";
+
+/// Seconds as a duration flag value, `15s`, or `1500ms` for a fraction.
+pub fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
 /// An inequality of the budget that does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {

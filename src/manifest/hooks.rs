@@ -134,8 +134,8 @@ const RUN_FLAGS: [&str; 6] = [
     "--native-sidecar",
 ];
 
-/// The names `hooklog inject` gives its containers (`inject::SIDECAR`, `inject::INSTALLER`).
-const INJECTED_NAMES: [&str; 2] = ["hooklog", "hooklog-install"];
+/// The names `hooklog inject` gives its containers.
+const INJECTED_NAMES: [&str; 2] = [super::layout::SIDECAR, super::layout::INSTALLER];
 
 /// The argv a container runs when it is hooklog: `command` calling the hooklog binary, or
 /// hooklog's image ENTRYPOINT ([`IMAGE_BINARY`]) then `args` for a container without a

@@ -2,7 +2,7 @@
 //! install` init container, the sidecar, every exec preStop wrapped), changing as little as it
 //! can: a wrapped hook's command is the original one with hooklog's prefix in front, and new
 //! things are added after what is there. Run again, it wires containers added since.
-//! [`super::uninject`] removes it again.
+//! [`super::uninject`] removes it again, with the [`Record`] this module writes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,31 +10,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::budget::{self, SidecarMode};
-use super::check::secs;
-use super::check::version::NATIVE_SIDECAR_SINCE;
+use super::budget::{self, NATIVE_SIDECAR_SINCE, SidecarMode, secs};
+
 use super::hooks::{self, Handler, container_hooklog_argv, is_sleep, parse_hooklog, wrapped};
 use super::podspec::{self, Container, ObjectRef, RUN_TO_COMPLETION, TemplateRef};
 use crate::cli::Command;
 
-pub use super::uninject::uninject;
+use super::layout::prefix;
+pub use super::layout::{
+    ANNOTATION, BIN, BIN_DIR, FILE, INSTALLER, MOUNT, PODINFO_MOUNT, PODINFO_VOLUME, SIDECAR,
+    SOCKET, VOLUME, own_prefix,
+};
 
-/// Names inject adds; a pod that already uses one is an error, never overwritten.
-pub const SIDECAR: &str = "hooklog";
-pub const INSTALLER: &str = "hooklog-install";
-pub const VOLUME: &str = "hooklog-shared";
-pub const PODINFO_VOLUME: &str = "hooklog-podinfo";
-/// Where the shared emptyDir is mounted, in every container inject touches. hooklog's image
-/// keeps its binary at [`hooks::IMAGE_BINARY`], so nothing of the image lies here.
-pub const MOUNT: &str = "/hooklog";
-pub const PODINFO_MOUNT: &str = "/etc/hooklog-podinfo";
-pub const BIN_DIR: &str = "/hooklog/bin";
-pub const BIN: &str = "/hooklog/bin/hooklog";
-pub const SOCKET: &str = "/hooklog/hooklog.sock";
-pub const FILE: &str = "/hooklog/prestop.log";
-/// The pod annotation holding what `uninject` cannot recognise by itself: the keys inject
-/// created, and the commands it rewrote.
-pub const ANNOTATION: &str = "hooklog.dev/injected";
 /// The annotation's format.
 const RECORD_VERSION: u32 = 2;
 /// The shared emptyDir's size limit (as in k8s/): the file only holds hook lines.
@@ -221,46 +208,6 @@ pub(super) fn metadata_parent<'a>(doc: &'a mut Value, t: &TemplateRef) -> Option
     Some(parent)
 }
 
-/// `[BIN, hook, --container, NAME, --socket, SOCKET, --file, FILE, (--timeout T), --]`: what
-/// inject puts in front of a hook's command.
-fn prefix(container: &str, timeout: Option<Duration>) -> Vec<String> {
-    let mut p: Vec<String> = [
-        BIN,
-        "hook",
-        "--container",
-        container,
-        SOCKET_FLAG,
-        SOCKET,
-        FILE_FLAG,
-        FILE,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(t) = timeout {
-        p.extend(["--timeout".to_string(), secs(t)]);
-    }
-    p.push("--".into());
-    p
-}
-
-/// The length of inject's own prefix at the start of `argv` and the container it names, when
-/// `argv` starts with one (whatever `--container` says: the container may have been renamed).
-pub fn own_prefix(argv: &[String]) -> Option<(usize, &str)> {
-    let fixed = [BIN, "hook", "--container"];
-    let rest = [SOCKET_FLAG, SOCKET, FILE_FLAG, FILE];
-    if argv.len() < 9 || argv[..3] != fixed || argv[4..8] != rest {
-        return None;
-    }
-    match argv.get(8).map(String::as_str) {
-        Some("--") => Some((9, &argv[3])),
-        Some("--timeout") if argv.get(10).is_some_and(|a| a == "--") => Some((11, &argv[3])),
-        _ => None,
-    }
-}
-const SOCKET_FLAG: &str = "--socket";
-const FILE_FLAG: &str = "--file";
-
 /// A hook inject wires.
 struct Wrap {
     container: String,
@@ -341,7 +288,7 @@ fn inject_pod(
             notes.push(format!(
                 "{unfit}: left unchanged rather than cut a hook short; raise terminationGracePeriodSeconds to at least {} to add hooklog (`hooklog check`: {})",
                 unfit.needed(),
-                super::check::timing::CANNOT_FIT.id
+                budget::UNFIT_RULE
             ));
             return Ok(Outcome::NotInjected);
         }
@@ -945,6 +892,7 @@ fn sidecar(image: &str, mode: SidecarMode, peers: &[String], grace: Duration) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::uninject::uninject;
 
     fn opts() -> Options {
         Options {

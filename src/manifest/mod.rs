@@ -4,14 +4,16 @@
 //! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
-//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] and
-//! [`uninject`], [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+//! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
+//! text/JSON/SARIF, [`inject`] and [`uninject`], [`emit`] YAML that YAML 1.1 readers (kubectl,
+//! Helm) read the same.
 
 pub mod budget;
 pub mod check;
 pub mod emit;
 pub mod hooks;
 pub mod inject;
+pub mod layout;
 pub mod load;
 pub mod podspec;
 pub mod report;
@@ -125,7 +127,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
 
 /// `hooklog uninject`: returns the exit code.
 pub fn uninject_command(paths: &[PathBuf]) -> u8 {
-    transform(paths, inject::uninject)
+    transform(paths, uninject::uninject)
 }
 
 /// Loads every input, applies `f` to each document, writes all of them as YAML to stdout and

@@ -270,14 +270,7 @@ pub fn parse_version(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
-/// Seconds as a duration flag value, `15s` or `1m30s`-free `90s`.
-pub fn secs(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
+pub use super::budget::secs;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use super::Options;
 use super::{Pod, Rule, Severity, Sink, secs};
 use crate::manifest::budget::{self, BudgetError, SidecarMode};
 use crate::manifest::hooks::{self, Handler, Hook, bound, wrapped};
-use crate::manifest::inject::own_prefix;
+use crate::manifest::layout::own_prefix;
 use crate::manifest::podspec::Container;
 
 pub const EXCEEDS_GRACE: Rule = Rule {
@@ -32,7 +32,7 @@ pub const NOT_IN_PEERS: Rule = Rule {
     description: "A classic sidecar's --peers lacks a container whose preStop `hooklog hook` wraps: a late hook is not waited for.",
 };
 pub const CANNOT_FIT: Rule = Rule {
-    id: "grace-period-cannot-fit-hooklog",
+    id: budget::UNFIT_RULE,
     severity: Severity::Warning,
     description: "terminationGracePeriodSeconds cannot hold the hooks' known sleeps plus hooklog's 2 s: `hooklog inject` leaves the pod unchanged rather than cut a hook short.",
 };

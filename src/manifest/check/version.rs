@@ -17,8 +17,7 @@ pub const NATIVE_SIDECAR: Rule = Rule {
 
 /// KEP-3960 PodLifecycleSleepAction: beta and on by default in 1.30.
 pub const SLEEP_ACTION_SINCE: (u32, u32) = (1, 30);
-/// KEP-753 SidecarContainers: beta and on by default in 1.29.
-pub const NATIVE_SIDECAR_SINCE: (u32, u32) = (1, 29);
+pub use crate::manifest::budget::NATIVE_SIDECAR_SINCE;
 
 pub fn check_hook(c: &Container, hook: &Hook, opts: &Options, sink: &mut Sink) {
     let Some(v) = opts.kubernetes_version else {
