@@ -89,7 +89,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
-        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --kubernetes-version 1.28 deploy.yaml\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
     )]
     Inject(InjectArgs),
     /// Remove what `hooklog inject` added (same as `inject --undo`).

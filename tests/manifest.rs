@@ -1412,6 +1412,8 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
                 .any(|c| c["name"] == "hooklog" && c["restartPolicy"] == "Always")
         })
     };
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
     // No version: 1.29+ is assumed, both get a native sidecar.
     for args in [&[][..], &["--kubernetes-version", "1.29"][..]] {
         let mut all = vec!["inject", "--image", IMAGE];
@@ -1422,6 +1424,7 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
         let docs = parse(&text(&out.stdout));
         assert!(native(&docs[0]["spec"]["template"]["spec"]), "{args:?}");
         assert!(native(&docs[1]["spec"]["template"]["spec"]), "{args:?}");
+        written.push(text(&out.stdout));
     }
     // 1.28: classic for the Deployment, the Job left as it was, with a note.
     let out = run(
@@ -1458,6 +1461,17 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
     );
     let (code, doc) = check_json_stdin_with(&text(&out.stdout), &["--kubernetes-version", "1.28"]);
     assert_eq!(code, 0, "{doc:#}");
+    written.push(text(&out.stdout));
+    let files: Vec<PathBuf> = written
+        .iter()
+        .enumerate()
+        .map(|(i, yaml)| {
+            let f = dir.path().join(format!("job-{i}.yaml"));
+            std::fs::write(&f, validator_input(yaml)).unwrap();
+            f
+        })
+        .collect();
+    validate_strictly(&files);
     // A native sidecar for a 1.28 cluster is refused: it would keep the pod Pending.
     let out = run(
         &[
