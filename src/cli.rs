@@ -89,7 +89,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
-        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --kubernetes-version 1.28 deploy.yaml\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
     )]
     Inject(InjectArgs),
     /// Remove what `hooklog inject` added (same as `inject --undo`).
@@ -377,9 +377,17 @@ pub struct InjectArgs {
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
     pub image: Option<String>,
 
-    /// Run the sidecar as a native sidecar (1.29+) or as a classic container.
-    #[arg(long, env = "HOOKLOG_SIDECAR", value_enum, default_value_t = SidecarKind::Native)]
-    pub sidecar: SidecarKind,
+    /// Run the sidecar as a native sidecar (1.29+) or as a classic container. Default: what
+    /// `--kubernetes-version` allows, native without it.
+    #[arg(long, env = "HOOKLOG_SIDECAR", value_enum)]
+    pub sidecar: Option<SidecarKind>,
+
+    /// The cluster's Kubernetes version (`1.28`): native sidecars only from 1.29, where the
+    /// kubelet knows them (below, one keeps the pod Pending forever). Without it, inject writes
+    /// for 1.29+: every release the Kubernetes project has supported since 1.28's end of life
+    /// (October 2024). Pass it for an older cluster.
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    pub kubernetes_version: Option<(u32, u32)>,
 
     /// Give a container without a preStop the hook `hooklog sleep DURATION` (wait for the load
     /// balancer to deregister the pod). Repeatable.

@@ -120,19 +120,52 @@ fn with_env(mut cmd: clap::Command, env: &BTreeMap<String, String>) -> clap::Com
     cmd
 }
 
-/// The argv a container runs when it is hooklog's image or calls the hooklog binary: `command`
-/// then `args`, or `/hooklog` then `args` for an image named hooklog without a `command` (its
-/// ENTRYPOINT).
+/// Where hooklog's image keeps its binary, the ENTRYPOINT (the Dockerfile's layout: a file in
+/// `/usr/local/bin`, so that nothing inject mounts, at `/hooklog`, lies over it).
+pub const IMAGE_BINARY: &str = "/usr/local/bin/hooklog";
+
+/// Flags only `hooklog run` has among them: with one of them, `run ...` args are hooklog's.
+const RUN_FLAGS: [&str; 6] = [
+    "--file",
+    "--socket",
+    "--podinfo",
+    "--peers",
+    "--grace",
+    "--native-sidecar",
+];
+
+/// The names `hooklog inject` gives its containers.
+const INJECTED_NAMES: [&str; 2] = [super::layout::SIDECAR, super::layout::INSTALLER];
+
+/// The argv a container runs when it is hooklog: `command` calling the hooklog binary, or
+/// hooklog's image ENTRYPOINT ([`IMAGE_BINARY`]) then `args` for a container without a
+/// `command`. Such a container is known by what it does, whatever its image is called: its
+/// image is named hooklog, or its args are `install DIR`, or `run` with hooklog's own flags, or
+/// it has a name inject gives and args hooklog's parser takes.
 pub fn container_hooklog_argv(c: &Container) -> Option<Vec<String>> {
     let (command, args) = c.argv();
     if let Some(first) = command.first() {
         return is_hooklog(first).then(|| command.into_iter().chain(args).collect());
     }
-    image_is_hooklog(c.image()).then(|| {
-        std::iter::once("/hooklog".to_string())
-            .chain(args)
-            .collect()
-    })
+    let argv: Vec<String> = std::iter::once(IMAGE_BINARY.to_string())
+        .chain(args)
+        .collect();
+    if image_is_hooklog(c.image()) {
+        return Some(argv);
+    }
+    let parsed = parse_hooklog(&argv, &c.literal_env());
+    let does_hooklog = match &parsed {
+        Ok(Command::Install(_)) => argv.len() == 3,
+        Ok(Command::Run(_)) => argv[2..].iter().any(|a| {
+            RUN_FLAGS
+                .iter()
+                .any(|f| a == f || a.starts_with(&format!("{f}=")))
+        }),
+        _ => false,
+    };
+    let injected_name = INJECTED_NAMES.contains(&c.name.as_str())
+        && matches!(parsed, Ok(Command::Run(_) | Command::Install(_)));
+    (does_hooklog || injected_name).then_some(argv)
 }
 
 /// An image whose repository's last segment is `hooklog`.
@@ -364,6 +397,41 @@ mod tests {
         ));
         assert!(image_is_hooklog("hooklog"));
         assert!(!image_is_hooklog("example.com/hooklog-ui:1"));
+    }
+
+    /// check on inject's own output with `--image .../platform/hooklog-sidecar:0.1.0` found
+    /// no sidecar and no installer: hooklog was known only by its image's name.
+    #[test]
+    fn hooklog_known_by_what_it_does_whatever_the_image() {
+        use serde_json::json;
+        let known = |v: Value| {
+            let c = Container {
+                name: v["name"].as_str().unwrap().to_string(),
+                init: false,
+                path: String::new(),
+                value: &v,
+            };
+            container_hooklog_argv(&c)
+        };
+        let image = "registry.example.com/platform/hooklog-sidecar:0.1.0";
+        assert_eq!(
+            known(json!({"name": "x", "image": image, "args": ["install", "/hooklog/bin"]})),
+            Some(v(&[IMAGE_BINARY, "install", "/hooklog/bin"]))
+        );
+        assert!(
+            known(json!({"name": "x", "image": image, "args": ["run", "--file", "/h/p.log"]}))
+                .is_some()
+        );
+        assert!(known(json!({"name": "hooklog", "image": image, "args": ["run"]})).is_some());
+        // Another program's `run` or `install`.
+        assert!(known(json!({"name": "web", "image": "app", "args": ["run"]})).is_none());
+        assert!(
+            known(json!({"name": "web", "image": "app", "args": ["run", "--port", "80"]}))
+                .is_none()
+        );
+        assert!(
+            known(json!({"name": "web", "image": "app", "args": ["install", "a", "b"]})).is_none()
+        );
     }
 }
 

@@ -1,31 +1,29 @@
 //! `hooklog inject`: adds hooklog to every pod template (the shared emptyDir, the `hooklog
-//! install` init container, the sidecar, every exec preStop wrapped), and `hooklog uninject`,
-//! which removes exactly that, using what inject recorded in an annotation.
+//! install` init container, the sidecar, every exec preStop wrapped), changing as little as it
+//! can: a wrapped hook's command is the original one with hooklog's prefix in front, and new
+//! things are added after what is there. Run again, it wires containers added since.
+//! [`super::uninject`] removes it again, with the [`Record`] this module writes.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::budget::{self, SidecarMode};
-use super::check::secs;
-use super::hooks::{self, Handler, is_sleep, parse_hooklog, wrapped};
-use super::podspec::{self, ObjectRef, TemplateRef};
+use super::budget::{self, NATIVE_SIDECAR_SINCE, SidecarMode, secs};
+
+use super::hooks::{self, Handler, container_hooklog_argv, is_sleep, parse_hooklog, wrapped};
+use super::podspec::{self, Container, ObjectRef, RUN_TO_COMPLETION, TemplateRef};
 use crate::cli::Command;
 
-/// Names inject adds; a pod that already uses one is an error, never overwritten.
-pub const SIDECAR: &str = "hooklog";
-pub const INSTALLER: &str = "hooklog-install";
-pub const VOLUME: &str = "hooklog-shared";
-pub const PODINFO_VOLUME: &str = "hooklog-podinfo";
-/// Where the shared emptyDir is mounted, in every container inject touches.
-pub const MOUNT: &str = "/hooklog";
-pub const PODINFO_MOUNT: &str = "/etc/hooklog-podinfo";
-pub const BIN_DIR: &str = "/hooklog/bin";
-pub const BIN: &str = "/hooklog/bin/hooklog";
-pub const SOCKET: &str = "/hooklog/hooklog.sock";
-pub const FILE: &str = "/hooklog/prestop.log";
-/// The pod annotation holding what `uninject` needs to restore the template exactly.
-pub const ANNOTATION: &str = "hooklog.dev/injected";
+use super::layout::prefix;
+pub use super::layout::{
+    ANNOTATION, BIN, BIN_DIR, FILE, INSTALLER, MOUNT, PODINFO_MOUNT, PODINFO_VOLUME, SIDECAR,
+    SOCKET, VOLUME, own_prefix,
+};
+
+/// The annotation's format.
+const RECORD_VERSION: u32 = 2;
 /// The shared emptyDir's size limit (as in k8s/): the file only holds hook lines.
 const VOLUME_SIZE_LIMIT: &str = "64Mi";
 
@@ -38,10 +36,33 @@ pub struct Options {
     pub prestop_sleep: Vec<(String, String)>,
 }
 
+/// The sidecar form for the cluster: `--sidecar` when given, else native from 1.29 on
+/// ([`NATIVE_SIDECAR_SINCE`]) and classic below; native without a version (1.29+ is assumed:
+/// every release the Kubernetes project has supported since 1.28's end of life). A native
+/// sidecar asked for a cluster below 1.29 is refused: its kubelet drops `restartPolicy:
+/// Always`, and hooklog, a blocking init container that never ends, keeps the pod Pending.
+pub fn sidecar_mode(
+    requested: Option<SidecarMode>,
+    version: Option<(u32, u32)>,
+) -> Result<SidecarMode, String> {
+    let native_ok = version.is_none_or(|v| v >= NATIVE_SIDECAR_SINCE);
+    match (requested, version) {
+        (Some(SidecarMode::Native), Some(v)) if !native_ok => Err(format!(
+            "--sidecar native needs Kubernetes 1.29+, and --kubernetes-version is {}.{}: its kubelet would run hooklog as a blocking init container and the pod would stay Pending (leave --sidecar out, or use classic)",
+            v.0, v.1
+        )),
+        (Some(mode), _) => Ok(mode),
+        (None, _) if native_ok => Ok(SidecarMode::Native),
+        (None, _) => Ok(SidecarMode::Classic),
+    }
+}
+
 /// What happened to one object, for the report on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Injected,
+    /// Injected before; these containers, added since, are wired now.
+    Rewired(Vec<String>),
     AlreadyInjected,
     Uninjected,
     NotInjected,
@@ -59,11 +80,12 @@ pub struct InjectError {
 /// One line of the stderr report, per object: `deployment "shop/api-server" injected`.
 pub fn report_line(kind: &str, name: &str, outcome: &Outcome) -> String {
     let what = match outcome {
-        Outcome::Injected => "injected",
-        Outcome::AlreadyInjected => "already injected, unchanged",
-        Outcome::Uninjected => "uninjected",
-        Outcome::NotInjected => "not injected, unchanged",
-        Outcome::Skipped => "skipped",
+        Outcome::Injected => "injected".to_string(),
+        Outcome::Rewired(names) => format!("injected before, now wired: {}", names.join(", ")),
+        Outcome::AlreadyInjected => "already injected, unchanged".to_string(),
+        Outcome::Uninjected => "uninjected".to_string(),
+        Outcome::NotInjected => "not injected, unchanged".to_string(),
+        Outcome::Skipped => "skipped".to_string(),
     };
     format!("{} \"{name}\" {what}", kind.to_lowercase())
 }
@@ -108,24 +130,54 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
     Ok(report)
 }
 
-/// Removes what inject added from every pod template of `doc`.
-pub fn uninject(doc: &mut Value) -> Result<Vec<String>, InjectError> {
-    let mut report = Vec::new();
-    for t in podspec::templates(doc) {
-        let outcome = uninject_pod(doc, &t).map_err(|why| InjectError {
-            object: t.object.clone(),
-            why,
-        })?;
-        report.push(report_line(
-            &t.object.kind,
-            &t.object.qualified_name(),
-            &outcome,
-        ));
-    }
-    Ok(report)
+/// What inject records in [`ANNOTATION`]: only what cannot be recognised in the pod later.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    /// Containers whose hooks inject wired, by name.
+    #[serde(default)]
+    pub containers: BTreeMap<String, ContainerRecord>,
+    /// Keys of the pod spec and metadata inject created (`initContainers`, `volumes`,
+    /// `metadata`, `annotations`): removed again once they hold nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
+    /// Keys inject found holding something other than a list or mapping (`null`): put back.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub replaced: Map<String, Value>,
 }
 
-fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+/// What inject changed in one container that its prefix and mount do not show.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerRecord {
+    /// The exec command as written, when inject changed more than the prefix (`sleep N`
+    /// became `hooklog sleep N`, `/proc/1/fd/1` became `/dev/stdout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Value>,
+    /// Keys inject created in the container: `lifecycle`, `preStop` (`--prestop-sleep`),
+    /// `volumeMounts`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
+    /// Keys inject found holding something it had to replace.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub replaced: Map<String, Value>,
+}
+
+/// The record of a pod template, if inject wrote one.
+pub fn read_record(doc: &Value, t: &TemplateRef) -> Result<Option<Record>, String> {
+    let Some(raw) = doc
+        .pointer(&t.metadata_pointer)
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(ANNOTATION))
+    else {
+        return Ok(None);
+    };
+    raw.as_str()
+        .and_then(|r| serde_json::from_str(r).ok())
+        .map(Some)
+        .ok_or_else(|| format!("annotation {ANNOTATION} is not what inject wrote: {raw}"))
+}
+
+pub(super) fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
     let map = v.as_object_mut().expect("callers pass a mapping");
     let entry = map.entry(key.to_string()).or_insert_with(|| json!({}));
     if !entry.is_object() {
@@ -134,7 +186,7 @@ fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
     entry.as_object_mut().expect("just made a mapping")
 }
 
-fn arr_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
+pub(super) fn arr_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Vec<Value> {
     let map = v.as_object_mut().expect("callers pass a mapping");
     let entry = map.entry(key.to_string()).or_insert_with(|| json!([]));
     if !entry.is_array() {
@@ -148,40 +200,156 @@ fn split_pointer(p: &str) -> (&str, &str) {
     p.rsplit_once('/').unwrap_or(("", p))
 }
 
-fn metadata<'a>(doc: &'a mut Value, t: &TemplateRef) -> Option<&'a mut Value> {
+/// The mapping holding the pod's `metadata`.
+pub(super) fn metadata_parent<'a>(doc: &'a mut Value, t: &TemplateRef) -> Option<&'a mut Value> {
     let (parent, _) = split_pointer(&t.metadata_pointer);
     let parent = doc.pointer_mut(parent)?;
     parent.is_object().then_some(())?;
     Some(parent)
 }
 
-/// A hook's new command, and how long it runs when known.
+/// A hook inject wires.
 struct Wrap {
     container: String,
+    /// A native sidecar (in `initContainers`).
+    init: bool,
+    /// The exec command as written (`None`: the container had no preStop, `--prestop-sleep`).
+    original: Option<Vec<String>>,
     /// The command `hooklog hook` runs.
     inner: Vec<String>,
+    /// It ends by then (a sleep): no `--timeout`.
     known: Option<Duration>,
-    /// The container had no preStop (`--prestop-sleep`).
-    added: bool,
 }
 
+/// The pod's hooks as inject sees them: the ones to wire, and what bounds the shutdown.
+#[derive(Default)]
+struct Survey {
+    wraps: Vec<Wrap>,
+    /// Every container whose preStop hooklog reports (wired now or before).
+    peers: Vec<String>,
+    /// The longest known length of a hook (its sleeps).
+    longest_known: Duration,
+    /// A wired hook has no known end.
+    unknown: bool,
+}
+
+/// hooklog's sidecar in a pod injected before.
+struct Installed {
+    mode: SidecarMode,
+}
+
+/// Injects one pod template, in named steps: look at what is there, decide which hooks to wire,
+/// fit the budget, then change the pod (or, when injected before, wire what was added since).
 fn inject_pod(
     doc: &mut Value,
     t: &TemplateRef,
     opts: &Options,
     notes: &mut Vec<String>,
 ) -> Result<Outcome, String> {
-    let spec_snapshot = doc.pointer(&t.spec_pointer).cloned().ok_or("no pod spec")?;
-    let meta_snapshot = doc.pointer(&t.metadata_pointer).cloned();
-    if meta_snapshot
-        .as_ref()
-        .is_some_and(|m| m["annotations"].get(ANNOTATION).is_some())
+    let spec = doc.pointer(&t.spec_pointer).cloned().ok_or("no pod spec")?;
+    let record = read_record(doc, t)?;
+    let containers = podspec::containers(&spec, &t.spec_path);
+    distinct_mappings(&containers)?;
+    let installed = match &record {
+        Some(_) => Some(installed(&containers)?),
+        None => {
+            free_names(&containers, &spec)?;
+            None
+        }
+    };
+    let mode = installed.as_ref().map_or(opts.mode, |i| i.mode);
+    if installed.as_ref().is_some_and(|i| i.mode != opts.mode) {
+        notes.push(format!(
+            "keeps its {} sidecar (uninject, then inject, to change it)",
+            mode_name(mode)
+        ));
+    }
+    if installed.is_none()
+        && mode == SidecarMode::Classic
+        && RUN_TO_COMPLETION.contains(&t.object.kind.as_str())
     {
+        notes.push(format!(
+            "a classic sidecar never ends, so the {} would never complete: a native sidecar does, on Kubernetes 1.29+ (`--kubernetes-version 1.29` or later)",
+            t.object.kind
+        ));
+        return Ok(Outcome::NotInjected);
+    }
+    let mut hook_notes = Vec::new();
+    let survey = survey(&containers, mode, opts, &mut hook_notes);
+    if installed.is_some() && survey.wraps.is_empty() {
+        // Nothing new: said when it was injected.
         return Ok(Outcome::AlreadyInjected);
     }
-    let containers = podspec::containers(&spec_snapshot, &t.spec_path);
+    notes.extend(hook_notes);
+    let period = Duration::from_secs(podspec::termination_grace_seconds(&spec));
+    let plan = match budget::plan(mode, survey.longest_known, survey.unknown, period) {
+        Ok(p) => p,
+        Err(unfit) => {
+            notes.push(format!(
+                "{unfit}: left unchanged rather than cut a hook short; raise terminationGracePeriodSeconds to at least {} to add hooklog (`hooklog check`: {})",
+                unfit.needed(),
+                budget::UNFIT_RULE
+            ));
+            return Ok(Outcome::NotInjected);
+        }
+    };
+    note_timeouts(&survey, plan.timeout, period, notes);
+    let mut record = record.unwrap_or(Record {
+        version: RECORD_VERSION,
+        ..Default::default()
+    });
+    let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+    for w in &survey.wraps {
+        let entry = wire(spec, w, plan.timeout);
+        record.containers.insert(w.container.clone(), entry);
+    }
+    let outcome = if installed.is_some() {
+        update_sidecar(spec, &survey.peers, plan.grace);
+        Outcome::Rewired(survey.wraps.iter().map(|w| w.container.clone()).collect())
+    } else {
+        add_hooklog(spec, opts, mode, &survey.peers, plan.grace, &mut record);
+        Outcome::Injected
+    };
+    write_record(doc, t, &mut record)?;
+    Ok(outcome)
+}
+
+/// Says which hooks get a `--timeout`, and why that one: nothing is cut before the kubelet would.
+fn note_timeouts(
+    survey: &Survey,
+    timeout: Option<Duration>,
+    period: Duration,
+    notes: &mut Vec<String>,
+) {
+    let Some(timeout) = timeout else { return };
+    let names: Vec<&str> = survey
+        .wraps
+        .iter()
+        .filter(|w| w.known.is_none())
+        .map(|w| w.container.as_str())
+        .collect();
+    if !names.is_empty() {
+        notes.push(format!(
+            "{}: preStop of unknown length, `--timeout {}`: {}s before the kubelet's own kill at terminationGracePeriodSeconds {}, to report its end",
+            names.join(", "),
+            secs(timeout),
+            budget::REPORT_MARGIN.as_secs(),
+            period.as_secs()
+        ));
+    }
+}
+
+fn mode_name(mode: SidecarMode) -> &'static str {
+    match mode {
+        SidecarMode::Native => "native",
+        SidecarMode::Classic => "classic",
+    }
+}
+
+/// Every container is a mapping and has a name of its own.
+fn distinct_mappings(containers: &[Container]) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
-    for c in &containers {
+    for c in containers {
         if !c.value.is_object() {
             return Err(format!("{} is not a mapping", c.path));
         }
@@ -192,7 +360,12 @@ fn inject_pod(
             ));
         }
     }
-    for c in &containers {
+    Ok(())
+}
+
+/// A pod not injected yet uses none of the names and paths inject adds.
+fn free_names(containers: &[Container], spec: &Value) -> Result<(), String> {
+    for c in containers {
         if c.name == SIDECAR || c.name == INSTALLER {
             return Err(format!(
                 "a container named {:?} exists already ({}); hooklog inject adds one of that name and will not overwrite it",
@@ -211,7 +384,7 @@ fn inject_pod(
             }
         }
     }
-    for v in spec_snapshot["volumes"].as_array().into_iter().flatten() {
+    for v in spec["volumes"].as_array().into_iter().flatten() {
         if let Some(n) = v["name"]
             .as_str()
             .filter(|n| *n == VOLUME || *n == PODINFO_VOLUME)
@@ -221,138 +394,250 @@ fn inject_pod(
             ));
         }
     }
-    let period = Duration::from_secs(podspec::termination_grace_seconds(&spec_snapshot));
+    Ok(())
+}
 
-    // Which preStop hooks to wrap, and what else bounds the shutdown.
-    let mut wraps: Vec<Wrap> = Vec::new();
-    let mut peers: Vec<String> = Vec::new();
-    let mut longest_known = Duration::ZERO;
-    for c in containers.iter().filter(|c| !c.init) {
-        let env = c.literal_env();
-        let pre = hooks::hooks(c).into_iter().find(|h| h.name == "preStop");
-        match pre.map(|h| h.handler) {
-            Some(Handler::Exec(argv)) => {
-                if let Some(h) = wrapped(&argv, &env) {
-                    // Wired by hand already: left as it is, waited for.
-                    notes.push(format!("{}: preStop already runs `hooklog hook`, left as it is", c.name));
-                    peers.push(h.container);
-                    if let Some(m) = hooks::bound(&Handler::Exec(argv), &env).max {
-                        longest_known = longest_known.max(m);
-                    }
-                    continue;
-                }
-                let inner = proc_1_to_own_output(sleep_to_hooklog(&argv, notes, &c.name), notes, &c.name);
-                let known = hooks::bound(&Handler::Exec(inner.clone()), &env).max;
-                wraps.push(Wrap { container: c.name.clone(), inner, known, added: false });
-            }
-            Some(Handler::Sleep(s)) => {
+/// True for hooklog's own containers in an injected pod: its name and what it does.
+pub(super) fn is_own(c: &Container) -> bool {
+    (c.name == SIDECAR || c.name == INSTALLER) && container_hooklog_argv(c).is_some()
+}
+
+/// The sidecar of a pod injected before, and its mode; an error when its pieces are gone.
+fn installed(containers: &[Container]) -> Result<Installed, String> {
+    let installer = containers
+        .iter()
+        .any(|c| c.init && c.name == INSTALLER && is_own(c));
+    let sidecar = containers.iter().find(|c| c.name == SIDECAR && is_own(c));
+    match (installer, sidecar) {
+        (true, Some(s)) => Ok(Installed {
+            mode: if s.native_sidecar() {
+                SidecarMode::Native
+            } else {
+                SidecarMode::Classic
+            },
+        }),
+        _ => Err(format!(
+            "annotation {ANNOTATION} says hooklog was injected, but its {INSTALLER:?} or {SIDECAR:?} container is gone: run `hooklog uninject` first"
+        )),
+    }
+}
+
+/// The containers whose preStop hooklog reports: the app containers, and in native mode the
+/// native sidecars (hooklog starts before them and so stops after them). A classic hooklog
+/// stops with the app containers, before any native sidecar's hook.
+fn reported(c: &Container, mode: SidecarMode) -> bool {
+    !is_own(c) && (!c.init || (c.native_sidecar() && mode == SidecarMode::Native))
+}
+
+/// Decides, container by container, what to wire and what bounds the shutdown.
+fn survey(
+    containers: &[Container],
+    mode: SidecarMode,
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> Survey {
+    let mut s = Survey::default();
+    for c in containers {
+        if c.native_sidecar() && !is_own(c) && mode == SidecarMode::Classic {
+            if let Some(Handler::Exec(_)) = pre_stop(c) {
                 notes.push(format!(
-                    "{}: preStop is the native sleep action ({s}s), left as it is: the kubelet runs it, there is no command to wrap",
+                    "{}: a native sidecar's preStop, left unwrapped: it runs after a classic hooklog has stopped (a native hooklog wraps it, on 1.29+)",
                     c.name
                 ));
-                longest_known = longest_known.max(Duration::from_secs(s));
             }
-            Some(Handler::HttpGet) | Some(Handler::TcpSocket) => notes.push(format!(
-                "{}: preStop is an httpGet/tcpSocket call, left as it is: the kubelet makes it from outside the container, there is no command to wrap",
-                c.name
-            )),
-            Some(Handler::Unknown) => notes.push(format!("{}: preStop has no handler hooklog knows, left as it is", c.name)),
-            None => {
-                if let Some((_, d)) = opts.prestop_sleep.iter().find(|(n, _)| *n == c.name) {
-                    let inner = vec![BIN.to_string(), "sleep".to_string(), d.clone()];
-                    let known = hooks::bound(&Handler::Exec(inner.clone()), &env).max;
-                    wraps.push(Wrap { container: c.name.clone(), inner, known, added: true });
-                }
-            }
+            continue;
         }
+        if !reported(c, mode) {
+            continue;
+        }
+        survey_container(c, opts, notes, &mut s);
     }
     for (name, _) in &opts.prestop_sleep {
         let Some(c) = containers.iter().find(|c| !c.init && c.name == *name) else {
             continue;
         };
-        if c.value["lifecycle"].get("preStop").is_some() {
+        let ours = matches!(pre_stop(c), Some(Handler::Exec(a)) if own_prefix(&a).is_some());
+        if c.value["lifecycle"].get("preStop").is_some() && !ours {
             notes.push(format!(
                 "{name}: has a preStop already, --prestop-sleep ignored"
             ));
         }
     }
-    for w in &wraps {
-        if let Some(k) = w.known {
-            longest_known = longest_known.max(k);
-        }
-        peers.push(w.container.clone());
-    }
-    let (grace, timeout) = budget::plan(opts.mode, longest_known, period).unwrap_or_else(|| {
-        let fallback = Duration::from_secs(match opts.mode {
-            SidecarMode::Native => (period.as_secs() / 4).max(1),
-            SidecarMode::Classic => (period.as_secs() * 3 / 4).max(1),
-        });
-        notes.push(format!(
-            "hooks of {} leave no --grace that fits terminationGracePeriodSeconds {}; raise it (`hooklog check` reports this pod)",
-            secs(longest_known),
-            period.as_secs()
-        ));
-        (fallback, Duration::from_secs((period.as_secs() / 2).max(1)))
-    });
+    s
+}
 
-    // The record uninject restores from.
-    let mut record_containers = Map::new();
-    let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
-    // Keys inject fills: absent ones are created, ones of another type (`null`) replaced; both
-    // are recorded so that uninject puts back exactly what was there.
-    let mut created = Vec::new();
-    let mut replaced = Map::new();
-    for key in ["initContainers", "containers", "volumes"] {
-        match spec.get(key) {
-            None => created.push(key),
-            Some(Value::Array(_)) => {}
-            Some(other) => {
-                replaced.insert(key.to_string(), other.clone());
+fn pre_stop(c: &Container) -> Option<Handler> {
+    hooks::hooks(c)
+        .into_iter()
+        .find(|h| h.name == "preStop")
+        .map(|h| h.handler)
+}
+
+/// One container's preStop: wired before, wired by hand, to wire now, or left with a note.
+fn survey_container(c: &Container, opts: &Options, notes: &mut Vec<String>, s: &mut Survey) {
+    let env = c.literal_env();
+    let known = |s: &mut Survey, b: hooks::Bound| match b.max {
+        Some(m) => s.longest_known = s.longest_known.max(m),
+        None => {
+            s.longest_known = s.longest_known.max(b.min);
+            s.unknown = true;
+        }
+    };
+    match pre_stop(c) {
+        Some(Handler::Exec(argv)) if argv.is_empty() => notes.push(format!(
+            "{}: preStop exec has no command, left as it is",
+            c.name
+        )),
+        Some(Handler::Exec(argv)) => {
+            if let Some((len, _)) = own_prefix(&argv) {
+                // Wired by inject before: the command it wraps bounds the shutdown.
+                known(s, hooks::bound(&Handler::Exec(argv[len..].to_vec()), &env));
+                s.peers.push(c.name.clone());
+                return;
+            }
+            if let Some(h) = wrapped(&argv, &env) {
+                notes.push(format!(
+                    "{}: preStop already runs `hooklog hook`, left as it is",
+                    c.name
+                ));
+                s.peers.push(h.container);
+                known(s, hooks::bound(&Handler::Exec(argv), &env));
+                return;
+            }
+            let inner = proc_1_to_own_output(sleep_to_hooklog(&argv, notes, &c.name), notes, &c.name);
+            let b = hooks::bound(&Handler::Exec(inner.clone()), &env);
+            known(s, b);
+            s.peers.push(c.name.clone());
+            s.wraps.push(Wrap {
+                container: c.name.clone(),
+                init: c.init,
+                original: Some(argv),
+                inner,
+                known: b.max,
+            });
+        }
+        Some(Handler::Sleep(secs)) => {
+            notes.push(format!(
+                "{}: preStop is the native sleep action ({secs}s), left as it is: the kubelet runs it, there is no command to wrap",
+                c.name
+            ));
+            s.longest_known = s.longest_known.max(Duration::from_secs(secs));
+        }
+        Some(Handler::HttpGet) | Some(Handler::TcpSocket) => notes.push(format!(
+            "{}: preStop is an httpGet/tcpSocket call, left as it is: the kubelet makes it from outside the container, there is no command to wrap",
+            c.name
+        )),
+        Some(Handler::Unknown) => notes.push(format!(
+            "{}: preStop has no handler hooklog knows, left as it is",
+            c.name
+        )),
+        None if !c.init => {
+            if let Some((_, d)) = opts.prestop_sleep.iter().find(|(n, _)| *n == c.name) {
+                let inner = vec![BIN.to_string(), "sleep".to_string(), d.clone()];
+                let b = hooks::bound(&Handler::Exec(inner.clone()), &env);
+                known(s, b);
+                s.peers.push(c.name.clone());
+                s.wraps.push(Wrap {
+                    container: c.name.clone(),
+                    init: false,
+                    original: None,
+                    inner,
+                    known: b.max,
+                });
             }
         }
+        None => {}
     }
-    for w in &wraps {
-        let c = arr_mut(spec, "containers")
-            .iter_mut()
-            .find(|c| c["name"] == w.container.as_str())
-            .expect("the container was found in the snapshot");
-        // What was there (a key left out when it was absent).
-        let mut original = Map::new();
-        for key in ["lifecycle", "volumeMounts"] {
-            if let Some(v) = c.get(key) {
-                original.insert(key.to_string(), v.clone());
-            }
-        }
-        record_containers.insert(w.container.clone(), Value::Object(original));
-        let mut command = vec![
-            BIN.to_string(),
-            "hook".into(),
-            "--container".into(),
-            w.container.clone(),
-            "--socket".into(),
-            SOCKET.into(),
-            "--file".into(),
-            FILE.into(),
-        ];
-        if w.known.is_none() {
-            command.extend(["--timeout".to_string(), secs(timeout)]);
-        }
-        command.push("--".into());
-        command.extend(w.inner.iter().cloned());
-        let lifecycle = obj_mut(c, "lifecycle");
-        if w.added {
-            lifecycle.insert("preStop".into(), json!({"exec": {"command": command}}));
-        } else {
-            let pre = lifecycle
-                .get_mut("preStop")
-                .and_then(|p| p.get_mut("exec"))
+}
+
+/// Wraps one container's preStop and mounts the shared volume; returns what uninject needs.
+fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> ContainerRecord {
+    let list = if w.init {
+        "initContainers"
+    } else {
+        "containers"
+    };
+    let c = arr_mut(spec, list)
+        .iter_mut()
+        .find(|c| c["name"] == w.container.as_str())
+        .expect("the container was found in the snapshot");
+    let mut rec = ContainerRecord::default();
+    let mut command: Vec<Value> =
+        prefix(&w.container, if w.known.is_some() { None } else { timeout })
+            .into_iter()
+            .map(Value::String)
+            .collect();
+    match &w.original {
+        Some(original) => {
+            let pre = c
+                .pointer_mut("/lifecycle/preStop/exec")
                 .and_then(Value::as_object_mut)
                 .expect("an exec preStop was found in the snapshot");
-            pre.insert("command".into(), json!(command));
+            let items = pre
+                .get("command")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            // The original items stay as they were, with hooklog's in front: `sleep 15`
+            // becomes `<prefix> /hooklog/bin/hooklog sleep 15`.
+            match w.inner.len().checked_sub(original.len()) {
+                Some(extra) if w.inner[extra..] == original[..] => {
+                    command.extend(w.inner[..extra].iter().cloned().map(Value::String));
+                    command.extend(items.iter().cloned());
+                }
+                _ => command.extend(w.inner.iter().cloned().map(Value::String)),
+            }
+            if w.inner != *original {
+                rec.command = Some(Value::Array(items));
+            }
+            pre.insert("command".into(), Value::Array(command));
         }
-        arr_mut(c, "volumeMounts").push(json!({"name": VOLUME, "mountPath": MOUNT}));
+        None => {
+            command.extend(w.inner.iter().cloned().map(Value::String));
+            match c.get("lifecycle") {
+                None => rec.created.push("lifecycle".into()),
+                Some(Value::Object(_)) => rec.created.push("preStop".into()),
+                Some(other) => {
+                    rec.replaced.insert("lifecycle".into(), other.clone());
+                }
+            }
+            obj_mut(c, "lifecycle").insert("preStop".into(), json!({"exec": {"command": command}}));
+        }
     }
+    match c.get("volumeMounts") {
+        None => rec.created.push("volumeMounts".into()),
+        Some(Value::Array(_)) => {}
+        Some(other) => {
+            rec.replaced.insert("volumeMounts".into(), other.clone());
+        }
+    }
+    let mounts = arr_mut(c, "volumeMounts");
+    if !mounts.iter().any(|m| m["name"] == VOLUME) {
+        mounts.push(json!({"name": VOLUME, "mountPath": MOUNT}));
+    }
+    rec
+}
 
+/// Adds the installer, the sidecar and the volumes to a pod injected for the first time.
+fn add_hooklog(
+    spec: &mut Value,
+    opts: &Options,
+    mode: SidecarMode,
+    peers: &[String],
+    grace: Duration,
+    record: &mut Record,
+) {
+    // Keys inject fills: absent ones are created, ones of another type (`null`) replaced; both
+    // are recorded so that uninject puts back exactly what was there.
+    for key in ["initContainers", "containers", "volumes"] {
+        match spec.get(key) {
+            None => record.created.push(key.into()),
+            Some(Value::Array(_)) => {}
+            Some(other) => {
+                record.replaced.insert(key.to_string(), other.clone());
+            }
+        }
+    }
     // A new initContainers goes where people write it, just before containers.
     if let Some(map) = spec.as_object_mut()
         && !map.contains_key("initContainers")
@@ -364,8 +649,10 @@ fn inject_pod(
         map.shift_insert(at, "initContainers".into(), json!([]));
     }
     let installer = installer(&opts.image);
-    let sidecar = sidecar(&opts.image, opts.mode, &peers, grace);
-    match opts.mode {
+    let sidecar = sidecar(&opts.image, mode, peers, grace);
+    // First among the init containers: hooklog is there before any other starts (a native
+    // sidecar whose preStop it wraps included), and, a native sidecar, stops after them.
+    match mode {
         SidecarMode::Native => {
             let init = arr_mut(spec, "initContainers");
             init.insert(0, sidecar);
@@ -382,29 +669,69 @@ fn inject_pod(
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
     ]}}));
+}
 
-    let parent = metadata(doc, t).ok_or("no place for the pod's metadata")?;
-    match parent.get("metadata") {
-        None => created.push("metadata"),
-        Some(Value::Object(_)) => {}
-        Some(other) => {
-            replaced.insert("metadata".into(), other.clone());
+/// A pod injected before: the sidecar's `--peers` and `--grace` values, changed in place.
+fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
+    let Some(map) = spec.as_object_mut() else {
+        return;
+    };
+    let Some(args) = map
+        .iter_mut()
+        .filter(|(k, _)| *k == "initContainers" || *k == "containers")
+        .filter_map(|(_, v)| v.as_array_mut())
+        .flat_map(|l| l.iter_mut())
+        .find(|c| c["name"] == SIDECAR)
+        .and_then(|c| c.get_mut("args"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let mut set =
+        |flag: &str, value: String, before: Option<&str>| match args.iter().position(|a| a == flag)
+        {
+            Some(i) if i + 1 < args.len() => {
+                if args[i + 1] != value.as_str() {
+                    args[i + 1] = Value::String(value);
+                }
+            }
+            _ => {
+                let at = before
+                    .and_then(|b| args.iter().position(|a| a == b))
+                    .unwrap_or(args.len());
+                args.insert(at, Value::String(value));
+                args.insert(at, Value::String(flag.to_string()));
+            }
+        };
+    set("--peers", peers.join(","), Some("--grace"));
+    set("--grace", secs(grace), Some("--native-sidecar"));
+}
+
+/// Writes the record into the pod's annotations, creating what is missing (and recording
+/// that it did).
+fn write_record(doc: &mut Value, t: &TemplateRef, record: &mut Record) -> Result<(), String> {
+    let parent = metadata_parent(doc, t).ok_or("no place for the pod's metadata")?;
+    let fresh = parent["metadata"]["annotations"].get(ANNOTATION).is_none();
+    if fresh {
+        match parent.get("metadata") {
+            None => record.created.push("metadata".into()),
+            Some(Value::Object(_)) => {}
+            Some(other) => {
+                record.replaced.insert("metadata".into(), other.clone());
+            }
         }
     }
     let meta = obj_mut(parent, "metadata");
-    match meta.get("annotations") {
-        None => created.push("annotations"),
-        Some(Value::Object(_)) => {}
-        Some(other) => {
-            replaced.insert("annotations".into(), other.clone());
+    if fresh {
+        match meta.get("annotations") {
+            None => record.created.push("annotations".into()),
+            Some(Value::Object(_)) => {}
+            Some(other) => {
+                record.replaced.insert("annotations".into(), other.clone());
+            }
         }
     }
-    let record = json!({
-        "version": 1,
-        "containers": record_containers,
-        "created": created,
-        "replaced": replaced,
-    });
+    let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
     let annotations = meta
         .entry("annotations".to_string())
         .or_insert_with(|| json!({}));
@@ -414,8 +741,19 @@ fn inject_pod(
     annotations
         .as_object_mut()
         .expect("just made a mapping")
-        .insert(ANNOTATION.to_string(), Value::String(record.to_string()));
-    Ok(Outcome::Injected)
+        .insert(ANNOTATION.to_string(), Value::String(text));
+    Ok(())
+}
+
+/// What inject makes of a hook's command before wrapping it (`sleep N` to `hooklog sleep N`,
+/// PID 1's output to the hook's own); uninject compares against it to see later edits.
+pub(super) fn rewrite(argv: &[String], container: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    proc_1_to_own_output(
+        sleep_to_hooklog(argv, &mut notes, container),
+        &mut notes,
+        container,
+    )
 }
 
 /// A bare `sleep N` (or `/bin/sleep N`) becomes `hooklog sleep N` from the shared volume, which
@@ -551,100 +889,10 @@ fn sidecar(image: &str, mode: SidecarMode, peers: &[String], grace: Duration) ->
     Value::Object(c)
 }
 
-fn uninject_pod(doc: &mut Value, t: &TemplateRef) -> Result<Outcome, String> {
-    let Some(raw) = doc
-        .pointer(&t.metadata_pointer)
-        .and_then(|m| m["annotations"][ANNOTATION].as_str())
-        .map(str::to_string)
-    else {
-        return Ok(Outcome::NotInjected);
-    };
-    let record: Value = serde_json::from_str(&raw)
-        .map_err(|e| format!("annotation {ANNOTATION} is not what inject wrote: {e}"))?;
-    let created: Vec<&str> = record["created"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let replaced = record["replaced"].as_object().cloned().unwrap_or_default();
-    // A key inject created or replaced goes back to what it was once it holds nothing of ours.
-    let put_back = |map: &mut Map<String, Value>, key: &str| {
-        let empty = match map.get(key) {
-            Some(Value::Array(a)) => a.is_empty(),
-            Some(Value::Object(o)) => o.is_empty(),
-            _ => false,
-        };
-        if empty {
-            if let Some(original) = replaced.get(key) {
-                map.insert(key.to_string(), original.clone());
-            } else if created.contains(&key) {
-                map.shift_remove(key);
-            }
-        }
-    };
-    let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
-    for key in ["initContainers", "containers"] {
-        if let Some(list) = spec.get_mut(key).and_then(Value::as_array_mut) {
-            list.retain(|c| c["name"] != SIDECAR && c["name"] != INSTALLER);
-        }
-    }
-    if let Some(list) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
-        list.retain(|v| v["name"] != VOLUME && v["name"] != PODINFO_VOLUME);
-    }
-    let map = spec
-        .as_object_mut()
-        .ok_or("the pod spec is not a mapping")?;
-    for key in ["initContainers", "containers", "volumes"] {
-        put_back(map, key);
-    }
-    let restore = record["containers"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    if let Some(list) = map.get_mut("containers").and_then(Value::as_array_mut) {
-        for c in list.iter_mut() {
-            let Some(r) = c["name"].as_str().and_then(|n| restore.get(n)) else {
-                continue;
-            };
-            let c = c.as_object_mut().ok_or("a container is not a mapping")?;
-            match r.get("lifecycle") {
-                None => {
-                    c.shift_remove("lifecycle");
-                }
-                Some(l) => {
-                    c.insert("lifecycle".into(), l.clone());
-                }
-            }
-            if let Some(m) = c.get_mut("volumeMounts").and_then(Value::as_array_mut) {
-                m.retain(|m| m["name"] != VOLUME);
-                match r.get("volumeMounts") {
-                    None if m.is_empty() => {
-                        c.shift_remove("volumeMounts");
-                    }
-                    Some(original) if !original.is_array() => {
-                        c.insert("volumeMounts".into(), original.clone());
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    let parent = metadata(doc, t).ok_or("no pod metadata")?;
-    let pmap = parent.as_object_mut().ok_or("not a mapping")?;
-    if let Some(meta) = pmap.get_mut("metadata").and_then(Value::as_object_mut) {
-        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            a.shift_remove(ANNOTATION);
-        }
-        put_back(meta, "annotations");
-    }
-    put_back(pmap, "metadata");
-    Ok(Outcome::Uninjected)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::uninject::uninject;
 
     fn opts() -> Options {
         Options {

@@ -4,21 +4,23 @@
 //! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
-//! inequalities, [`check`] the rules, [`report`] text/JSON/SARIF, [`inject`] both directions,
-//! [`tree`] reads YAML as Kubernetes does, with every node's place in the text, [`splice`]
-//! writes a change back into that text, [`emit`] YAML that YAML 1.1 readers (kubectl, Helm)
-//! read the same.
+//! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
+//! text/JSON/SARIF, [`inject`] and [`uninject`]. [`tree`] reads YAML as Kubernetes does, with
+//! every node's place in the text, [`splice`] writes a change back into that text, [`emit`]
+//! YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
 pub mod budget;
 pub mod check;
 pub mod emit;
 pub mod hooks;
 pub mod inject;
+pub mod layout;
 pub mod load;
 pub mod podspec;
 pub mod report;
 pub mod splice;
 pub mod tree;
+pub mod uninject;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -110,12 +112,20 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         );
         return EXIT_USAGE;
     };
+    let requested = args.sidecar.map(|s| match s {
+        SidecarKind::Native => budget::SidecarMode::Native,
+        SidecarKind::Classic => budget::SidecarMode::Classic,
+    });
+    let mode = match inject::sidecar_mode(requested, args.kubernetes_version) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let opts = inject::Options {
         image,
-        mode: match args.sidecar {
-            SidecarKind::Native => budget::SidecarMode::Native,
-            SidecarKind::Classic => budget::SidecarMode::Classic,
-        },
+        mode,
         prestop_sleep: args.prestop_sleep,
     };
     transform(&args.paths, |doc| inject::inject(doc, &opts))
@@ -123,7 +133,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
 
 /// `hooklog uninject`: returns the exit code.
 pub fn uninject_command(paths: &[PathBuf]) -> u8 {
-    transform(paths, inject::uninject)
+    transform(paths, uninject::uninject)
 }
 
 /// Loads every input, applies `f` to each document, writes every input back to stdout with

@@ -1,5 +1,6 @@
 //! Finding pod templates in Kubernetes objects (Pod, Deployment, StatefulSet, DaemonSet,
-//! ReplicaSet, Job, CronJob, and the items of a `List`), with the field paths that name them.
+//! ReplicaSet, Job, CronJob, any other kind's standard `spec.template` such as Argo's `Rollout`,
+//! and the items of a `List`), with the field paths that name them.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,13 @@ const POD_SPEC_POINTERS: [(&str, &str); 8] = [
     ("Job", "/spec/template/spec"),
     ("CronJob", "/spec/jobTemplate/spec/template/spec"),
 ];
+
+/// Where every other kind (Argo `Rollout`, OpenKruise `CloneSet`, ...) keeps a pod template:
+/// the standard `spec.template`, taken only when its `spec.containers` is a sequence.
+const STANDARD_POD_SPEC: &str = "/spec/template/spec";
+
+/// Kinds whose pods run to completion: a container that never ends keeps them from completing.
+pub const RUN_TO_COMPLETION: [&str; 2] = ["Job", "CronJob"];
 
 /// kind, namespace and name of an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -64,6 +72,10 @@ pub fn objects(doc: &Value) -> Vec<(String, &Value)> {
 }
 
 fn collect_objects<'a>(v: &'a Value, pointer: String, out: &mut Vec<(String, &'a Value)>) {
+    // A top-level sequence (a kustomize JSON6902 patch) or a scalar is no object.
+    if !v.is_object() {
+        return;
+    }
     let kind = v["kind"].as_str().unwrap_or_default();
     if let (true, Some(items)) = (kind.ends_with("List"), v["items"].as_array()) {
         for (i, item) in items.iter().enumerate() {
@@ -79,8 +91,15 @@ pub fn templates(doc: &Value) -> Vec<TemplateRef> {
     let mut out = Vec::new();
     for (pointer, obj) in objects(doc) {
         let kind = obj["kind"].as_str().unwrap_or_default();
-        let Some((_, spec)) = POD_SPEC_POINTERS.iter().find(|(k, _)| *k == kind) else {
-            continue;
+        let spec = match POD_SPEC_POINTERS.iter().find(|(k, _)| *k == kind) {
+            Some((_, spec)) => *spec,
+            None if obj
+                .pointer(STANDARD_POD_SPEC)
+                .is_some_and(|s| s["containers"].is_array()) =>
+            {
+                STANDARD_POD_SPEC
+            }
+            None => continue,
         };
         if !obj.pointer(spec).is_some_and(Value::is_object) {
             continue;
@@ -271,6 +290,24 @@ mod tests {
         assert_eq!(t[0].object.to_string(), "CronJob n/c");
         assert_eq!(t[1].metadata_pointer, "/items/2/metadata");
         assert!(doc.pointer(&t[0].spec_pointer).is_some());
+    }
+
+    #[test]
+    fn any_kind_with_a_standard_pod_template_and_no_patch_lists() {
+        let rollout = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": "r"},
+            "spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
+        let t = templates(&rollout);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].spec_path, "spec.template.spec");
+        assert_eq!(t[0].metadata_pointer, "/spec/template/metadata");
+        // A template of something else (no containers) is not a pod's.
+        let other = json!({"kind": "Thing", "spec": {"template": {"spec": {"steps": []}}}});
+        assert!(templates(&other).is_empty());
+        // A kustomize JSON6902 patch: a top-level sequence.
+        let patch = json!([{"op": "add", "path": "/spec/replicas", "value": 3}]);
+        assert!(objects(&patch).is_empty());
+        assert!(templates(&patch).is_empty());
     }
 
     #[test]

@@ -293,6 +293,28 @@ fn command_in_container(c: &Container, hook: &Hook) -> Option<Vec<String>> {
     }
 }
 
+/// What a missing program does to the hook, as a v1.32 kubelet with containerd showed it:
+/// unwrapped, the runtime refuses the exec and the `FailedPreStopHook` event says only
+/// "PreStopHook failed" (the runtime's text is in the kubelet's log); under `hooklog hook` the
+/// wrapper reports it and exits 127. Either way the container then gets SIGTERM at once.
+fn what_fails(c: &Container, hook: &Hook, program: &str) -> String {
+    let wrapped_hook =
+        matches!(&hook.handler, Handler::Exec(argv) if wrapped(argv, &c.literal_env()).is_some());
+    if wrapped_hook {
+        return "`hooklog hook` reports `command not found` and exits 127, and the container gets SIGTERM at once".to_string();
+    }
+    let runtime = if program.contains('/') {
+        "the runtime refuses the exec".to_string()
+    } else {
+        format!(
+            "the runtime refuses the exec (containerd: `OCI runtime exec failed: exec: \"{program}\": executable file not found in $PATH`)"
+        )
+    };
+    format!(
+        "{runtime}, the FailedPreStopHook event says only \"PreStopHook failed\" (the detail is in the kubelet's log), and the container gets SIGTERM at once"
+    )
+}
+
 /// The fix for a missing program.
 fn fix_for(argv: &[String]) -> String {
     let program = argv.first().map(String::as_str).unwrap_or_default();
@@ -333,9 +355,10 @@ pub fn check_hook(_pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options,
                 Some(&c.name),
                 &hook.path,
                 format!(
-                    "{} runs `{program}`, which is not in {image}: tried {}; the hook fails (exit 127) and the container gets SIGTERM at once",
+                    "{} runs `{program}`, which is not in {image}: tried {}; {}",
                     hook.name,
-                    tried.join(", ")
+                    tried.join(", "),
+                    what_fails(c, hook, program)
                 ),
                 fix_for(&argv),
             );
@@ -352,8 +375,9 @@ pub fn check_hook(_pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options,
             Some(&c.name),
             &hook.path,
             format!(
-                "{} runs `{program}`, but {image} has no shell or coreutils (image pattern `{pattern}`): the hook fails (exit 127) and the container gets SIGTERM at once",
-                hook.name
+                "{} runs `{program}`, but {image} has no shell or coreutils (image pattern `{pattern}`): {}",
+                hook.name,
+                what_fails(c, hook, program)
             ),
             fix_for(&argv),
         );

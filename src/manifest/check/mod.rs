@@ -3,9 +3,10 @@
 
 mod fargate;
 pub mod image;
+mod jobs;
 mod output;
-mod timing;
-mod version;
+pub mod timing;
+pub mod version;
 mod wiring;
 
 use std::collections::BTreeMap;
@@ -58,6 +59,8 @@ pub const RULES: &[Rule] = &[
     timing::GRACE_PERIOD,
     timing::NOT_IN_PEERS,
     timing::UNBOUNDED,
+    timing::CANNOT_FIT,
+    jobs::NEVER_ENDS,
     wiring::BINARY_NOT_MOUNTED,
     wiring::BINARY_NOT_INSTALLED,
     wiring::PATH_NOT_SHARED,
@@ -65,6 +68,7 @@ pub const RULES: &[Rule] = &[
     wiring::NAME_MISMATCH,
     wiring::DOWNWARD_API,
     wiring::INVALID_COMMAND,
+    wiring::MOUNT_OVER_IMAGE,
     fargate::CAPABILITIES,
     fargate::PRIVILEGED,
     fargate::HOST_NAMESPACE,
@@ -242,8 +246,9 @@ fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
             version::check_hook(c, &hook, opts, sink);
         }
     }
-    timing::check_pod(pod, sink);
-    wiring::check_pod(pod, sink);
+    timing::check_pod(pod, opts, sink);
+    wiring::check_pod(pod, opts, sink);
+    jobs::check_pod(pod, sink);
     version::check_pod(pod, opts, sink);
     if opts.fargate {
         fargate::check_pod(pod, sink);
@@ -264,11 +269,38 @@ pub fn parse_version(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
-/// Seconds as a duration flag value, `15s` or `1m30s`-free `90s`.
-pub fn secs(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
+pub use super::budget::secs;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `check DIR` exited 64 on a kustomize JSON6902 patch (a top-level list) among the files:
+    /// such a document holds no pod template, and the others are still checked.
+    #[test]
+    fn a_json6902_patch_does_not_stop_the_rest() {
+        let text = "- op: add\n  path: /spec/replicas\n  value: 3\n---\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers: [{name: a, image: a}]\n";
+        let source = crate::manifest::load::parse("dir/patch.yaml", text.to_string())
+            .expect("a patch beside a pod is read");
+        assert_eq!(source.notes.len(), 1, "{:?}", source.notes);
+        let findings = check(&[source], &Options::default());
+        assert_eq!(
+            findings.iter().map(|f| f.rule).collect::<Vec<_>>(),
+            [timing::CANNOT_FIT.id]
+        );
+        let mut patch = json!([{"op": "remove", "path": "/spec/x"}]);
+        let before = patch.clone();
+        let opts = crate::manifest::inject::Options {
+            image: "hooklog".into(),
+            mode: crate::manifest::budget::SidecarMode::Native,
+            prestop_sleep: vec![],
+        };
+        assert!(
+            crate::manifest::inject::inject(&mut patch, &opts)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(patch, before);
     }
 }

@@ -2,6 +2,7 @@
 //! that nothing reports.
 
 use super::{Options, Pod, Rule, Severity, Sink};
+use crate::manifest::budget::SidecarMode;
 use crate::manifest::hooks::{Handler, Hook, wrapped};
 use crate::manifest::podspec::Container;
 
@@ -13,7 +14,7 @@ pub const PROC_1: Rule = Rule {
 pub const NOT_REPORTED: Rule = Rule {
     id: "hook-not-reported",
     severity: Severity::Info,
-    description: "An exec preStop hook is not wrapped in `hooklog hook` and the pod has no hooklog sidecar: its output and failure go nowhere.",
+    description: "An exec preStop hook is not wrapped in `hooklog hook` and no hooklog sidecar reports it (none in the pod, or a classic one, stopped before a native sidecar's hook): its output and failure go nowhere.",
 };
 
 /// PID 1's stdout and stderr, as hooks write to them to reach `kubectl logs`.
@@ -45,17 +46,32 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &Options, sink: &
             "let `hooklog hook` carry the hook's output (`hooklog inject` wraps it), or `hooklog emit` a record",
         );
     }
-    if hook.name == "preStop" && pod.sidecar.is_none() && wrapped(argv, &c.literal_env()).is_none()
-    {
-        sink.add(
+    if hook.name != "preStop" || wrapped(argv, &c.literal_env()).is_some() {
+        return;
+    }
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    match &pod.sidecar {
+        None => sink.add(
             &NOT_REPORTED,
             Some(&c.name),
             &hook.path,
             format!(
-                "preStop `{}` is not reported: if it fails, only a FailedPreStopHook event says so",
-                argv.first().map(String::as_str).unwrap_or_default()
+                "preStop `{program}` is not reported: if it fails, the FailedPreStopHook event says only \"PreStopHook failed\" and the detail is in the kubelet's log"
             ),
             "hooklog inject",
-        );
+        ),
+        // A native sidecar's hook runs once the app containers are gone: a classic hooklog
+        // has stopped by then (`hooklog inject` notes it and leaves it unwrapped).
+        Some(s) if s.mode == SidecarMode::Classic && c.native_sidecar() => sink.add(
+            &NOT_REPORTED,
+            Some(&c.name),
+            &hook.path,
+            format!(
+                "preStop `{program}` of native sidecar {} runs after the app containers ended, when the classic hooklog sidecar has stopped: nothing reports it",
+                c.name
+            ),
+            "a native hooklog sidecar reports it (Kubernetes 1.29+: `hooklog inject --kubernetes-version 1.29`)",
+        ),
+        Some(_) => {}
     }
 }

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
+use super::Options;
 use super::{Pod, Rule, Severity, Sink, secs};
 use crate::manifest::budget::{self, BudgetError, SidecarMode};
-use crate::manifest::hooks::{self, Hook, bound, wrapped};
+use crate::manifest::hooks::{self, Handler, Hook, bound, wrapped};
+use crate::manifest::layout::own_prefix;
 use crate::manifest::podspec::Container;
 
 pub const EXCEEDS_GRACE: Rule = Rule {
@@ -28,6 +30,11 @@ pub const NOT_IN_PEERS: Rule = Rule {
     id: "hook-container-not-in-peers",
     severity: Severity::Warning,
     description: "A classic sidecar's --peers lacks a container whose preStop `hooklog hook` wraps: a late hook is not waited for.",
+};
+pub const CANNOT_FIT: Rule = Rule {
+    id: budget::UNFIT_RULE,
+    severity: Severity::Warning,
+    description: "terminationGracePeriodSeconds cannot hold the hooks' known sleeps plus hooklog's 2 s: `hooklog inject` leaves the pod unchanged rather than cut a hook short.",
 };
 pub const UNBOUNDED: Rule = Rule {
     id: "hook-unbounded",
@@ -56,12 +63,74 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, sink: &mut Sink) {
     }
 }
 
-pub fn check_pod(pod: &Pod, sink: &mut Sink) {
+/// The containers whose preStop a hooklog sidecar reports: the app containers and the native
+/// sidecars other than hooklog itself (as `hooklog inject` wires them).
+fn reported<'a>(pod: &'a Pod) -> impl Iterator<Item = &'a Container<'a>> {
+    let own = pod.sidecar.as_ref().map(|s| s.container.path.as_str());
+    pod.containers
+        .iter()
+        .filter(move |c| (!c.init || c.native_sidecar()) && Some(c.path.as_str()) != own)
+}
+
+/// The sidecar form `hooklog inject` would write for the cluster (native without a version).
+fn inject_mode(opts: &Options) -> SidecarMode {
+    match opts.kubernetes_version {
+        Some(v) if v < super::version::NATIVE_SIDECAR_SINCE => SidecarMode::Classic,
+        _ => SidecarMode::Native,
+    }
+}
+
+/// A pod without hooklog whose period cannot hold its hooks' known sleeps and hooklog's
+/// margin: the one `hooklog inject` leaves unchanged (the same [`budget::plan`] decides).
+fn check_fit(pod: &Pod, opts: &Options, sink: &mut Sink) {
+    let mode = inject_mode(opts);
+    let mut longest = Duration::ZERO;
+    let mut unknown = false;
+    for c in reported(pod).filter(|c| !c.init || mode == SidecarMode::Native) {
+        let env = c.literal_env();
+        for hook in hooks::hooks(c).into_iter().filter(|h| h.name == "preStop") {
+            let handler = match &hook.handler {
+                Handler::Exec(argv) if argv.is_empty() => continue,
+                Handler::Exec(argv) => match own_prefix(argv) {
+                    Some((len, _)) => Handler::Exec(argv[len..].to_vec()),
+                    None => hook.handler.clone(),
+                },
+                Handler::Sleep(_) => hook.handler.clone(),
+                _ => continue,
+            };
+            let b = bound(&handler, &env);
+            match b.max {
+                Some(m) => longest = longest.max(m),
+                None => {
+                    longest = longest.max(b.min);
+                    unknown = true;
+                }
+            }
+        }
+    }
+    if let Err(unfit) = budget::plan(mode, longest, unknown, pod.period) {
+        sink.add(
+            &CANNOT_FIT,
+            None,
+            &format!("{}.terminationGracePeriodSeconds", pod.spec_path),
+            format!(
+                "{unfit}: `hooklog inject` leaves this pod unchanged rather than cut a hook short"
+            ),
+            format!(
+                "raise terminationGracePeriodSeconds to at least {} to add hooklog",
+                unfit.needed()
+            ),
+        );
+    }
+}
+
+pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     let Some(sidecar) = &pod.sidecar else {
+        check_fit(pod, opts, sink);
         return;
     };
     let mut longest = Duration::ZERO;
-    for c in pod.containers.iter().filter(|c| !c.init) {
+    for c in reported(pod) {
         let env = c.literal_env();
         for hook in hooks::hooks(c).into_iter().filter(|h| h.name == "preStop") {
             let b = bound(&hook.handler, &env);

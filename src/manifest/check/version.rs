@@ -12,13 +12,12 @@ pub const NATIVE_SLEEP: Rule = Rule {
 pub const NATIVE_SIDECAR: Rule = Rule {
     id: "native-sidecar-unsupported",
     severity: Severity::Error,
-    description: "Native sidecars (init containers with restartPolicy: Always) need Kubernetes 1.29+ (SidecarContainers, on by default from 1.29).",
+    description: "Native sidecars (init containers with restartPolicy: Always) need Kubernetes 1.29+ (SidecarContainers, on by default from 1.29): below, one is a blocking init container and the pod stays Pending forever.",
 };
 
 /// KEP-3960 PodLifecycleSleepAction: beta and on by default in 1.30.
 pub const SLEEP_ACTION_SINCE: (u32, u32) = (1, 30);
-/// KEP-753 SidecarContainers: beta and on by default in 1.29.
-pub const NATIVE_SIDECAR_SINCE: (u32, u32) = (1, 29);
+pub use crate::manifest::budget::NATIVE_SIDECAR_SINCE;
 
 pub fn check_hook(c: &Container, hook: &Hook, opts: &Options, sink: &mut Sink) {
     let Some(v) = opts.kubernetes_version else {
@@ -50,10 +49,13 @@ pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
             Some(&c.name),
             &format!("{}.restartPolicy", c.path),
             format!(
-                "native sidecars need Kubernetes 1.29+, the cluster runs {}.{}",
+                "native sidecars need Kubernetes 1.29+, the cluster runs {}.{}: its kubelet drops `restartPolicy: Always` and runs {} as a blocking init container, which never ends, so the pod stays Pending forever",
+                v.0, v.1, c.name
+            ),
+            format!(
+                "run it as a regular container (`hooklog inject --kubernetes-version {}.{}` writes that form), or upgrade",
                 v.0, v.1
             ),
-            "run it as a regular container (`hooklog inject --sidecar classic`), or upgrade",
         );
     }
 }

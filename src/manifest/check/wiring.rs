@@ -4,9 +4,12 @@
 
 use std::path::PathBuf;
 
-use super::{Pod, Rule, Severity, Sink};
+use super::image::Entry;
+use super::{Options, Pod, Rule, Severity, Sink};
 use crate::cli::Command;
-use crate::manifest::hooks::{Handler, Hook, container_hooklog_argv, is_hooklog, parse_hooklog};
+use crate::manifest::hooks::{
+    Handler, Hook, IMAGE_BINARY, container_hooklog_argv, is_hooklog, parse_hooklog,
+};
 use crate::manifest::podspec::Container;
 
 pub const BINARY_NOT_MOUNTED: Rule = Rule {
@@ -43,6 +46,12 @@ pub const INVALID_COMMAND: Rule = Rule {
     id: "hooklog-command-invalid",
     severity: Severity::Error,
     description: "A hooklog command line that hooklog's own parser rejects.",
+};
+
+pub const MOUNT_OVER_IMAGE: Rule = Rule {
+    id: "hooklog-mount-over-image-path",
+    severity: Severity::Error,
+    description: "A hooklog container mounts a volume over a file of its image, or over the folder holding its binary: the runtime refuses the mount (\"not a directory\") or the binary is hidden, and the container never starts.",
 };
 
 /// The Downward API variables hooklog reads (README, "The record").
@@ -202,7 +211,65 @@ fn shared_paths(pod: &Pod, c: &Container, hook: &Hook, h: &crate::cli::HookArgs,
     }
 }
 
-pub fn check_pod(pod: &Pod, sink: &mut Sink) {
+/// Why mounting at `path` in a hooklog container breaks it, as far as its image is known: the
+/// image's filesystem (`--image-root`), else the layout of hooklog's own image (its binary at
+/// [`IMAGE_BINARY`], the ENTRYPOINT a container without `command` runs).
+fn mount_collision(c: &Container, path: &str, opts: &Options) -> Option<String> {
+    let entrypoint = c.argv().0.is_empty().then_some(IMAGE_BINARY);
+    if let Some(e) = entrypoint
+        && e.starts_with(&format!("{path}/"))
+    {
+        return Some(format!(
+            "it hides the folder holding the image's binary {e}: the container cannot start"
+        ));
+    }
+    match opts.image_roots.get(c.image()) {
+        Some(root) => match root.resolve(path) {
+            Ok((p, Entry::File { .. })) => Some(format!(
+                "{p} is a file in {}: the runtime cannot mount a volume there (\"not a directory\") and the container never starts",
+                c.image()
+            )),
+            Err(why) if why.ends_with("is not a folder") => Some(format!(
+                "{why} in {}: the runtime cannot mount a volume under it and the container never starts",
+                c.image()
+            )),
+            _ => None,
+        },
+        None => {
+            let e = entrypoint?;
+            (path == e || path.starts_with(&format!("{e}/"))).then(|| {
+                format!(
+                    "{e} is hooklog's binary, a file in its image: the runtime cannot mount a volume there (\"not a directory\") and the container never starts"
+                )
+            })
+        }
+    }
+}
+
+/// hooklog's own containers' mounts against what their image holds.
+fn check_mounts(pod: &Pod, opts: &Options, sink: &mut Sink) {
+    for c in pod
+        .containers
+        .iter()
+        .filter(|c| container_hooklog_argv(c).is_some() && c.argv().0.is_empty())
+    {
+        for m in c.mounts() {
+            let Some(why) = mount_collision(c, &m.path, opts) else {
+                continue;
+            };
+            sink.add(
+                &MOUNT_OVER_IMAGE,
+                Some(&c.name),
+                &format!("{}.volumeMounts", c.path),
+                format!("{} mounts volume {} at {}: {why}", c.name, m.volume, m.path),
+                "mount it at a path the image does not use (`hooklog inject` uses /hooklog, and hooklog's image keeps its binary at /usr/local/bin/hooklog)",
+            );
+        }
+    }
+}
+
+pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
+    check_mounts(pod, opts, sink);
     for c in &pod.containers {
         if let Some(argv) = container_hooklog_argv(c)
             && let Err(e) = parse_hooklog(&argv, &c.literal_env())
