@@ -513,7 +513,7 @@ fn validator_input(yaml: &str) -> String {
 }
 
 /// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
-fn validate_strictly(files: &[PathBuf]) {
+pub(crate) fn validate_strictly(files: &[PathBuf]) {
     let versions = crate::k8s::validator_versions();
     let mut cmd = Command::new("python3");
     cmd.args(["-m", "kubernetes_validate", "--strict"]);

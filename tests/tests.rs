@@ -6,6 +6,7 @@ mod bench;
 mod cli;
 mod deadlines;
 mod dockerfile;
+mod faithful;
 mod hook;
 mod image;
 mod k8s;

@@ -178,9 +178,11 @@ fn line_start_if_first(text: &str, at: usize) -> Option<usize> {
         .then_some(line_start)
 }
 
-/// Just past the end of the line `end` is on (a block scalar already ends at a line start).
+/// Just past the end of the line `node` ends on. A node that ends with a block scalar (itself,
+/// or a collection whose last item is one) already ends at a line start: only there does the
+/// character before its end be a newline.
 fn after_line(text: &str, node: &Node) -> usize {
-    if matches!(node.kind, Kind::Scalar(Style::Block)) {
+    if node.end > 0 && text.as_bytes()[node.end - 1] == b'\n' {
         return node.end;
     }
     match memchr::memchr(b'\n', &text.as_bytes()[node.end..]) {

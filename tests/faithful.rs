@@ -1,0 +1,385 @@
+//! `inject` and `uninject` keep what the user wrote (issue 16): real public manifests
+//! (tests/manifests/real, sources in its SOURCES.md) and the project's own come back byte for
+//! byte, inject only adds (a YAML 1.1 reader, PyYAML, finds every original value unchanged in
+//! its output), documents without a pod template are untouched, and what it writes validates.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use hooklog::manifest::{load, podspec};
+
+use crate::util::hooklog;
+
+const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
+
+fn manifests() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/manifests")
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = hooklog();
+    cmd.args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let mut child = cmd.spawn().expect("spawn hooklog");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("hooklog output")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every input: the real public manifests, the faithful-editing fixture and the project's own.
+/// Files that already carry a hand-wired hooklog are refused by inject (a name it would
+/// overwrite): those are left out.
+fn inputs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["real", "faithful", "corpus", "incidents", "e2e"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
+            .collect();
+        files.sort();
+        out.extend(files);
+    }
+    assert!(out.len() >= 30, "{out:?}");
+    out
+}
+
+/// `inject --sidecar MODE FILE`, or `None` when inject refuses the file because a hooklog is
+/// wired there by hand already.
+fn inject(file: &Path, mode: &str) -> Option<String> {
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "--sidecar",
+            mode,
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = text(&out.stderr);
+    if !out.status.success() && err.contains("exists already") {
+        return None;
+    }
+    assert!(out.status.success(), "{}: {err}", file.display());
+    assert!(
+        !err.contains("could not edit in place"),
+        "{}: inject fell back to writing the file anew: {err}",
+        file.display()
+    );
+    Some(text(&out.stdout))
+}
+
+#[test]
+fn every_manifest_comes_back_byte_for_byte_and_inject_is_idempotent() {
+    let mut injected_files = 0;
+    for file in inputs() {
+        let original = std::fs::read_to_string(&file).unwrap();
+        for mode in ["native", "classic"] {
+            let Some(injected) = inject(&file, mode) else {
+                continue;
+            };
+            injected_files += 1;
+            for undo in [&["uninject", "-"][..], &["inject", "--undo", "-"][..]] {
+                let back = run(undo, Some(&injected));
+                assert!(back.status.success(), "{}", text(&back.stderr));
+                assert!(
+                    text(&back.stdout) == original,
+                    "{} ({mode}): {undo:?} of inject's output is not the file, byte for byte:\n{}",
+                    file.display(),
+                    first_difference(&original, &text(&back.stdout))
+                );
+            }
+            let again = run(
+                &["inject", "--image", IMAGE, "--sidecar", mode, "-"],
+                Some(&injected),
+            );
+            assert!(again.status.success(), "{}", text(&again.stderr));
+            assert!(
+                text(&again.stdout) == injected,
+                "{} ({mode}): injecting twice changed the output:\n{}",
+                file.display(),
+                first_difference(&injected, &text(&again.stdout))
+            );
+        }
+    }
+    assert!(injected_files >= 50, "{injected_files}");
+}
+
+/// The first line where `a` and `b` differ, for a failure message.
+fn first_difference(a: &str, b: &str) -> String {
+    let (al, bl): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let i = al
+        .iter()
+        .zip(&bl)
+        .position(|(x, y)| x != y)
+        .unwrap_or(al.len().min(bl.len()));
+    format!(
+        "line {}:\n  want {:?}\n  got  {:?}",
+        i + 1,
+        al.get(i),
+        bl.get(i)
+    )
+}
+
+/// The lines of `a` that a longest-common-subsequence diff against `b` removes.
+fn removed_lines<'a>(a: &'a str, b: &str) -> Vec<&'a str> {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let (n, m) = (a.len(), b.len());
+    let mut t = vec![0u32; (n + 1) * (m + 1)];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            t[i * (m + 1) + j] = if a[i] == b[j] {
+                t[(i + 1) * (m + 1) + j + 1] + 1
+            } else {
+                t[(i + 1) * (m + 1) + j].max(t[i * (m + 1) + j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < n {
+        if j < m && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if j < m && t[i * (m + 1) + j + 1] >= t[(i + 1) * (m + 1) + j] {
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn inject_only_adds_lines_and_leaves_other_documents_untouched() {
+    for file in inputs() {
+        let original = std::fs::read_to_string(&file).unwrap();
+        let Some(injected) = inject(&file, "native") else {
+            continue;
+        };
+        // A line of the file changes only where a flow collection gains items: a wrapped
+        // command (`command: ["sh", "-c", "..."]`, hooklog's prefix inside its brackets), or
+        // JSON, whose closing brackets share a line and whose last key gains a comma; and the
+        // one rewrite inject makes and reports, a hook's `/proc/1/fd/1` to its own stdout.
+        let output_lines: std::collections::HashSet<&str> = injected.lines().collect();
+        for line in removed_lines(&original, &injected) {
+            assert!(
+                line.contains(['[', ']', '{', '}'])
+                    || output_lines.contains(format!("{line},").as_str())
+                    || line.contains("/proc/1/fd/"),
+                "{}: inject changed or removed a line it does not own: {line:?}",
+                file.display()
+            );
+        }
+        // Every document without a pod template is in the output exactly as written.
+        let source = load::parse("in", original.clone()).unwrap();
+        for doc in &source.documents {
+            if podspec::templates(&doc.value).is_empty() {
+                let written = &original[doc.node.start..doc.node.end];
+                assert!(
+                    injected.contains(written),
+                    "{}: the document at line {} changed",
+                    file.display(),
+                    doc.line
+                );
+            }
+        }
+    }
+}
+
+/// Python that reads two YAML streams with PyYAML (YAML 1.1, as Kubernetes reads YAML) and
+/// checks that every value of the first is in the second: mappings may gain keys, sequences
+/// items (the original's items in order, so a command may gain a prefix), scalars are equal
+/// and of the same type. Prints the first path that differs.
+const CONTAINED: &str = r#"
+import sys, yaml
+
+class Loader(yaml.SafeLoader):
+    pass
+
+def contained(a, b, path):
+    if a is None and isinstance(b, (dict, list)):
+        return None  # an empty key (`annotations:`) that inject filled
+    if isinstance(a, dict):
+        if not isinstance(b, dict):
+            return path
+        for k, v in a.items():
+            if k not in b:
+                return f"{path}.{k} (gone)"
+            bad = contained(v, b[k], f"{path}.{k}")
+            if bad:
+                return bad
+        return None
+    if isinstance(a, list):
+        if not isinstance(b, list):
+            return path
+        j = 0
+        for i, item in enumerate(a):
+            while j < len(b) and contained(item, b[j], "") is not None:
+                j += 1
+            if j == len(b):
+                return f"{path}[{i}] (not found in order)"
+            j += 1
+        return None
+    if isinstance(a, str) and isinstance(b, str) and b == a.replace(
+            "/proc/1/fd/1", "/dev/stdout").replace("/proc/1/fd/2", "/dev/stderr"):
+        return None  # inject's one rewrite, which it reports and uninject undoes
+    if type(a) is not type(b) or a != b:
+        return f"{path}: {a!r} became {b!r}"
+    return None
+
+with open(sys.argv[1]) as f:
+    before = [d for d in yaml.load_all(f, Loader) if d is not None]
+with open(sys.argv[2]) as f:
+    after = [d for d in yaml.load_all(f, Loader) if d is not None]
+if len(before) != len(after):
+    print(f"{len(before)} documents became {len(after)}")
+    sys.exit(1)
+for i, (a, b) in enumerate(zip(before, after)):
+    bad = contained(a, b, f"document {i + 1}")
+    if bad:
+        print(bad)
+        sys.exit(1)
+"#;
+
+#[test]
+fn a_yaml_1_1_reader_finds_every_original_value_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for file in inputs() {
+        for mode in ["native", "classic"] {
+            let Some(injected) = inject(&file, mode) else {
+                continue;
+            };
+            let out_file = dir.path().join("injected.yaml");
+            std::fs::write(&out_file, &injected).unwrap();
+            let out = Command::new("python3")
+                .args(["-c", CONTAINED])
+                .arg(&file)
+                .arg(&out_file)
+                .output()
+                .expect("python3 with PyYAML (kubernetes-validate installs it)");
+            assert!(
+                out.status.success(),
+                "{} ({mode}): a value changed meaning for a YAML 1.1 reader: {}{}",
+                file.display(),
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked}");
+}
+
+/// The check above can fail: a value written bare that YAML 1.1 reads otherwise is caught.
+#[test]
+fn the_yaml_1_1_check_catches_a_changed_meaning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    for (before, after) in [
+        ("mode: 0755\n", "mode: '0755'\n"),
+        ("v: \"0xFF\"\n", "v: 0xFF\n"),
+        ("v: \"no\"\n", "v: no\n"),
+        ("t: \"2024-03-01T10:00:00Z\"\n", "t: 2024-03-01T10:00:00Z\n"),
+        ("c: [a, b]\n", "c: [b, a]\n"),
+    ] {
+        std::fs::write(&a, before).unwrap();
+        std::fs::write(&b, after).unwrap();
+        let out = Command::new("python3")
+            .args(["-c", CONTAINED])
+            .arg(&a)
+            .arg(&b)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{before:?} -> {after:?} passed");
+    }
+}
+
+#[test]
+fn the_fixture_keeps_its_comments_quoting_and_yaml_1_1_values() {
+    let file = manifests().join("faithful/yaml-1.1.yaml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let injected = inject(&file, "native").expect("injectable");
+    for kept in [
+        "  name: flags   # kpt: {\"$ref\":\"#/definitions/io.k8s.cli.setters.name\"}",
+        "  replicas: 3 # {\"$ref\":\"#/definitions/io.k8s.cli.setters.replicas\"}",
+        "    rolled-at: \"2024-03-01T10:00:00Z\"",
+        "  mask: \"0xFF\"",
+        "  small: '0x1f'",
+        "      automountServiceAccountToken: no",
+        "      terminationGracePeriodSeconds: 0x2d   # 45, in hex",
+        "            defaultMode: 0755",
+        "                # drain: the load balancer stops sending first",
+        "  labels: &labels {app: web, tier: \"1\"}",
+    ] {
+        assert!(injected.contains(kept), "{kept:?} is gone:\n{injected}");
+    }
+    // The drain's command keeps its quoting, with hooklog's words before it; its timeout is
+    // the grace read as Kubernetes reads 0x2d (45 s), less the 2 s to report before the kill.
+    let drain = injected
+        .lines()
+        .find(|l| l.contains("\"sleep 20\""))
+        .expect("the drain command");
+    assert!(
+        drain.starts_with("                command: [\"/hooklog/bin/hooklog\", \"hook\",")
+            && drain.ends_with(", \"--\", \"sh\", \"-c\", \"sleep 20\"]"),
+        "{drain}"
+    );
+    assert!(
+        drain.contains("\"--timeout\", \"43s\""),
+        "the hook's timeout is not 2 s before the kubelet's kill at 0x2d = 45 s: {drain}"
+    );
+    // The second hook is a block sequence: hooklog's words are new lines before it.
+    assert!(
+        injected.contains(
+            "                  - --\n                  - /bin/sh\n                  - -c\n                  - >-\n"
+        ),
+        "{injected}"
+    );
+    assert_ne!(injected, original);
+}
+
+#[test]
+fn inject_output_of_real_manifests_validates_strictly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for file in inputs()
+        .into_iter()
+        .filter(|f| f.parent().unwrap().ends_with("real"))
+    {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        // No schema for these: a CRD (Rollout), kustomize patches (no objects), a kind:List
+        // (tests/manifest.rs splits those) and an old API version (batch/v2alpha1).
+        if name.starts_with("argo-rollout")
+            || name.contains("json6902")
+            || name.contains("list")
+            || name.starts_with("istio-cronjob")
+        {
+            continue;
+        }
+        for mode in ["native", "classic"] {
+            let injected = inject(&file, mode).expect("real manifests are injectable");
+            let out = dir.path().join(format!("{mode}-{name}"));
+            std::fs::write(&out, injected).unwrap();
+            files.push(out);
+        }
+    }
+    assert!(files.len() >= 16, "{files:?}");
+    crate::manifest::validate_strictly(&files);
+}
