@@ -944,3 +944,137 @@ fn lcs(a: &[Value], b: &[Value]) -> Vec<(usize, usize)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::tree;
+    use serde_json::json;
+
+    /// `text` with `change` applied to its first document, checked to read back as the changed
+    /// value; then the change undone must give `text` back, byte for byte.
+    fn edit(text: &str, change: impl Fn(&mut Value)) -> String {
+        let doc = tree::parse(text).unwrap().remove(0);
+        let mut new = doc.value.clone();
+        change(&mut new);
+        let out = apply(text, edits(text, &doc.node, &doc.value, &new).unwrap()).unwrap();
+        let back = tree::parse(&out).unwrap().remove(0);
+        assert_eq!(back.value, new, "{out}");
+        let undone = apply(&out, edits(&out, &back.node, &new, &doc.value).unwrap()).unwrap();
+        assert_eq!(undone, text, "undoing the edit of:\n{out}");
+        out
+    }
+
+    #[test]
+    fn keys_and_items_are_added_in_the_documents_own_layout() {
+        let text = "# c\na:\n    b: 1 # x\n    l:\n        - x\n        - y\nz: |\n  keep\n\n";
+        let out = edit(text, |v| {
+            // `n` is false to YAML 1.1: quoted
+            v["a"]["n"] = json!({"k": [1, "on"]});
+            v["a"]["l"].as_array_mut().unwrap().push(json!("w"));
+        });
+        assert_eq!(
+            out,
+            "# c\na:\n    b: 1 # x\n    l:\n        - x\n        - y\n        - w\n    'n':\n        k:\n            - 1\n            - 'on'\nz: |\n  keep\n\n"
+        );
+    }
+
+    #[test]
+    fn a_key_before_the_first_of_an_item_and_after_a_block_scalar() {
+        let text = "- name: a\n  s: |-\n    x\n\n- name: b\n";
+        let out = edit(text, |v| {
+            v[0]["t"] = json!(2);
+            v[1]["u"] = json!(true);
+        });
+        assert_eq!(
+            out,
+            "- name: a\n  s: |-\n    x\n  t: 2\n\n- name: b\n  u: true\n"
+        );
+    }
+
+    #[test]
+    fn flow_collections_gain_items_in_their_own_quoting() {
+        let out = edit("c: [sh, -c]\nd: [\"a\"]\ne: {k: v}\n", |v| {
+            v["c"]
+                .as_array_mut()
+                .unwrap()
+                .insert(0, json!("/hooklog/bin/hooklog"));
+            v["d"].as_array_mut().unwrap().insert(0, json!("--"));
+            v["e"]["j"] = json!("0755");
+        });
+        assert_eq!(
+            out,
+            "c: [/hooklog/bin/hooklog, sh, -c]\nd: [\"--\", \"a\"]\ne: {k: v, \"j\": \"0755\"}\n"
+        );
+    }
+
+    #[test]
+    fn pretty_json_stays_pretty_json() {
+        let text = "{\n    \"a\": {\n        \"b\": 1\n    }\n}";
+        let out = edit(text, |v| v["a"]["c"] = json!({"d": ["e"]}));
+        assert_eq!(
+            out,
+            "{\n    \"a\": {\n        \"b\": 1,\n        \"c\": {\n            \"d\": [\n                \"e\"\n            ]\n        }\n    }\n}"
+        );
+        serde_json::from_str::<Value>(&out).unwrap();
+    }
+
+    #[test]
+    fn empty_and_null_values_are_filled_and_emptied() {
+        let out = edit("a:\nb: []\nc: {}\n", |v| {
+            v["a"] = json!({"k": "x"});
+            v["b"] = json!([{"m": 1}]);
+            v["c"] = json!({"m": 2});
+        });
+        assert_eq!(out, "a:\n  k: x\nb:\n- m: 1\nc:\n  m: 2\n");
+    }
+
+    #[test]
+    fn strings_keep_their_style_and_unsafe_ones_are_quoted() {
+        let out = edit("a: x\nb: 'y'\nc: \"z\"\nd: |\n  one\n", |v| {
+            v["a"] = json!("w");
+            v["b"] = json!("it's");
+            v["c"] = json!("del\u{7f}");
+            v["d"] = json!("two\n");
+        });
+        assert_eq!(out, "a: w\nb: 'it''s'\nc: \"del\\u007f\"\nd: |\n  two\n");
+        // A string a YAML 1.1 reader takes for something else is never left bare.
+        let doc = tree::parse("a: x\n").unwrap().remove(0);
+        let e = edits("a: x\n", &doc.node, &doc.value, &json!({"a": "no"})).unwrap();
+        assert_eq!(apply("a: x\n", e).unwrap(), "a: \"no\"\n");
+    }
+
+    #[test]
+    fn an_edit_under_an_anchor_is_refused() {
+        let text = "a: &x [1]\nb: *x\n";
+        let doc = tree::parse(text).unwrap().remove(0);
+        let mut new = doc.value.clone();
+        new["b"] = json!([1, 2]);
+        assert!(edits(text, &doc.node, &doc.value, &new).is_err());
+    }
+
+    #[test]
+    fn align_matches_names_then_values() {
+        let old = [json!({"name": "a", "x": 1}), json!({"name": "b"})];
+        let new = [
+            json!({"name": "a", "x": 2}),
+            json!({"name": "b"}),
+            json!({"name": "c"}),
+        ];
+        assert_eq!(
+            align(&old, &new),
+            [(Some(0), Some(0)), (Some(1), Some(1)), (None, Some(2))]
+        );
+        let old = [json!("sleep"), json!("5")];
+        let new = [json!("hook"), json!("--"), json!("sleep"), json!("5")];
+        assert_eq!(
+            align(&old, &new),
+            [
+                (None, Some(0)),
+                (None, Some(1)),
+                (Some(0), Some(2)),
+                (Some(1), Some(3))
+            ]
+        );
+    }
+}
