@@ -383,3 +383,62 @@ fn inject_output_of_real_manifests_validates_strictly() {
     assert!(files.len() >= 16, "{files:?}");
     crate::manifest::validate_strictly(&files);
 }
+
+/// README's "Fixing it with `hooklog inject`" shows a real `diff -u` of inject's output: every
+/// added line in it is a line inject writes for that file, every removed one a line of the
+/// file that inject's output no longer has.
+#[test]
+fn the_readme_diff_is_what_inject_writes() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let section = readme
+        .split("### Fixing it with `hooklog inject`")
+        .nth(1)
+        .expect("README has the inject section");
+    let diff = section
+        .split("```diff\n")
+        .nth(1)
+        .and_then(|d| d.split("\n```").next())
+        .expect("a diff block");
+    let file = manifests().join("e2e/checkout.yaml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let injected = text(&out.stdout);
+    let (ins, outs): (Vec<&str>, Vec<&str>) =
+        (injected.lines().collect(), original.lines().collect());
+    let (mut added, mut removed) = (0, 0);
+    for line in diff.lines() {
+        if let Some(l) = line.strip_prefix('+') {
+            assert!(
+                ins.contains(&l) && !outs.contains(&l),
+                "README's {line:?} is not what inject adds"
+            );
+            added += 1;
+        } else if let Some(l) = line.strip_prefix('-') {
+            assert!(
+                outs.contains(&l) && !ins.contains(&l),
+                "README's {line:?} is not what inject removes"
+            );
+            removed += 1;
+        } else if let Some(l) = line.strip_prefix(' ') {
+            assert!(
+                ins.contains(&l) && outs.contains(&l),
+                "README's context {line:?} is not in both"
+            );
+        }
+    }
+    assert!(
+        added >= 20 && removed == 2,
+        "{added} added, {removed} removed"
+    );
+}

@@ -33,13 +33,16 @@ pub fn plain_safe(s: &str) -> bool {
     let start_ok = match chars.next() {
         Some(c) if c.is_ascii_alphabetic() || c == '/' || c == '_' => true,
         Some('-') => matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '-'),
-        // A digit first: only digits and letters, with a letter no number has (`10m`, `64Mi`,
-        // `7s`); anything with `-`, `:`, `.` or `_` may be a timestamp (`2024-01-01T10:00:00Z`
+        // A digit first: a `/` (no number, timestamp or sexagesimal has one:
+        // `123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0`), or only digits and
+        // letters with a letter that is neither a hex digit nor a radix prefix (`10m`, `64Mi`,
+        // `7s`). Anything with `-`, `:`, `.` or `_` may be a timestamp (`2024-01-01T10:00:00Z`
         // is a datetime to YAML 1.1 tools), a float or a sexagesimal.
         Some(c) if c.is_ascii_digit() => {
-            s.chars().all(|c| c.is_ascii_alphanumeric())
-                && s.chars()
-                    .any(|c| c.is_ascii_alphabetic() && !"eExXoObB".contains(c))
+            s.contains('/')
+                || (s.chars().all(|c| c.is_ascii_alphanumeric())
+                    && s.chars()
+                        .any(|c| c.is_ascii_alphabetic() && !"aAbBcCdDeEfFxXoO".contains(c)))
         }
         _ => false,
     };
@@ -176,8 +179,38 @@ mod tests {
     #[test]
     fn strings_yaml_1_1_would_misread_are_quoted() {
         for s in [
-            "yes", "on", "Off", "y", "N", "12:30", "1_000", "0x10", "1e3", "010", ".5", "+1", "~",
-            "", " x", "a: b", "#c", "x #y", "-1", "- a", "*a", "&a", "!t", "a\nb", "\"q\"", "key:",
+            "yes",
+            "on",
+            "Off",
+            "y",
+            "N",
+            "12:30",
+            "1_000",
+            "0x10",
+            "1e3",
+            "010",
+            ".5",
+            "+1",
+            "~",
+            "",
+            " x",
+            "a: b",
+            "#c",
+            "x #y",
+            "-1",
+            "- a",
+            "*a",
+            "&a",
+            "!t",
+            "a\nb",
+            "\"q\"",
+            "key:",
+            "2024-03-01T10:00:00Z",
+            "2024-03-01",
+            "1_0m",
+            "0x1f",
+            "del\u{7f}",
+            "c1\u{85}",
         ] {
             assert!(!plain_safe(s), "{s:?} must be quoted");
             assert_eq!(round_trip(&json!({ "k": s }))["k"], s);
