@@ -442,3 +442,19 @@ fn the_readme_diff_is_what_inject_writes() {
         "{added} added, {removed} removed"
     );
 }
+
+/// `check DIR` exited 64 with no findings when one file in it was a kustomize JSON 6902 patch
+/// (a top-level list): such a document is left out with a note, the rest is checked.
+#[test]
+fn regression_check_dir_with_a_json6902_patch_checks_the_rest() {
+    let dir = manifests().join("real");
+    let out = run(&["check", "--format", "json", dir.to_str().unwrap()], None);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("argocd-redis-ha-statefulset-json6902-patch.yaml:1: document 1 is not a Kubernetes object (it is a sequence), left as it is"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["pod_templates"].as_u64().unwrap() >= 15, "{doc:#}");
+}
