@@ -4,39 +4,16 @@
 //! its output), documents without a pod template are untouched, and what it writes validates.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use hooklog::manifest::{load, podspec};
+use hooklog::manifest::{load, podspec, splice};
 
-use crate::util::hooklog;
+use crate::manifest::{run, text};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
 fn manifests() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/manifests")
-}
-
-fn run(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = hooklog();
-    cmd.args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    let mut child = cmd.spawn().expect("spawn hooklog");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    child.wait_with_output().expect("hooklog output")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Every input: the real public manifests, the faithful-editing fixture and the project's own.
@@ -139,30 +116,13 @@ fn first_difference(a: &str, b: &str) -> String {
 /// The lines of `a` that a longest-common-subsequence diff against `b` removes.
 fn removed_lines<'a>(a: &'a str, b: &str) -> Vec<&'a str> {
     let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    let (n, m) = (a.len(), b.len());
-    let mut t = vec![0u32; (n + 1) * (m + 1)];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            t[i * (m + 1) + j] = if a[i] == b[j] {
-                t[(i + 1) * (m + 1) + j + 1] + 1
-            } else {
-                t[(i + 1) * (m + 1) + j].max(t[i * (m + 1) + j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < n {
-        if j < m && a[i] == b[j] {
-            i += 1;
-            j += 1;
-        } else if j < m && t[i * (m + 1) + j + 1] >= t[(i + 1) * (m + 1) + j] {
-            j += 1;
-        } else {
-            out.push(a[i]);
-            i += 1;
-        }
-    }
-    out
+    let kept: std::collections::HashSet<usize> =
+        splice::lcs(&a, &b).into_iter().map(|(i, _)| i).collect();
+    a.iter()
+        .enumerate()
+        .filter(|(i, _)| !kept.contains(i))
+        .map(|(_, l)| *l)
+        .collect()
 }
 
 #[test]

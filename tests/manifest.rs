@@ -28,7 +28,7 @@ fn manifests() -> PathBuf {
 }
 
 /// Runs hooklog from the repository's top with `args` and `stdin`.
-fn run(args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn run(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = hooklog();
     cmd.current_dir(root())
         .args(args)
@@ -48,7 +48,7 @@ fn run(args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("hooklog output")
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 

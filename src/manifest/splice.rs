@@ -917,7 +917,7 @@ fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
 }
 
 /// The longest common subsequence of `a` and `b`, as index pairs.
-fn lcs(a: &[Value], b: &[Value]) -> Vec<(usize, usize)> {
+pub fn lcs<T: PartialEq>(a: &[T], b: &[T]) -> Vec<(usize, usize)> {
     let (n, m) = (a.len(), b.len());
     let mut t = vec![0u32; (n + 1) * (m + 1)];
     for i in (0..n).rev() {
