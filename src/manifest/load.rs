@@ -174,10 +174,17 @@ pub fn parse(name: &str, text: String) -> Result<Source, LoadError> {
                 continue;
             }
             (Value::Null, _) => continue,
-            (Value::Array(items), node) if node.is_flow() && items.iter().all(Value::is_object) => {
-                let tree::Kind::Seq { items: nodes, .. } = node.kind else {
-                    unreachable!("a sequence value is read from a sequence node")
-                };
+            (
+                Value::Array(items),
+                tree::Node {
+                    kind:
+                        tree::Kind::Seq {
+                            flow: true,
+                            items: nodes,
+                        },
+                    ..
+                },
+            ) if items.iter().all(Value::is_object) => {
                 for (value, node) in items.into_iter().zip(nodes) {
                     documents.push(Document {
                         line: node.line,
