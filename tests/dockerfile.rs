@@ -41,7 +41,7 @@ fn check_config(image: &str, arch: &str) -> u64 {
     let parts: Vec<&str> = inspect.trim().split('|').collect();
     assert_eq!(
         parts[..5],
-        ["linux", arch, "65532:65532", "[\"/hooklog\"]", "[\"run\"]"],
+        ["linux", arch, "65532:65532", "[\"/usr/local/bin/hooklog\"]", "[\"run\"]"],
         "{inspect}"
     );
     let size: u64 = parts[5].parse().expect("image size");
@@ -52,14 +52,14 @@ fn check_config(image: &str, arch: &str) -> u64 {
     size
 }
 
-/// The image's files, as `podman save` would ship them: `/hooklog` copied out of a created
+/// The image's files, as `podman save` would ship them: `/usr/local/bin/hooklog` copied out of a created
 /// (never started) container, plus the size of the gzipped image.
 fn extract_binary(image: &str, dir: &Path) -> (PathBuf, u64) {
     let out = run(podman().args(["create", image]));
     assert!(out.status.success(), "podman create: {}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_string();
     let bin = dir.join("hooklog");
-    let cp = run(podman().args(["cp", &format!("{id}:/hooklog")]).arg(&bin));
+    let cp = run(podman().args(["cp", &format!("{id}:/usr/local/bin/hooklog")]).arg(&bin));
     let _ = run(podman().args(["rm", &id]));
     assert!(cp.status.success(), "podman cp: {}", text(&cp.stderr));
     let archive = dir.join("image.tar");
@@ -98,7 +98,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let kind = file_type(&bin);
     assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
     eprintln!(
-        "amd64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        "amd64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
     if host_arch() != "amd64" {
@@ -141,7 +141,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     assert_eq!(
         installed,
         std::fs::read(&bin).unwrap(),
-        "install copies /hooklog"
+        "install copies /usr/local/bin/hooklog"
     );
 
     // A short `run`, stopped with SIGTERM: the record, then hooks.summary last, exit 0.
@@ -212,7 +212,7 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
         "{kind}"
     );
     eprintln!(
-        "arm64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        "arm64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
     crate::image::runs_the_daemon_under_qemu(&bin);

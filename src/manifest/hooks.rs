@@ -121,15 +121,15 @@ fn with_env(mut cmd: clap::Command, env: &BTreeMap<String, String>) -> clap::Com
 }
 
 /// The argv a container runs when it is hooklog's image or calls the hooklog binary: `command`
-/// then `args`, or `/hooklog` then `args` for an image named hooklog without a `command` (its
-/// ENTRYPOINT).
+/// then `args`, or `/usr/local/bin/hooklog` then `args` for an image named hooklog without a
+/// `command` (its ENTRYPOINT, Dockerfile).
 pub fn container_hooklog_argv(c: &Container) -> Option<Vec<String>> {
     let (command, args) = c.argv();
     if let Some(first) = command.first() {
         return is_hooklog(first).then(|| command.into_iter().chain(args).collect());
     }
     image_is_hooklog(c.image()).then(|| {
-        std::iter::once("/hooklog".to_string())
+        std::iter::once("/usr/local/bin/hooklog".to_string())
             .chain(args)
             .collect()
     })
