@@ -85,7 +85,8 @@ EOF
   cp -a "$REFLECT2" "$src.tmp/vendor/github.com/modern-go/reflect2"
   touch "$src.tmp/.hooklog-ready"
   mv "$src.tmp" "$src"
-  rm -rf "$apt/fetch"
+  # The downloads and the orig tarball dpkg-source links beside the tree are of no more use.
+  rm -rf "$apt" "$cache"/kubernetes_*
   echo "$src"
 }
 
@@ -106,7 +107,7 @@ build() {
   src=$(fetch_source)
   export GOROOT=/usr/lib/go-1.19 PATH=/usr/lib/go-1.19/bin:$PATH
   # GOPATH mode: the tree's hack/ scripts make their own GOPATH under _output and find vendor/.
-  export GO111MODULE=off GOFLAGS= GOCACHE=$cache/gocache GOTOOLCHAIN=local
+  export GO111MODULE=off GOFLAGS= GOTOOLCHAIN=local
   # No .git in a source package: the version the binaries report comes from here.
   printf "KUBE_GIT_VERSION='v%s'\nKUBE_GIT_TREE_STATE='clean'\nKUBE_GIT_MAJOR='1'\nKUBE_GIT_MINOR='20'\n" \
     "$K8S_SRC_VERSION" > "$src/.hooklog-version"
@@ -115,7 +116,11 @@ build() {
   # generator binary that make then takes as up to date, so start from no _output (Go's own
   # cache keeps the rebuild short).
   rm -rf "$src/_output"
-  log "make generated_files (Go $("$GO" env GOVERSION), cache $GOCACHE)"
+  # hack/lib/golang.sh sets GOCACHE to _output/local/go/cache: point that at a folder that
+  # outlives _output (2.1 GB after a build; with it a rebuild compiles nothing that is cached).
+  mkdir -p "$src/_output/local/go" "$cache/gocache"
+  ln -s "$cache/gocache" "$src/_output/local/go/cache"
+  log "make generated_files (Go $("$GO" env GOVERSION), Go cache $cache/gocache)"
   make -C "$src" generated_files >&2
   log "generated_files after $((SECONDS - started)) s; building kubelet and kube-apiserver"
   make -C "$src" WHAT="cmd/kubelet cmd/kube-apiserver" >&2
@@ -137,7 +142,9 @@ SHELL_LESS_IMAGE=localhost/hooklog-kubelet/shell-less:1
 # The three images the tests need besides hooklog's, as OCI archives in $cache/images
 # (tests/support/oci-archive.py), remade only when their inputs change:
 # - pause: tests/support/pause.c, static, the pod sandbox (containerd's sandbox_image);
-# - busybox: Debian's static busybox at /bin with its applets linked (a shell and sleep);
+# - busybox: Debian's static busybox at /bin with its applets linked (a shell and sleep), and
+#   the pause binary as its entrypoint (busybox's sleep as PID 1 ignores SIGTERM, so every pod
+#   would take its whole grace period to stop);
 # - shell-less: the pause binary alone, as /usr/local/bin/envoy: no shell, no sleep, like the
 #   distroless envoy of the seed incident.
 make_images() {
@@ -152,12 +159,13 @@ make_images() {
     "$roots/shell-less/usr/local/bin" "$roots/shell-less/tmp"
   "$cc" -static -O2 -o "$roots/pause/pause" tests/support/pause.c
   cp "$roots/pause/pause" "$roots/shell-less/usr/local/bin/envoy"
+  cp "$roots/pause/pause" "$roots/busybox/pause"
   cp /bin/busybox "$roots/busybox/bin/busybox"
   for applet in $(/bin/busybox --list); do
     [ "$applet" = busybox ] || ln -s busybox "$roots/busybox/bin/$applet"
   done
   python3 tests/support/oci-archive.py "$roots/pause" "$PAUSE_IMAGE" '["/pause"]' "$dir/pause.tar"
-  python3 tests/support/oci-archive.py "$roots/busybox" "$BUSYBOX_IMAGE" '["/bin/sleep", "2147483647"]' "$dir/busybox.tar"
+  python3 tests/support/oci-archive.py "$roots/busybox" "$BUSYBOX_IMAGE" '["/pause"]' "$dir/busybox.tar"
   python3 tests/support/oci-archive.py "$roots/shell-less" "$SHELL_LESS_IMAGE" '["/usr/local/bin/envoy"]' "$dir/shell-less.tar"
   rm -rf "$roots"
   touch "$dir/$key.ready"
@@ -202,6 +210,9 @@ start() {
   local sock=$state/containerd.sock
   # Every path containerd writes is under STATE; the CRI plugin is told the pause image (it
   # would pull registry.k8s.io/pause otherwise) and finds no CNI (every test pod is hostNetwork).
+  # restrict_oom_score_adj: where root lacks CAP_SYS_RESOURCE (this machine's sandbox), runc
+  # cannot lower oom_score_adj to the sandbox's -998 and no pod starts ("can't get final
+  # child's PID from pipe"); restricted, containerd keeps scores at or above its own.
   printf '%s\n' \
     'version = 2' \
     "root = \"$state/containerd/root\"" \
@@ -212,6 +223,7 @@ start() {
     '[plugins."io.containerd.grpc.v1.cri"]' \
     "  sandbox_image = \"$PAUSE_IMAGE\"" \
     '  disable_apparmor = true' \
+    '  restrict_oom_score_adj = true' \
     '  [plugins."io.containerd.grpc.v1.cri".containerd]' \
     '    snapshotter = "overlayfs"' \
     '    default_runtime_name = "runc"' \

@@ -41,7 +41,13 @@ fn check_config(image: &str, arch: &str) -> u64 {
     let parts: Vec<&str> = inspect.trim().split('|').collect();
     assert_eq!(
         parts[..5],
-        ["linux", arch, "65532:65532", "[\"/usr/local/bin/hooklog\"]", "[\"run\"]"],
+        [
+            "linux",
+            arch,
+            "65532:65532",
+            "[\"/usr/local/bin/hooklog\"]",
+            "[\"run\"]"
+        ],
         "{inspect}"
     );
     let size: u64 = parts[5].parse().expect("image size");
@@ -59,7 +65,9 @@ fn extract_binary(image: &str, dir: &Path) -> (PathBuf, u64) {
     assert!(out.status.success(), "podman create: {}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_string();
     let bin = dir.join("hooklog");
-    let cp = run(podman().args(["cp", &format!("{id}:/usr/local/bin/hooklog")]).arg(&bin));
+    let cp = run(podman()
+        .args(["cp", &format!("{id}:/usr/local/bin/hooklog")])
+        .arg(&bin));
     let _ = run(podman().args(["rm", &id]));
     assert!(cp.status.success(), "podman cp: {}", text(&cp.stderr));
     let archive = dir.join("image.tar");

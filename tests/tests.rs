@@ -9,6 +9,7 @@ mod dockerfile;
 mod hook;
 mod image;
 mod k8s;
+mod kubelet;
 mod lifecycle;
 mod manifest;
 mod rotation;
