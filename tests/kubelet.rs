@@ -13,8 +13,9 @@
 //! Native sidecars are not tested here: Kubernetes 1.20 has none. Its API drops
 //! `restartPolicy: Always` on an init container, so inject's native form runs `hooklog run` as
 //! an ordinary init container that never ends, and the pod stays Pending (the app containers
-//! never start). Native mode keeps its pod simulation (tests/k8s.rs) until the tier's kubelet is
-//! 1.29 or newer; [`native_form_under_kubelet_1_20_never_starts_the_app`] pins that difference.
+//! never start). Native mode keeps its pod simulation (tests/manifest.rs runs an injected native
+//! pod's hooks, tests/k8s.rs checks k8s/'s native manifest) until the tier's kubelet is 1.29 or
+//! newer; [`native_form_under_kubelet_1_20_never_starts_the_app`] pins that difference.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
