@@ -16,8 +16,9 @@
 #
 # start: Debian's containerd on a socket and root of its own (never the system's), runc, and
 # the kubelet with static pods only (no API server): a pod is a manifest in STATE/manifests,
-# and deleting it means removing the file. Nothing is pulled: the pause image is busybox's
-# `sleep`, imported into containerd, and both the kubelet and containerd are told to use it.
+# and deleting it means removing the file. Nothing is pulled: the pause image (a static build
+# of tests/support/pause.c) is imported into containerd, and both the kubelet and containerd are
+# told to use it.
 # The kubelet changes sysctls (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...);
 # start saves them in STATE and stop writes them back.
 set -euo pipefail
@@ -30,7 +31,8 @@ die() { printf 'kubelet.sh: %s\n' "$*" >&2; exit 1; }
 # Same rule as tests/util/podman.rs and tests/support/rust-standin.sh.
 cache=${HOOKLOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hooklog}/kubelet
 # The upstream version in bookworm's source package (1.20.5+really1.20.2-1.1+deb12u1: the 1.20.2
-# tree). The Debian version actually fetched is part of the cache key.
+# tree). The tree is fetched once and kept; a Debian update to it is not picked up until the
+# cache's src-* folder is removed.
 K8S_SRC_VERSION=1.20.2
 GO=/usr/lib/go-1.19/bin/go
 REFLECT2=/usr/share/gocode/src/github.com/modern-go/reflect2
@@ -50,6 +52,15 @@ need_packages() {
 }
 
 pkg_version() { dpkg-query -W -f='${Version}' "$1"; }
+
+# Runs "$@" holding the cache's lock: two test runs on one machine share ~/.cache/hooklog, and
+# the second waits for the first one's build instead of building into the same folders.
+locked() {
+  mkdir -p "$cache"
+  exec 8>"$cache/lock"
+  flock 8
+  "$@"
+}
 
 # The source tree, unpacked once into $cache/src-$K8S_SRC_VERSION with reflect2 replaced.
 fetch_source() {
@@ -196,8 +207,8 @@ start() {
   local state=${1:?usage: kubelet.sh start STATE}
   [ "$(id -u)" = 0 ] || die "the kubelet tier needs root"
   local bin images
-  bin=$(build)
-  images=$(make_images)
+  bin=$(locked build)
+  images=$(locked make_images)
   mkdir -p "$state"
   state=$(cd "$state" && pwd)
   [ ! -e "$state/env" ] || die "$state/env exists: stop that kubelet first (kubelet.sh stop $state)"
@@ -322,8 +333,8 @@ stop() {
 }
 
 case "${1:-}" in
-  build) build ;;
-  images) need_packages; make_images ;;
+  build) locked build ;;
+  images) need_packages; locked make_images ;;
   start) start "${2:-}" ;;
   stop) stop "${2:-}" ;;
   *) die "usage: $0 build | images | start STATE | stop STATE" ;;
