@@ -323,6 +323,15 @@ stop() {
   for m in $(awk -v p="$state/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
   done
+  # The logs of pods the kubelet had no time to clean up (it writes them to /var/log/pods in
+  # 1.20, whatever its root dir), found by their UIDs, and the symlinks to them.
+  local uid link
+  for uid in $(ls "$state/kubelet/pods" 2>/dev/null); do
+    rm -rf /var/log/pods/*_"$uid"
+    for link in /var/log/containers/*.log; do
+      case "$(readlink "$link" 2>/dev/null)" in *_"$uid"/*) rm -f "$link" ;; esac
+    done
+  done
   if [ -f "$state/sysctls" ]; then
     while IFS= read -r s; do
       sysctl -q -w "$s" >/dev/null 2>&1 || log "cannot restore $s"
