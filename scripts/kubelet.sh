@@ -265,7 +265,7 @@ start() {
     --fail-swap-on=false --read-only-port=0 --healthz-port=0 --make-iptables-util-chains=false \
     --root-dir="$state/kubelet" --cert-dir="$state/pki" --volume-plugin-dir="$state/volume-plugins" \
     --pod-infra-container-image="$PAUSE_IMAGE" --address=127.0.0.1 --port="$port" \
-    --hostname-override=hooklog-kubelet --image-gc-high-threshold=100 --eviction-hard= \
+    --hostname-override="$(node_name "$state")" --image-gc-high-threshold=100 --eviction-hard= \
     --v=2 > "$state/kubelet.log" 2>&1 &
   echo $! > "$state/kubelet.pid"
   wait_for kubelet "$(cat "$state/kubelet.pid")" "$state/kubelet.log" \
@@ -273,11 +273,18 @@ start() {
   {
     echo "HOOKLOG_TEST_KUBELET=$state"
     echo "HOOKLOG_TEST_KUBELET_BIN=$bin"
+    echo "HOOKLOG_TEST_KUBELET_NODE=$(node_name "$state")"
     echo "HOOKLOG_TEST_KUBELET_PAUSE_IMAGE=$PAUSE_IMAGE"
     echo "HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE=$BUSYBOX_IMAGE"
     echo "HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE=$SHELL_LESS_IMAGE"
   } > "$state/env"
   log "ready ($state/env)"
+}
+
+# The node name of the tier in STATE: its own, so that two tiers on one machine never share
+# the names of their pods' log folders (a static pod is named <name>-<node>).
+node_name() {
+  echo "hooklog-kubelet-$(printf '%s' "$1" | sha256sum | cut -c1-8)"
 }
 
 # Waits for a PID to go, SIGKILL after 30 s.
@@ -324,13 +331,13 @@ stop() {
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
   done
   # The logs of pods the kubelet had no time to clean up (it writes them to /var/log/pods in
-  # 1.20, whatever its root dir), found by their UIDs, and the symlinks to them.
-  local uid link
-  for uid in $(ls "$state/kubelet/pods" 2>/dev/null); do
-    rm -rf /var/log/pods/*_"$uid"
-    for link in /var/log/containers/*.log; do
-      case "$(readlink "$link" 2>/dev/null)" in *_"$uid"/*) rm -f "$link" ;; esac
-    done
+  # 1.20, whatever its root dir), and the symlinks to them.
+  # A static pod's name ends in its node's, which is this tier's own.
+  local node link
+  node=$(node_name "$state")
+  rm -rf /var/log/pods/*_*-"$node"_*
+  for link in /var/log/containers/*.log; do
+    case "$(readlink "$link" 2>/dev/null)" in /var/log/pods/*_*-"$node"_*) rm -f "$link" ;; esac
   done
   if [ -f "$state/sysctls" ]; then
     while IFS= read -r s; do

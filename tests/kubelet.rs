@@ -66,7 +66,8 @@ impl Tier {
         self.state.join("manifests")
     }
 
-    fn image(&self, key: &str) -> String {
+    /// A value from scripts/kubelet.sh's `env` file.
+    fn var(&self, key: &str) -> String {
         self.env
             .get(key)
             .unwrap_or_else(|| panic!("{} has no {key}", self.state.join("env").display()))
@@ -327,12 +328,7 @@ impl<'a> Pod<'a> {
 
     /// Every container of the pod (the sandbox excluded), every attempt.
     fn states(&self) -> Vec<State> {
-        let node = self
-            .tier
-            .env
-            .get("HOOKLOG_TEST_KUBELET_NODE")
-            .cloned()
-            .unwrap_or_else(|| "hooklog-kubelet".into());
+        let node = self.tier.var("HOOKLOG_TEST_KUBELET_NODE");
         let pod_name = format!("{}-{node}", self.name);
         let out = run(self.tier.ctr().args(["containers", "ls", "-q"]));
         let mut states = Vec::new();
@@ -616,8 +612,8 @@ fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
     let hooklog = hooklog_image(&tier);
     let yaml = std::fs::read_to_string(repo().join("k8s/api-server-classic-sidecar.yaml")).unwrap();
     let deployment = yaml_documents(&yaml).remove(0);
-    let busybox = tier.image("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
-    let shell_less = tier.image("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
+    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
+    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
     let name = format!("classic-{}", std::process::id());
     let mut pod = pod_from_deployment(
         &deployment,
@@ -785,8 +781,8 @@ fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) ->
     assert!(out.status.success(), "inject: {}", text(&out.stderr));
     let injected = yaml_documents(&text(&out.stdout)).remove(0);
     let name = format!("incident-{sidecar}-{}", std::process::id());
-    let busybox = tier.image("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
-    let shell_less = tier.image("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
+    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
+    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
     let pod = pod_from_deployment(
         &injected,
         &name,
