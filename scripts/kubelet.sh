@@ -90,6 +90,8 @@ EOF
   (cd "$apt/fetch" && APT_CONFIG=$apt/apt.conf apt-get source -qq --download-only "kubernetes=$version" >&2)
   local dsc
   dsc=$(ls "$apt"/fetch/kubernetes_*.dsc)
+  # dpkg-source warns that it cannot check the uploader's signature (no debian-keyring here):
+  # apt has already checked every file against the signed Release file.
   dpkg-source -x "$dsc" "$src.tmp" >&2
   # reflect2 1.0.1 (vendored) panics at start under Go 1.19; 1.0.2 from Debian does not.
   rm -rf "$src.tmp/vendor/github.com/modern-go/reflect2"
