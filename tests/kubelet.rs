@@ -143,8 +143,7 @@ fn unique() -> String {
     format!("{}-{nanos:08x}", std::process::id())
 }
 
-/// Imports an OCI image layout folder into the tier's containerd under `name`, once (a file
-/// lock; a second process finds it imported).
+/// Imports an OCI image layout folder into the tier's containerd under `name`.
 fn import_layout(tier: &Tier, layout: &Path, name: &str) {
     let mut index: Value = serde_json::from_slice(
         &std::fs::read(layout.join("index.json")).expect("index.json of the OCI layout"),
@@ -187,6 +186,7 @@ fn hooklog_image(tier: &Tier) -> String {
             assert!(out.status.success(), "{}", text(&out.stderr));
             let id = text(&out.stdout).trim().to_string();
             let name = format!("localhost/hooklog-kubelet/hooklog:{}", &id[..12]);
+            // Once per tier: a second test process waits, then finds it imported.
             let lock = tier.state.join("import.lock");
             let _guard = FileLock::take(&lock);
             if !imported(tier, &name) {
