@@ -79,9 +79,9 @@ export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-lin
 # build 10-22 min; warm (~/.cache/hooklog and podman's storage kept): under a minute.
 # The kubelet tier (tests/kubelet.rs): a kubelet 1.20.2 built from Debian's source package and
 # Debian's containerd, each on a socket and folder of its own (scripts/kubelet.sh), exported as
-# HOOKLOG_TEST_KUBELET; those tests fail in CI (CI=true) without it. Cold: the kubelet build,
-# about 5 min on an idle 2-core machine (17 min under this machine's other builds); warm
-# (~/.cache/hooklog/kubelet kept): about 10 s to start.
+# HOOKLOG_TEST_KUBELET; those tests fail in CI (CI=true) without it. Cold: the kubelet and
+# kube-apiserver build, 15 to 17 min on this 2-core machine shared with other builds (the kubelet
+# alone took under 5 min idle); warm (~/.cache/hooklog/kubelet kept): about 10 s to start.
 if [ "$(id -u)" = 0 ]; then
   kubelet_state=$(mktemp -d /tmp/hooklog-kubelet.XXXXXX)
   stop_kubelet() { bash scripts/kubelet.sh stop "$kubelet_state" || true; rm -rf "$kubelet_state"; }
