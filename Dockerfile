@@ -10,7 +10,8 @@
 #
 # The `build` stage runs on the builder's own platform and cross-compiles to the musl target of
 # TARGETARCH (no QEMU: a fat-LTO build under emulation takes many times longer). Its output is
-# /out, laid out as the final root: /out/hooklog and /out/etc/ssl/certs/ca-certificates.crt.
+# /out, laid out as the final root: /out/usr/local/bin/hooklog and
+# /out/etc/ssl/certs/ca-certificates.crt.
 # tests/image.rs builds this file as it is, for both platforms (see README, Test).
 
 ARG RUST_VERSION=1.95
@@ -69,14 +70,17 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
       if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi; \
     done; \
     cargo build --release --locked --target "$TRIPLE"; \
-    mkdir -p /out/etc/ssl/certs; \
-    cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/hooklog; \
+    mkdir -p /out/usr/local/bin /out/etc/ssl/certs; \
+    cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/usr/local/bin/hooklog; \
     cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
 
 FROM scratch
-# The binary at /hooklog and the CA bundle CloudWatch's HTTPS needs; no shell, no libc.
+# The binary at /usr/local/bin/hooklog and the CA bundle CloudWatch's HTTPS needs; no shell, no
+# libc. Not at /hooklog: `hooklog inject` mounts its emptyDir at /hooklog in the install init
+# container that runs this image, and runc cannot mount a volume over a file ("not a
+# directory": the pod never starts, issue 16). Nothing in this root is under a path inject mounts.
 COPY --from=build /out/ /
 # 65532 is distroless's "nonroot"; numeric so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
-ENTRYPOINT ["/hooklog"]
+ENTRYPOINT ["/usr/local/bin/hooklog"]
 CMD ["run"]

@@ -77,5 +77,22 @@ export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-lin
 # rust:<version>-bookworm that tests/support/rust-standin.sh makes with mmdebstrap. Cold, on this
 # 2-core machine shared with other builds: the stand-in about 8 min, each platform's release
 # build 10-22 min; warm (~/.cache/hooklog and podman's storage kept): under a minute.
+# The kubelet tier (tests/kubelet.rs): a kubelet 1.20.2 built from Debian's source package and
+# Debian's containerd, each on a socket and folder of its own (scripts/kubelet.sh), exported as
+# HOOKLOG_TEST_KUBELET; those tests fail in CI (CI=true) without it. Cold: the kubelet and
+# kube-apiserver build, 15 to 17 min on this 2-core machine shared with other builds (the kubelet
+# alone took under 5 min idle); warm (~/.cache/hooklog/kubelet kept): about 10 s to start.
+if [ "$(id -u)" = 0 ]; then
+  kubelet_state=$(mktemp -d /tmp/hooklog-kubelet.XXXXXX)
+  stop_kubelet() { bash scripts/kubelet.sh stop "$kubelet_state" || true; rm -rf "$kubelet_state"; }
+  trap 'kill "$moto_pid" 2>/dev/null || true; rm -f "$moto_log"; stop_kubelet' EXIT
+  log "the kubelet tier (scripts/kubelet.sh start $kubelet_state)"
+  started=$SECONDS
+  bash scripts/kubelet.sh start "$kubelet_state"
+  set -a; . "$kubelet_state/env"; set +a
+  log "kubelet tier up after $((SECONDS - started)) s"
+else
+  echo "not root: no kubelet tier; tests/kubelet.rs will say so" >&2
+fi
 log "cargo nextest run"
 cargo nextest run --locked --no-fail-fast

@@ -41,7 +41,13 @@ fn check_config(image: &str, arch: &str) -> u64 {
     let parts: Vec<&str> = inspect.trim().split('|').collect();
     assert_eq!(
         parts[..5],
-        ["linux", arch, "65532:65532", "[\"/hooklog\"]", "[\"run\"]"],
+        [
+            "linux",
+            arch,
+            "65532:65532",
+            "[\"/usr/local/bin/hooklog\"]",
+            "[\"run\"]"
+        ],
         "{inspect}"
     );
     let size: u64 = parts[5].parse().expect("image size");
@@ -52,14 +58,16 @@ fn check_config(image: &str, arch: &str) -> u64 {
     size
 }
 
-/// The image's files, as `podman save` would ship them: `/hooklog` copied out of a created
+/// The image's files, as `podman save` would ship them: `/usr/local/bin/hooklog` copied out of a created
 /// (never started) container, plus the size of the gzipped image.
 fn extract_binary(image: &str, dir: &Path) -> (PathBuf, u64) {
     let out = run(podman().args(["create", image]));
     assert!(out.status.success(), "podman create: {}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_string();
     let bin = dir.join("hooklog");
-    let cp = run(podman().args(["cp", &format!("{id}:/hooklog")]).arg(&bin));
+    let cp = run(podman()
+        .args(["cp", &format!("{id}:/usr/local/bin/hooklog")])
+        .arg(&bin));
     let _ = run(podman().args(["rm", &id]));
     assert!(cp.status.success(), "podman cp: {}", text(&cp.stderr));
     let archive = dir.join("image.tar");
@@ -98,7 +106,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let kind = file_type(&bin);
     assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
     eprintln!(
-        "amd64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        "amd64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
     if host_arch() != "amd64" {
@@ -141,7 +149,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     assert_eq!(
         installed,
         std::fs::read(&bin).unwrap(),
-        "install copies /hooklog"
+        "install copies /usr/local/bin/hooklog"
     );
 
     // A short `run`, stopped with SIGTERM: the record, then hooks.summary last, exit 0.
@@ -212,8 +220,86 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
         "{kind}"
     );
     eprintln!(
-        "arm64 image: {size} bytes, {gzipped} gzipped; /hooklog {} bytes",
+        "arm64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
     crate::image::runs_the_daemon_under_qemu(&bin);
+}
+
+/// Issue 16: every path `hooklog inject` mounts in the containers that run this image (the
+/// `hooklog-install` init container and the sidecar) can be mounted over the image. When the
+/// binary was the file `/hooklog`, runc refused inject's emptyDir there ("not a directory") and
+/// no injected pod ever started. Each container runs here with its mounts as inject wrote them
+/// (a folder each, as emptyDir and downwardAPI volumes are), the install one with its own args.
+#[test]
+fn dockerfile_image_takes_every_mount_inject_gives_it() {
+    let image = dockerfile_image("amd64");
+    if host_arch() != "amd64" {
+        eprintln!("SKIPPED running it: this machine is {}", host_arch());
+        return;
+    }
+    let out = run(crate::util::hooklog()
+        .args(["inject", "--sidecar", "classic", "--image", &image])
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/manifests/incidents/distroless-envoy-sleep.yaml"),
+        ));
+    assert!(out.status.success(), "inject: {}", text(&out.stderr));
+    let doc: Value = serde_norway::from_str(&text(&out.stdout)).expect("inject's YAML");
+    let spec = &doc["spec"]["template"]["spec"];
+    let ours: Vec<&Value> = ["initContainers", "containers"]
+        .iter()
+        .flat_map(|l| spec[l].as_array().into_iter().flatten())
+        .filter(|c| c["image"] == image.as_str())
+        .collect();
+    assert_eq!(
+        ours.len(),
+        2,
+        "the install container and the sidecar: {spec:#}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for c in ours {
+        let mut cmd = podman();
+        cmd.args(["run", "--rm", "--network", "none", "--read-only"]);
+        for (i, m) in c["volumeMounts"]
+            .as_array()
+            .expect("volumeMounts")
+            .iter()
+            .enumerate()
+        {
+            let host = dir
+                .path()
+                .join(format!("{}-{i}", c["name"].as_str().unwrap()));
+            std::fs::create_dir(&host).unwrap();
+            std::fs::set_permissions(&host, std::os::unix::fs::PermissionsExt::from_mode(0o1777))
+                .unwrap();
+            let path = m["mountPath"].as_str().expect("mountPath");
+            cmd.arg("-v").arg(format!("{}:{path}", host.display()));
+        }
+        cmd.arg(&image);
+        let installs = c["name"] == "hooklog-install";
+        if installs {
+            cmd.args(
+                c["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap()),
+            );
+        } else {
+            cmd.arg("--version");
+        }
+        let out = run(&mut cmd);
+        assert!(
+            out.status.success(),
+            "{} with inject's mounts {}: {}",
+            c["name"],
+            c["volumeMounts"],
+            text(&out.stderr)
+        );
+        if installs {
+            let bin = PathBuf::from(text(&out.stdout).trim());
+            assert!(bin.starts_with("/"), "install printed {bin:?}");
+        }
+    }
 }

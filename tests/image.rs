@@ -339,7 +339,11 @@ fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
     assert!(out.status.success(), "emit failed: {}", text(&out.stderr));
     let out = writer(
         "envoy",
-        &[&hook[..], &["envoy", "--", "/hooklog", "sleep", "0.2"]].concat(),
+        &[
+            &hook[..],
+            &["envoy", "--", "/usr/local/bin/hooklog", "sleep", "0.2"],
+        ]
+        .concat(),
     );
     assert!(
         out.status.success(),

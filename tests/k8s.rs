@@ -188,7 +188,7 @@ struct Found {
 }
 
 /// Every hooklog invocation in the pod templates: the hooklog image's containers (ENTRYPOINT
-/// /hooklog), exec hooks calling .../hooklog, and hooklog commands a hook wraps.
+/// /usr/local/bin/hooklog), exec hooks calling .../hooklog, and hooklog commands a hook wraps.
 fn hooklog_commands() -> (Vec<Found>, BTreeSet<String>) {
     let mut found = Vec::new();
     let mut env_names = BTreeSet::new();
@@ -235,7 +235,7 @@ fn hooklog_commands() -> (Vec<Found>, BTreeSet<String>) {
                     .unwrap_or_default()
                     .contains("/hooklog:")
                 {
-                    let mut argv = vec!["/hooklog".to_string()];
+                    let mut argv = vec!["/usr/local/bin/hooklog".to_string()];
                     argv.extend(strings(&c["command"]));
                     argv.extend(strings(&c["args"]));
                     push(argv);

@@ -261,14 +261,14 @@ fn only_template(yaml: &str) -> Value {
 }
 
 /// Every hooklog command line in a pod spec: the hooklog image's containers (ENTRYPOINT
-/// /hooklog) and exec hooks calling hooklog, with the commands they wrap.
+/// /usr/local/bin/hooklog) and exec hooks calling hooklog, with the commands they wrap.
 fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for c in podspec::containers(spec, "spec") {
         let (command, args) = c.argv();
         if command.is_empty() && c.image() == IMAGE {
             out.push(
-                std::iter::once("/hooklog".to_string())
+                std::iter::once("/usr/local/bin/hooklog".to_string())
                     .chain(args)
                     .collect(),
             );

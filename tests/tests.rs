@@ -10,6 +10,7 @@ mod faithful;
 mod hook;
 mod image;
 mod k8s;
+mod kubelet;
 mod lifecycle;
 mod manifest;
 mod rotation;

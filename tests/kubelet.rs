@@ -1,0 +1,862 @@
+//! The real-kubelet tier (issue 16): pods run by a real kubelet (1.20.2, built from Debian
+//! bookworm's source package) on Debian's containerd and runc, started by scripts/kubelet.sh,
+//! which scripts/test.sh runs and whose state folder it exports as `HOOKLOG_TEST_KUBELET`.
+//!
+//! Every pod is a static pod in hostNetwork (no API server): created by writing its manifest
+//! into the kubelet's manifest folder, deleted by removing it, which runs the preStop hooks and
+//! stops the containers as on any node. Container state and exit codes are read from
+//! containerd (`ctr`, and the CRI plugin's status file), hooklog's stdout from the log file the
+//! kubelet writes (`/var/log/pods/NS_POD_UID/CONTAINER/N.log`, CRI format). Images: hooklog's,
+//! built from the Dockerfile (tests/util/podman.rs) and imported into containerd, and the busybox,
+//! shell-less and pause images scripts/kubelet.sh makes. Nothing is pulled.
+//!
+//! Native sidecars are not tested here: Kubernetes 1.20 has none. Its API drops
+//! `restartPolicy: Always` on an init container, so inject's native form runs `hooklog run` as
+//! an ordinary init container that never ends, and the pod stays Pending (the app containers
+//! never start). Native mode keeps its pod simulation (tests/manifest.rs runs an injected native
+//! pod's hooks, tests/k8s.rs checks k8s/'s native manifest) until the tier's kubelet is 1.29 or
+//! newer; [`native_form_under_kubelet_1_20_never_starts_the_app`] pins that difference.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::util::in_ci;
+use crate::util::podman::{dockerfile_image, host_arch, podman};
+
+/// How long a pod may take to get every container running: image unpack, the install init
+/// container, then the app containers (about 3 s on an idle machine; the rest is for a loaded
+/// CI machine).
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// Grace period of the test pods, in seconds: long enough for their hooks (3 s of sleep) and
+/// hooklog's linger, short enough that a stuck pod fails the test quickly.
+const TEST_GRACE_SECS: u64 = 20;
+/// How long a deleted pod may take until hooklog's summary is out and it has exited: its grace
+/// period plus the kubelet's own pace (file check every 1 s, status sync).
+const STOP_TIMEOUT: Duration = Duration::from_secs(TEST_GRACE_SECS + 40);
+/// The envoy sleep the test pods keep (k8s/ has 20 s; the incident 15 s): long enough to be
+/// measured, short enough for a test.
+const ENVOY_SLEEP: &str = "3s";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// The running tier: scripts/kubelet.sh's state folder and what its `env` file says.
+struct Tier {
+    state: PathBuf,
+    env: BTreeMap<String, String>,
+}
+
+impl Tier {
+    fn manifests(&self) -> PathBuf {
+        self.state.join("manifests")
+    }
+
+    /// A value from scripts/kubelet.sh's `env` file.
+    fn var(&self, key: &str) -> String {
+        self.env
+            .get(key)
+            .unwrap_or_else(|| panic!("{} has no {key}", self.state.join("env").display()))
+            .clone()
+    }
+
+    /// `ctr` on the tier's own containerd, in the CRI plugin's namespace.
+    fn ctr(&self) -> Command {
+        let mut c = Command::new("ctr");
+        c.arg("--address")
+            .arg(self.state.join("containerd.sock"))
+            .args(["-n", "k8s.io"]);
+        c
+    }
+
+    /// The kubelet's log, for failure messages (its last lines).
+    fn kubelet_log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.state.join("kubelet.log")).unwrap_or_default();
+        // Without the lines it repeats every few seconds on a node without CNI or API server.
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| !l.contains("network not ready") && !l.contains("kubelet_node_status"))
+            .collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// The tier, or None (skipped) outside CI when `HOOKLOG_TEST_KUBELET` is not set. In CI a
+/// missing or stopped tier fails the test.
+fn tier() -> Option<Tier> {
+    let Some(state) = std::env::var_os("HOOKLOG_TEST_KUBELET") else {
+        assert!(
+            !in_ci(),
+            "HOOKLOG_TEST_KUBELET is not set: the kubelet tests need scripts/kubelet.sh's kubelet \
+             (run bash scripts/test.sh)"
+        );
+        eprintln!(
+            "\n!!!!! SKIPPED: HOOKLOG_TEST_KUBELET is not set, so no kubelet to run pods on.\n\
+             !!!!! bash scripts/test.sh starts one (scripts/kubelet.sh start DIR, then\n\
+             !!!!! HOOKLOG_TEST_KUBELET=DIR). In CI this is a failure.\n"
+        );
+        return None;
+    };
+    let state = PathBuf::from(state);
+    let env_file = state.join("env");
+    let env: BTreeMap<String, String> = std::fs::read_to_string(&env_file)
+        .unwrap_or_else(|e| {
+            panic!(
+                "HOOKLOG_TEST_KUBELET={}: no {} ({e}): is the kubelet running?",
+                state.display(),
+                env_file.display()
+            )
+        })
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let pid = std::fs::read_to_string(state.join("kubelet.pid")).unwrap_or_default();
+    assert!(
+        Path::new("/proc").join(pid.trim()).exists() && !pid.trim().is_empty(),
+        "the tier's kubelet (pid '{}') is not running",
+        pid.trim()
+    );
+    Some(Tier { state, env })
+}
+
+/// A unique suffix: pods, images and annotations of one run never meet another's.
+fn unique() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}-{nanos:08x}", std::process::id())
+}
+
+/// Imports an OCI image layout folder into the tier's containerd under `name`.
+fn import_layout(tier: &Tier, layout: &Path, name: &str) {
+    let mut index: Value = serde_json::from_slice(
+        &std::fs::read(layout.join("index.json")).expect("index.json of the OCI layout"),
+    )
+    .expect("index.json is JSON");
+    // ctr names an imported image after this annotation (else after a prefix and the tag).
+    for m in index["manifests"].as_array_mut().expect("manifests") {
+        m["annotations"]["io.containerd.image.name"] = json!(name);
+    }
+    std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
+    let archive = layout.with_extension("tar");
+    let out = run(Command::new("tar")
+        .arg("-C")
+        .arg(layout)
+        .arg("-cf")
+        .arg(&archive)
+        .arg("."));
+    assert!(out.status.success(), "tar: {}", text(&out.stderr));
+    let out = run(tier.ctr().args(["images", "import"]).arg(&archive));
+    assert!(
+        out.status.success(),
+        "ctr images import {name}: {}",
+        text(&out.stderr)
+    );
+}
+
+fn imported(tier: &Tier, name: &str) -> bool {
+    let out = run(tier.ctr().args(["images", "ls", "-q"]));
+    text(&out.stdout).lines().any(|l| l == name)
+}
+
+/// hooklog's image as the Dockerfile builds it (tests/util/podman.rs), imported into the tier's
+/// containerd as `localhost/hooklog-kubelet/hooklog:<podman image id>`.
+fn hooklog_image(tier: &Tier) -> String {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let built = dockerfile_image(host_arch());
+            let out = run(podman().args(["image", "inspect", "--format", "{{.Id}}", &built]));
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let id = text(&out.stdout).trim().to_string();
+            let name = format!("localhost/hooklog-kubelet/hooklog:{}", &id[..12]);
+            // Once per tier: a second test process waits, then finds it imported.
+            let lock = tier.state.join("import.lock");
+            let _guard = FileLock::take(&lock);
+            if !imported(tier, &name) {
+                let dir = tempfile::tempdir().unwrap();
+                let layout = dir.path().join("hooklog");
+                let out = run(podman()
+                    .args(["save", "--format", "oci-dir", "-o"])
+                    .arg(&layout)
+                    .arg(&id));
+                assert!(out.status.success(), "podman save: {}", text(&out.stderr));
+                import_layout(tier, &layout, &name);
+            }
+            name
+        })
+        .clone()
+}
+
+/// An image with hooklog's binary at the file `/hooklog`, as the Dockerfile laid it out before
+/// issue 16 (the release binary, entrypoint `/hooklog`), for the test that shows the tier
+/// catches that layout.
+fn old_layout_image(tier: &Tier) -> String {
+    let bin = crate::image::release_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::copy(&bin, root.join("hooklog")).unwrap();
+    let name = format!("localhost/hooklog-kubelet/hooklog-old-layout:{}", unique());
+    let archive = dir.path().join("old.tar");
+    let out = run(Command::new("python3")
+        .arg(repo().join("tests/support/oci-archive.py"))
+        .arg(&root)
+        .arg(&name)
+        .arg(r#"["/hooklog"]"#)
+        .arg(&archive));
+    assert!(
+        out.status.success(),
+        "oci-archive.py: {}",
+        text(&out.stderr)
+    );
+    let out = run(tier.ctr().args(["images", "import"]).arg(&archive));
+    assert!(out.status.success(), "ctr import: {}", text(&out.stderr));
+    name
+}
+
+/// An exclusive `flock` on a file, released on drop (the `flock` command holds it).
+struct FileLock(std::process::Child);
+
+impl FileLock {
+    fn take(path: &Path) -> FileLock {
+        let mut child = Command::new("flock")
+            .arg(path)
+            .args(["sh", "-c", "echo locked; exec cat"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run flock");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "locked", "flock {}", path.display());
+        FileLock(child)
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Closing stdin ends `cat`, which releases the lock.
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// One container of a pod, as containerd's CRI plugin records it.
+#[derive(Debug, Clone)]
+struct State {
+    /// The container's name in the pod spec.
+    name: String,
+    /// Which start of it this is (0 first; the kubelet restarts a failed init container).
+    attempt: u64,
+    /// Whether the process has started (CRI StartedAt).
+    started: bool,
+    /// Its exit code once it has finished (CRI FinishedAt).
+    exit_code: Option<i64>,
+    /// CRI's reason and message (StartError, "not a directory", ...).
+    reason: String,
+    message: String,
+    /// The file the kubelet logs its output to.
+    log_path: Option<PathBuf>,
+}
+
+/// A static pod on the tier: its manifest file exists while the pod should run.
+struct Pod<'a> {
+    tier: &'a Tier,
+    /// metadata.name in the manifest; the kubelet names the pod `<name>-<node>`.
+    name: String,
+    namespace: String,
+    file: PathBuf,
+    /// The last content read from each container's log, kept when the kubelet removes the
+    /// files of a deleted pod.
+    logs: std::cell::RefCell<BTreeMap<String, String>>,
+    /// The last state seen of each container (see [`Pod::latest`]).
+    seen: std::cell::RefCell<BTreeMap<String, State>>,
+}
+
+impl<'a> Pod<'a> {
+    /// Writes `pod` (a v1 Pod) into the kubelet's manifest folder, atomically, with a run-unique
+    /// annotation: a static pod's UID is a hash of its manifest, and the same manifest again
+    /// would inherit the last run's exited containers, logs and restart back-off.
+    fn create(tier: &'a Tier, mut pod: Value) -> Pod<'a> {
+        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        let namespace = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        pod["metadata"]["annotations"]["hooklog.dev/test-run"] = json!(unique());
+        let file = tier.manifests().join(format!("{name}.json"));
+        // Files starting with a dot are ignored by the kubelet's file source.
+        let tmp = tier.manifests().join(format!(".{name}.json.tmp"));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&pod).unwrap()).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        Pod {
+            tier,
+            name,
+            namespace,
+            file,
+            logs: Default::default(),
+            seen: Default::default(),
+        }
+    }
+
+    /// Deletes the pod as the API server's deletion would: the kubelet runs the preStop hooks,
+    /// then stops the containers within the grace period.
+    fn delete(&self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+
+    /// Every container of the pod (the sandbox excluded), every attempt.
+    fn states(&self) -> Vec<State> {
+        let node = self.tier.var("HOOKLOG_TEST_KUBELET_NODE");
+        let pod_name = format!("{}-{node}", self.name);
+        let out = run(self.tier.ctr().args(["containers", "ls", "-q"]));
+        let mut states = Vec::new();
+        for id in text(&out.stdout).lines() {
+            let info = run(self.tier.ctr().args(["containers", "info", id]));
+            let Ok(info) = serde_json::from_slice::<Value>(&info.stdout) else {
+                continue; // removed between ls and info
+            };
+            let labels = &info["Labels"];
+            if labels["io.kubernetes.pod.name"] != pod_name.as_str()
+                || labels["io.kubernetes.pod.namespace"] != self.namespace.as_str()
+                || labels["io.cri-containerd.kind"] != "container"
+            {
+                continue;
+            }
+            let status_file = self
+                .tier
+                .state
+                .join("containerd/root/io.containerd.grpc.v1.cri/containers")
+                .join(id)
+                .join("status");
+            let status: Value = std::fs::read(&status_file)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let set = |k: &str| status[k].as_i64().is_some_and(|t| t > 0);
+            let cri = cri_metadata(&info);
+            states.push(State {
+                name: labels["io.kubernetes.container.name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                attempt: cri["Config"]["metadata"]["attempt"].as_u64().unwrap_or(0),
+                log_path: cri["LogPath"].as_str().map(PathBuf::from),
+                started: set("StartedAt"),
+                exit_code: set("FinishedAt").then(|| status["ExitCode"].as_i64().unwrap_or(-1)),
+                reason: status["Reason"].as_str().unwrap_or_default().to_string(),
+                message: status["Message"].as_str().unwrap_or_default().to_string(),
+            });
+        }
+        states.sort_by(|a, b| (&a.name, a.attempt).cmp(&(&b.name, b.attempt)));
+        states
+    }
+
+    /// The latest attempt of each container, as last seen: a deleted pod's containers are
+    /// removed by the kubelet soon after they exit, and their exit codes with them.
+    fn latest(&self) -> BTreeMap<String, State> {
+        let mut seen = self.seen.borrow_mut();
+        for s in self.states() {
+            if seen.get(&s.name).is_none_or(|old| old.attempt <= s.attempt) {
+                seen.insert(s.name.clone(), s);
+            }
+        }
+        seen.clone()
+    }
+
+    /// Polls until every container in `names` runs (started, not finished) and returns how long
+    /// that took; fails with what each container did and the kubelet's log.
+    fn wait_running(&self, names: &[&str]) -> Duration {
+        let start = Instant::now();
+        loop {
+            let latest = self.latest();
+            if names.iter().all(|n| {
+                latest
+                    .get(*n)
+                    .is_some_and(|s| s.started && s.exit_code.is_none())
+            }) {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < START_TIMEOUT,
+                "pod {} did not get {names:?} running in {START_TIMEOUT:?}: {:#?}\nkubelet log:\n{}",
+                self.name,
+                self.states(),
+                self.tier.kubelet_log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// The container's stdout and stderr lines as the kubelet logged them (CRI format
+    /// `<time> <stream> <P|F> <text>`, partial lines joined), latest attempt, as last read.
+    fn log_lines(&self, container: &str, stream: &str) -> Vec<String> {
+        if let Some(path) = self
+            .latest()
+            .get(container)
+            .and_then(|s| s.log_path.clone())
+            && let Ok(log) = std::fs::read_to_string(path)
+        {
+            self.logs.borrow_mut().insert(container.to_string(), log);
+        }
+        let logs = self.logs.borrow();
+        let Some(log) = logs.get(container) else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        let mut partial = String::new();
+        for l in log.lines() {
+            let mut parts = l.splitn(4, ' ');
+            let (_time, s, tag, body) = (
+                parts.next(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            if s != stream {
+                continue;
+            }
+            partial.push_str(body);
+            if tag == "F" {
+                lines.push(std::mem::take(&mut partial));
+            }
+        }
+        lines
+    }
+
+    /// hooklog's records: its stdout, each line a JSON object.
+    fn records(&self, container: &str) -> Vec<Value> {
+        self.log_lines(container, "stdout")
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+}
+
+impl Drop for Pod<'_> {
+    fn drop(&mut self) {
+        self.delete();
+    }
+}
+
+/// The CRI plugin's record of a container (an extension of containerd's container, JSON in
+/// base64): its attempt (`Config.metadata.attempt`) and the log file the kubelet asked for.
+fn cri_metadata(info: &Value) -> Value {
+    info["Extensions"]["io.cri-containerd.container.metadata"]["value"]
+        .as_str()
+        .map(base64_decode)
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map_or(Value::Null, |m| m["Metadata"].clone())
+}
+
+/// Standard base64 (how `ctr` prints the extension's bytes), without a dependency for it.
+fn base64_decode(s: &str) -> Vec<u8> {
+    let digit = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for d in s.bytes().filter_map(digit) {
+        acc = (acc << 6) | u32::from(d);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+/// Reads a YAML document with one pod template (a Deployment) into JSON.
+fn yaml_documents(yaml: &str) -> Vec<Value> {
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// A static Pod from a Deployment's pod template, as the tier runs it: hostNetwork, images
+/// mapped by `images` (original -> local; every image must be mapped, nothing is pulled),
+/// `imagePullPolicy: Never`, and the test's grace period.
+fn pod_from_deployment(deployment: &Value, name: &str, images: &[(&str, &str)]) -> Value {
+    let template = &deployment["spec"]["template"];
+    let mut spec = template["spec"].clone();
+    spec["hostNetwork"] = json!(true);
+    spec["terminationGracePeriodSeconds"] = json!(TEST_GRACE_SECS);
+    for list in ["initContainers", "containers"] {
+        for c in spec[list].as_array_mut().into_iter().flatten() {
+            let image = c["image"].as_str().unwrap().to_string();
+            let local = images
+                .iter()
+                .find(|(from, _)| *from == image)
+                .unwrap_or_else(|| panic!("no local image for {image}"))
+                .1;
+            c["image"] = json!(local);
+            c["imagePullPolicy"] = json!("Never");
+        }
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": deployment["metadata"]["namespace"],
+            "labels": template["metadata"]["labels"],
+            "annotations": template["metadata"]["annotations"].as_object().cloned().unwrap_or_default(),
+        },
+        "spec": spec,
+    })
+}
+
+/// The container named `name` in a pod spec.
+fn container<'v>(spec: &'v mut Value, name: &str) -> &'v mut Value {
+    for list in ["initContainers", "containers"] {
+        if let Some(i) = spec[list]
+            .as_array()
+            .and_then(|a| a.iter().position(|c| c["name"] == name))
+        {
+            return &mut spec[list][i];
+        }
+    }
+    panic!("no container {name}");
+}
+
+/// Replaces `from` by `to` in a container's exec preStop command (exactly one occurrence).
+fn edit_prestop(c: &mut Value, from: &str, to: &str) {
+    let cmd = c["lifecycle"]["preStop"]["exec"]["command"]
+        .as_array_mut()
+        .expect("an exec preStop");
+    let hits: Vec<usize> = (0..cmd.len()).filter(|&i| cmd[i] == from).collect();
+    assert_eq!(hits.len(), 1, "{from} in {cmd:?}");
+    cmd[hits[0]] = json!(to);
+}
+
+/// Replaces the value after `flag` in a container's args.
+fn edit_arg(c: &mut Value, flag: &str, to: &str) {
+    let args = c["args"].as_array_mut().expect("args");
+    let i = args
+        .iter()
+        .position(|a| a == flag)
+        .unwrap_or_else(|| panic!("no {flag} in {args:?}"));
+    args[i + 1] = json!(to);
+}
+
+/// Waits until `container`'s stdout ends with `hooks.summary` and the container has exited;
+/// returns the records and the exit code.
+fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
+    let start = Instant::now();
+    loop {
+        let records = pod.records(container);
+        let exit = pod.latest().get(container).and_then(|s| s.exit_code);
+        if let Some(code) = exit
+            && records
+                .last()
+                .is_some_and(|r| r["event"] == "hooks.summary")
+        {
+            return (records, code);
+        }
+        assert!(
+            start.elapsed() < STOP_TIMEOUT,
+            "{container} did not end with hooks.summary and exit in {STOP_TIMEOUT:?}: exit {exit:?}, \
+             records {records:#?}\nstderr {:#?}\nstates {:#?}\nkubelet log:\n{}",
+            pod.log_lines(container, "stderr"),
+            pod.states(),
+            pod.tier.kubelet_log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The hook records of one peer: its `hook.finished` record.
+fn finished<'r>(records: &'r [Value], peer: &str) -> &'r Value {
+    records
+        .iter()
+        .find(|r| r["event"] == "hook.finished" && r["container_name"] == peer)
+        .unwrap_or_else(|| panic!("no hook.finished for {peer}: {records:#?}"))
+}
+
+/// k8s/'s classic manifest, as shipped except for what a node without a registry or an API
+/// server needs: local images, no ConfigMap volume (envoy's config: the stand-in envoy reads
+/// none), a shorter grace, sleep and timeouts. The hooks really run: envoy's preStop sleeps
+/// 3 s through the binary the init container installed, and api-server's upload script does not
+/// exist in the busybox image, so its hook fails (exit 127), as a broken hook would.
+#[test]
+fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let yaml = std::fs::read_to_string(repo().join("k8s/api-server-classic-sidecar.yaml")).unwrap();
+    let deployment = yaml_documents(&yaml).remove(0);
+    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
+    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
+    let name = format!("classic-{}", std::process::id());
+    let mut pod = pod_from_deployment(
+        &deployment,
+        &name,
+        &[
+            (
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+                &hooklog,
+            ),
+            (
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api-server:1.4.2",
+                &busybox,
+            ),
+            ("envoyproxy/envoy-distroless:v1.31.2", &shell_less),
+        ],
+    );
+    let spec = &mut pod["spec"];
+    for v in spec["volumes"].as_array_mut().unwrap() {
+        if v["name"] == "envoy-config" {
+            *v = json!({"name": "envoy-config", "emptyDir": {}});
+        }
+    }
+    edit_arg(container(spec, "hooklog"), "--grace", "15s");
+    let envoy = container(spec, "envoy");
+    edit_prestop(envoy, "20s", ENVOY_SLEEP);
+    edit_prestop(envoy, "30s", "15s");
+    edit_prestop(container(spec, "api-server"), "30s", "15s");
+
+    let pod = Pod::create(&tier, pod);
+    let took = pod.wait_running(&["hooklog", "api-server", "envoy"]);
+    eprintln!("classic pod running after {took:.1?}");
+    let install = &pod.latest()["hooklog-install"];
+    assert_eq!(install.exit_code, Some(0), "{install:?}");
+    assert!(
+        wait_for_ready(&pod, "hooklog"),
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+
+    let deleted = Instant::now();
+    pod.delete();
+    let (records, exit) = wait_summary(&pod, "hooklog");
+    eprintln!(
+        "classic pod: hooklog exited {exit} after {:.1?}",
+        deleted.elapsed()
+    );
+    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
+    assert_eq!(
+        summary["peers"]["api-server"]["outcome"], "failed",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["peers"]["api-server"]["exit_code"], 127,
+        "{summary}"
+    );
+    assert_eq!(summary["counts"]["ok"], 1, "{summary}");
+    assert_eq!(summary["counts"]["failed"], 1, "{summary}");
+    // envoy's sleep really ran for its 3 s inside the kubelet's preStop.
+    let envoy = finished(&records, "envoy");
+    let ms = envoy["duration_ms"].as_u64().unwrap();
+    assert!(
+        (3000..10_000).contains(&ms),
+        "envoy's hook took {ms} ms: {envoy}"
+    );
+    // The Downward API the kubelet filled in.
+    assert_eq!(summary["kubernetes"]["namespace_name"], "shop", "{summary}");
+    assert_eq!(
+        summary["kubernetes"]["labels"]["app"], "api-server",
+        "{summary}"
+    );
+}
+
+/// Polls hooklog's stderr for its ready line (its socket is listening: a hook that starts
+/// before would be reported from the file instead, a different path than the one under test).
+fn wait_for_ready(pod: &Pod, container: &str) -> bool {
+    crate::util::wait_until(START_TIMEOUT, || {
+        pod.log_lines(container, "stderr")
+            .iter()
+            .any(|l| l.contains("hooklog ready"))
+    })
+}
+
+/// The seed incident (tests/manifests/incidents/distroless-envoy-sleep.yaml) with a checkout app
+/// whose own preStop fails (exit 3), put through `hooklog inject --sidecar classic` with the
+/// image built from the Dockerfile, then run unchanged but for local images and a shorter grace
+/// and sleep. Before issue 16 the install init container could not start (the image's binary
+/// was the file /hooklog, where inject mounts its emptyDir) and no app container ever ran.
+#[test]
+fn kubelet_runs_injected_incident_pod_and_summary_names_true_outcomes() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let (pod, took) = run_injected_incident(&tier, &hooklog);
+    eprintln!("injected pod running after {took:.1?}");
+    let deleted = Instant::now();
+    pod.delete();
+    let (records, exit) = wait_summary(&pod, "hooklog");
+    eprintln!(
+        "injected pod: hooklog exited {exit} after {:.1?}",
+        deleted.elapsed()
+    );
+    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
+    assert_eq!(
+        summary["peers"]["checkout"]["outcome"], "failed",
+        "{summary}"
+    );
+    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
+    let envoy = finished(&records, "envoy");
+    let ms = envoy["duration_ms"].as_u64().unwrap();
+    assert!(
+        (3000..10_000).contains(&ms),
+        "envoy's sleep took {ms} ms: {envoy}"
+    );
+    let checkout = finished(&records, "checkout");
+    assert_eq!(checkout["exit_code"], 3, "{checkout}");
+    // The hook's own output is in the pod's log stream, attributed to it.
+    assert!(
+        records.iter().any(|r| r["container_name"] == "checkout"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("upload failed: AccessDenied"))),
+        "checkout's hook output: {records:#?}"
+    );
+}
+
+/// What the seed incident's injected pod needs, started and running; returns the pod and how
+/// long it took to get every container running.
+fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str) -> (Pod<'t>, Duration) {
+    let pod = create_injected_incident(tier, hooklog, "classic");
+    let took = pod.wait_running(&["hooklog", "checkout", "envoy"]);
+    assert_eq!(pod.latest()["hooklog-install"].exit_code, Some(0));
+    assert!(
+        wait_for_ready(&pod, "hooklog"),
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+    (pod, took)
+}
+
+/// inject's output for the seed incident (with checkout's failing hook added first), as a
+/// static pod with local images.
+fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) -> Pod<'t> {
+    let yaml = std::fs::read_to_string(
+        repo().join("tests/manifests/incidents/distroless-envoy-sleep.yaml"),
+    )
+    .unwrap();
+    let mut deployment = yaml_documents(&yaml).remove(0);
+    // The app whose hook fails: a heap-dump upload that prints its error and exits 3.
+    container(&mut deployment["spec"]["template"]["spec"], "checkout")["lifecycle"] = json!({
+        "preStop": {"exec": {"command": [
+            "sh", "-c", "echo 'heap dump written'; echo 'upload failed: AccessDenied' >&2; exit 3"
+        ]}}
+    });
+    // envoy's sleep, shortened for the test (inject keeps the command it wraps as it is).
+    let envoy = container(&mut deployment["spec"]["template"]["spec"], "envoy");
+    envoy["lifecycle"]["preStop"]["exec"]["command"] = json!(["sleep", ENVOY_SLEEP]);
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), serde_json::to_string(&deployment).unwrap()).unwrap();
+    let out = run(crate::util::hooklog()
+        .args(["inject", "--sidecar", sidecar, "--image", hooklog])
+        .arg(input.path()));
+    assert!(out.status.success(), "inject: {}", text(&out.stderr));
+    let injected = yaml_documents(&text(&out.stdout)).remove(0);
+    let name = format!("incident-{sidecar}-{}", std::process::id());
+    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
+    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
+    let pod = pod_from_deployment(
+        &injected,
+        &name,
+        &[
+            (hooklog, hooklog),
+            ("registry.example.com/shop/checkout:2.3.1", &busybox),
+            ("envoyproxy/envoy-distroless:v1.31.0", &shell_less),
+        ],
+    );
+    Pod::create(tier, pod)
+}
+
+/// Issue 16, item 1: with hooklog's binary at the file `/hooklog` in the image (the layout
+/// before the fix), inject's emptyDir mount at `/hooklog` makes runc fail the install init
+/// container ("not a directory"), and no app container ever starts. The tier must see that:
+/// this is the failure the tests above would show if the Dockerfile went back.
+#[test]
+fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
+    let Some(tier) = tier() else { return };
+    let old = old_layout_image(&tier);
+    let pod = create_injected_incident(&tier, &old, "classic");
+    let start = Instant::now();
+    let failed = loop {
+        let install = pod.latest().get("hooklog-install").cloned();
+        if let Some(s) = install.filter(|s| s.exit_code.is_some()) {
+            break s;
+        }
+        assert!(
+            start.elapsed() < START_TIMEOUT,
+            "hooklog-install never ended: {:#?}\n{}",
+            pod.states(),
+            tier.kubelet_log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_ne!(failed.exit_code, Some(0), "{failed:?}");
+    eprintln!(
+        "hooklog-install: exit {:?}, {}: {}",
+        failed.exit_code, failed.reason, failed.message
+    );
+    assert!(
+        failed.message.contains("not a directory"),
+        "the install container failed for another reason: {failed:?}"
+    );
+    // Give the kubelet time to (not) go on: no app container is ever created.
+    std::thread::sleep(Duration::from_secs(3));
+    let names: Vec<String> = pod.states().into_iter().map(|s| s.name).collect();
+    assert!(
+        names.iter().all(|n| n == "hooklog-install"),
+        "containers started after the failed init container: {names:?}"
+    );
+}
+
+/// Kubernetes 1.20 has no native sidecars: it drops `restartPolicy: Always` on init containers,
+/// so inject's native form (the default) runs `hooklog run` as an init container that never
+/// ends, and the app containers never start. This is why native mode is tested by its pod
+/// simulation (tests/k8s.rs) and not here, and why inject must know the cluster's version.
+#[test]
+fn native_form_under_kubelet_1_20_never_starts_the_app() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let pod = create_injected_incident(&tier, &hooklog, "native");
+    pod.wait_running(&["hooklog"]);
+    // hooklog runs, as an init container: the kubelet waits for it to end before the others.
+    std::thread::sleep(Duration::from_secs(5));
+    let latest = pod.latest();
+    assert!(
+        latest["hooklog"].exit_code.is_none(),
+        "{:?}",
+        latest["hooklog"]
+    );
+    assert!(
+        !latest.contains_key("checkout") && !latest.contains_key("envoy"),
+        "the app containers started under 1.20 ({latest:#?}): the tier's kubelet knows native \
+         sidecars, so native mode can be tested here now"
+    );
+}
