@@ -245,7 +245,11 @@ fn dockerfile_image_takes_every_mount_inject_gives_it() {
                 .join("tests/manifests/incidents/distroless-envoy-sleep.yaml"),
         ));
     assert!(out.status.success(), "inject: {}", text(&out.stderr));
-    let doc: Value = serde_norway::from_str(&text(&out.stdout)).expect("inject's YAML");
+    let doc: Value = hooklog::manifest::load::parse("inject", text(&out.stdout))
+        .expect("inject's YAML")
+        .documents
+        .remove(0)
+        .value;
     let spec = &doc["spec"]["template"]["spec"];
     let ours: Vec<&Value> = ["initContainers", "containers"]
         .iter()

@@ -495,9 +495,11 @@ fn base64_decode(s: &str) -> Vec<u8> {
 
 /// Reads a YAML document with one pod template (a Deployment) into JSON.
 fn yaml_documents(yaml: &str) -> Vec<Value> {
-    serde_norway::Deserializer::from_str(yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("YAML document"))
-        .filter(|v: &Value| !v.is_null())
+    hooklog::manifest::load::parse("yaml", yaml.to_string())
+        .expect("YAML documents")
+        .documents
+        .into_iter()
+        .map(|d| d.value)
         .collect()
 }
 
