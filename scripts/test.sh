@@ -94,5 +94,11 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "not root: no kubelet tier; tests/kubelet.rs will say so" >&2
 fi
-log "cargo nextest run"
-cargo nextest run --locked --no-fail-fast
+log "cargo nextest run (all but the kubelet tier)"
+status=0
+cargo nextest run --locked --no-fail-fast -E 'not test(/^kubelet::/)' || status=$?
+# The kubelet tier's pods alone, one at a time: under the rest of the suite's load on 2 cores a
+# pod's hook exec could start late enough to miss the test's 20 s grace period.
+log "cargo nextest run (the kubelet tier, one test at a time)"
+cargo nextest run --locked --no-fail-fast --test-threads 1 -E 'test(/^kubelet::/)' || status=$?
+exit "$status"

@@ -505,7 +505,7 @@ fn yaml_documents(yaml: &str) -> Vec<Value> {
 
 /// A static Pod from a Deployment's pod template, as the tier runs it: hostNetwork, images
 /// mapped by `images` (original -> local; every image must be mapped, nothing is pulled),
-/// `imagePullPolicy: Never`, and the test's grace period.
+/// `imagePullPolicy: Never`, no `ports`, and the test's grace period.
 fn pod_from_deployment(deployment: &Value, name: &str, images: &[(&str, &str)]) -> Value {
     let template = &deployment["spec"]["template"];
     let mut spec = template["spec"].clone();
@@ -521,6 +521,12 @@ fn pod_from_deployment(deployment: &Value, name: &str, images: &[(&str, &str)]) 
                 .1;
             c["image"] = json!(local);
             c["imagePullPolicy"] = json!("Never");
+            // In hostNetwork every containerPort is a port of the node: two of the tests' pods
+            // declaring the same one (they run at once) and the kubelet refuses the second
+            // ("Predicate NodePorts failed"). Nothing here listens on them.
+            if let Some(c) = c.as_object_mut() {
+                c.remove("ports");
+            }
         }
     }
     json!({
@@ -775,6 +781,10 @@ fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) ->
     // envoy's sleep, shortened for the test (inject keeps the command it wraps as it is).
     let envoy = container(&mut deployment["spec"]["template"]["spec"], "envoy");
     envoy["lifecycle"]["preStop"]["exec"]["command"] = json!(["sleep", ENVOY_SLEEP]);
+    // The pod's grace period before inject, which plans hooklog's `--grace` and the hooks'
+    // `--timeout` from it: a shorter one set afterwards kills hooklog before its own deadline.
+    deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] =
+        json!(TEST_GRACE_SECS);
     let input = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(input.path(), serde_json::to_string(&deployment).unwrap()).unwrap();
     let out = run(crate::util::hooklog()
