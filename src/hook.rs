@@ -13,12 +13,12 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use crate::cli::HookArgs;
 use crate::client::{LastResort, Reporter};
 use crate::framing::{FrameEnd, Framer};
+use crate::lifecycle::signal::Stopping;
 
 /// Exit status when the command cannot be found (as shells report it).
 pub const EXIT_NOT_FOUND: u8 = 127;
@@ -85,10 +85,17 @@ pub fn run(args: HookArgs) -> u8 {
 }
 
 async fn run_async(args: HookArgs) -> u8 {
-    // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
-    // starts, waits for it) instead of killing the wrapper with the hook half-reported.
-    let term = signal(SignalKind::terminate()).ok();
-    // Held since `main` began; a SIGTERM that came meanwhile reaches the handler above now.
+    // Before anything else: a SIGTERM, SIGINT, SIGHUP or SIGQUIT from now on is forwarded to the
+    // command (or, before it starts, waits for it) instead of killing the wrapper with the hook
+    // half-reported and the command orphaned.
+    let stopping = match Stopping::install() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install signal handlers: signals end the wrapper");
+            None
+        }
+    };
+    // Held since `main` began; a signal that came meanwhile reaches the handlers above now.
     crate::lifecycle::signal::release();
     // Reporting runs on a thread of its own, beside the command: a slow or stuck daemon delays
     // neither the command, nor its timeout, nor the signals forwarded to it.
@@ -118,7 +125,7 @@ async fn run_async(args: HookArgs) -> u8 {
     let result = execute(
         &args.command,
         args.timeout,
-        term,
+        stopping,
         &reporter,
         || {
             // Sent once the command runs (or could not be started), never before it.
@@ -180,13 +187,13 @@ async fn run_async(args: HookArgs) -> u8 {
 }
 
 /// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each
-/// output line to `on_line(stream, text, partial)`. Each SIGTERM `term` receives is forwarded to
-/// the command. While `reporter` has no room, output is left in the command's pipes; the timeout
+/// output line to `on_line(stream, text, partial)`. Each signal `stopping` receives is forwarded
+/// to the command's process group. While `reporter` has no room, output is left in the command's pipes; the timeout
 /// and signals go on regardless.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
-    mut term: Option<tokio::signal::unix::Signal>,
+    mut stopping: Option<Stopping>,
     reporter: &Reporter,
     on_spawn: impl FnOnce(),
     mut on_line: impl FnMut(&str, &str, bool),
@@ -262,7 +269,7 @@ pub async fn execute(
                 send(pid, Signal::SIGKILL);
                 kill_at = None;
             }
-            Some(_) = recv_opt(&mut term) => send(pid, Signal::SIGTERM),
+            sig = recv_opt(&mut stopping) => send(pid, sig),
         }
     };
     if timed_out {
@@ -344,7 +351,7 @@ pub fn spawn_failure(e: &std::io::Error) -> (u8, &'static str) {
     }
 }
 
-async fn recv_opt(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+async fn recv_opt(s: &mut Option<Stopping>) -> Signal {
     match s {
         Some(s) => s.recv().await,
         None => std::future::pending().await,

@@ -1389,3 +1389,75 @@ fn with_emf_the_summary_is_still_the_last_record() {
     assert_eq!(metrics["event"], "hooks.metrics", "{records:#?}");
     assert_eq!(metrics["container"], "envoy", "{metrics}");
 }
+
+/// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
+/// 0, and write its `hooks.summary` last.
+fn daemon_stops_cleanly_on(sig: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "before\n").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
+        &POD_ENV,
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    daemon.signal(sig);
+    let st = daemon.wait_exit(Duration::from_secs(15));
+    assert!(st.success(), "SIG{sig}: {st:?}");
+    let records = daemon.records();
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "hooks.summary",
+        "SIG{sig}: {records:#?}"
+    );
+}
+
+#[test]
+fn run_on_sigint_ends_with_its_summary() {
+    daemon_stops_cleanly_on("INT");
+}
+
+#[test]
+fn run_on_sighup_ends_with_its_summary() {
+    daemon_stops_cleanly_on("HUP");
+}
+
+#[test]
+fn run_on_sigquit_ends_with_its_summary() {
+    daemon_stops_cleanly_on("QUIT");
+}
+
+/// SIGUSR1, SIGUSR2 and SIGPIPE do not end the daemon: it keeps reading, and SIGTERM still ends
+/// it with its summary.
+#[test]
+fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "before\n").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
+        &POD_ENV,
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    for sig in ["USR1", "USR2", "PIPE"] {
+        daemon.signal(sig);
+    }
+    // A line read after the signals: they were delivered (a running thread takes a pending
+    // signal on its way back to user space) and the daemon lived on.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"after\n"))
+        .unwrap();
+    daemon.wait_records(2, Duration::from_secs(10));
+    daemon.terminate();
+    let st = daemon.wait_exit(Duration::from_secs(15));
+    assert!(st.success(), "{st:?}");
+    let records = daemon.records();
+    assert_eq!(records[1]["message"], "after", "{records:#?}");
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "hooks.summary",
+        "{records:#?}"
+    );
+}
