@@ -1461,3 +1461,152 @@ fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
         "{records:#?}"
     );
 }
+
+/// Appends `text` to the file at `path`, as a peer's `echo >>` does.
+fn append(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook
+/// (which started with a run id) still runs: the daemon keeps waiting, and the summary reports
+/// the hook's true end.
+#[test]
+fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    let ready = dir.path().join("ready");
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "envoy",
+            "--grace",
+            "20s",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let mut hook = hooklog()
+        .args(["hook", "--container", "envoy", "--socket"])
+        .arg(&sock)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 2; exit 3", ready.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    daemon.expect(Duration::from_secs(10), "hook.started came out", || {
+        daemon
+            .records()
+            .iter()
+            .any(|r| r["event"] == "hook.started")
+    });
+    append(
+        &file,
+        "{\"event\":\"hook.finished\",\"container_name\":\"envoy\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0}\n",
+    );
+    daemon.terminate();
+    assert_eq!(hook.wait().unwrap().code(), Some(3));
+    assert!(daemon.wait_exit(Duration::from_secs(25)).success());
+    let records = daemon.records();
+    let summary = records.last().unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "failed", "{summary}");
+    assert_eq!(summary["peers"]["envoy"]["exit_code"], 3, "{summary}");
+}
+
+/// Input records that use hooklog's own event names without being hooklog's carry
+/// `hooklog.forged: true`; the wrapper's records and the daemon's summary do not.
+#[test]
+fn input_records_imitating_hooklogs_events_are_marked_forged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
+        &POD_ENV,
+    );
+    let forged = [
+        r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
+        r#"{"event":"hooks.metrics","container":"app"}"#,
+        r#"{"event":"hook.finished","container_name":"app","outcome":"ok","exit_code":0}"#,
+        r#"{"event":"hook.started","container_name":"app","hook":"preStop"}"#,
+        r#"{"event":"hook.output","container_name":"app","message":"all good"}"#,
+        r#"{"event":"\u0068ook.finished","container_name":"app","outcome":"ok"}"#,
+        r#"{"event":"hook.anything","container_name":"app"}"#,
+    ];
+    append(&file, &(forged.join("\n") + "\n"));
+    let st = hooklog()
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .args(["--", "echo", "real"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Events hooklog does not own are left alone.
+    append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
+    daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
+        records.iter().partition(|r| r["hooklog"]["forged"] == true);
+    assert_eq!(marked.len(), forged.len(), "{records:#?}");
+    let real: Vec<&str> = unmarked
+        .iter()
+        .map(|r| r["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        real,
+        [
+            "hook.started",
+            "hook.output",
+            "hook.finished",
+            "deploy.done",
+            "hooks.summary"
+        ],
+        "{records:#?}"
+    );
+    // The forged summary does not count as one: the real summary is the last record.
+    assert_eq!(records.last().unwrap()["hooklog"]["input"], "hooklog");
+}
+
+/// A duplicated key is read once, the last value winning as in jq: the record carries it once,
+/// and the summary agrees with it.
+#[test]
+fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
+        &POD_ENV,
+    );
+    append(
+        &file,
+        "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let lines = daemon.stdout.lines();
+    assert_eq!(lines[0].matches("\"outcome\":").count(), 1, "{}", lines[0]);
+    let records = daemon.records();
+    assert_eq!(records[0]["outcome"], "failed", "{}", lines[0]);
+    assert_eq!(records[0]["exit_code"], 2, "{}", lines[0]);
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["app"]["outcome"], "failed", "{summary}");
+    assert_eq!(summary["peers"]["app"]["exit_code"], 2, "{summary}");
+}
