@@ -51,6 +51,13 @@ const OUTPUT_QUEUE_LINES: usize = 64;
 /// hook's run time.
 const REPORT_FINISH: Duration = Duration::from_secs(2);
 
+/// Bytes of the command (its arguments JSON-escaped, with their quotes and commas) that
+/// `hook.started` carries, in `command` and again in `message`. Twice this plus the record's
+/// envelope stays under `--max-line-bytes 2048` (the smallest a user is likely to set; 1024 is the
+/// floor), so the daemon always reads `hook.started` as one record and never as split text: a
+/// ~9 KB inline script passed the default 16 KiB cap once written twice.
+const COMMAND_MAX_BYTES: usize = 512;
+
 /// A command killed by signal N exits 128+N, as shells report it.
 const SIGNAL_EXIT_BASE: u8 = 128;
 
@@ -131,13 +138,18 @@ async fn run_async(args: HookArgs) -> u8 {
             // Sent once the command runs (or could not be started), never before it.
             let mut started = base("hook.started");
             run_members(&mut started);
-            started.insert("command".into(), json!(command));
+            let (shown, truncated) = bounded_command(&command, COMMAND_MAX_BYTES);
+            let ellipsis = if truncated { "…" } else { "" };
+            started.insert("command".into(), json!(shown));
+            if truncated {
+                started.insert("command_truncated".into(), json!(true));
+            }
             started.insert(
                 "message".into(),
                 json!(format!(
-                    "{} hook started: {}",
+                    "{} hook started: {}{ellipsis}",
                     args.hook_name,
-                    command.join(" ")
+                    shown.join(" ")
                 )),
             );
             reporter.send(&Value::Object(started).to_string());
@@ -333,6 +345,33 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
     }
 }
 
+/// The leading part of `command` whose arguments take at most `max` bytes as a JSON array (each
+/// escaped, with its quotes and comma), the last one cut on a character boundary; true when
+/// something was left out.
+fn bounded_command(command: &[String], max: usize) -> (Vec<String>, bool) {
+    /// Quotes and a comma around each argument in the array.
+    const ARG_OVERHEAD: usize = 3;
+    let mut left = max;
+    let mut shown = Vec::new();
+    for arg in command {
+        let len = crate::record::escaped_len(arg) + ARG_OVERHEAD;
+        if len <= left {
+            shown.push(arg.clone());
+            left -= len;
+            continue;
+        }
+        let room = left.saturating_sub(ARG_OVERHEAD);
+        if room > 0 {
+            let cut = crate::record::escaped_prefix(arg, room);
+            if crate::record::escaped_len(&arg[..cut]) <= room {
+                shown.push(arg[..cut].to_string());
+            }
+        }
+        return (shown, true);
+    }
+    (shown, false)
+}
+
 /// Signals the command's process group (its id is the command's pid).
 fn send(pid: Option<Pid>, sig: Signal) {
     if let Some(pid) = pid {
@@ -398,5 +437,32 @@ async fn read_lines(
     framer.finish(|f| out.push((String::from_utf8_lossy(f.bytes).into_owned(), false)));
     for (line, partial) in out.drain(..) {
         let _ = tx.send((stream, line, partial)).await; // Receiver gone: the hook is over.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_short_command_is_shown_whole() {
+        let c = args(&["sh", "-c", "curl -X POST localhost/drain"]);
+        assert_eq!(bounded_command(&c, COMMAND_MAX_BYTES), (c.clone(), false));
+    }
+
+    #[test]
+    fn a_long_command_is_cut_within_its_bound_on_a_char_boundary() {
+        let script = "é\"".repeat(5000);
+        let c = args(&["sh", "-c", &script]);
+        let (shown, truncated) = bounded_command(&c, COMMAND_MAX_BYTES);
+        assert!(truncated);
+        assert_eq!(&shown[..2], &c[..2]);
+        let json = serde_json::to_string(&shown).unwrap();
+        assert!(json.len() <= COMMAND_MAX_BYTES, "{}", json.len());
+        assert!(json.len() > COMMAND_MAX_BYTES - 8, "{}", json.len());
     }
 }

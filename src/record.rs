@@ -601,7 +601,7 @@ pub fn escaped_len(s: &str) -> usize {
 
 /// The longest prefix of `s` (in bytes, on a character boundary, at least one character) whose
 /// escaped form fits in `budget` bytes.
-fn escaped_prefix(s: &str, budget: usize) -> usize {
+pub fn escaped_prefix(s: &str, budget: usize) -> usize {
     let mut used = 0;
     for (i, c) in s.char_indices() {
         used += escaped_char_len(c);

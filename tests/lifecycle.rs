@@ -1610,3 +1610,62 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
     assert_eq!(summary["peers"]["app"]["outcome"], "failed", "{summary}");
     assert_eq!(summary["peers"]["app"]["exit_code"], 2, "{summary}");
 }
+
+/// A ~9 KB inline script under `--max-line-bytes 2048`: `hook.started` carries a bounded,
+/// flagged command and is read as one record, so the daemon waits for the running hook and the
+/// summary names its true outcome (it said `missing`, the start being split text).
+#[test]
+fn a_long_hook_command_still_gives_a_parsed_hook_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let ready = dir.path().join("ready");
+    let mut daemon = Daemon::start(
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--max-line-bytes",
+            "2048",
+            "--announce-timeout",
+            "300ms",
+            "--grace",
+            "20s",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let script = format!(
+        "# {}\ntouch {}; sleep 2; echo drained",
+        "a \"quoted\" drain step; ".repeat(400),
+        ready.display()
+    );
+    assert!(script.len() > 9000);
+    let mut hook = hooklog()
+        .args(["hook", "--container", "app", "--socket"])
+        .arg(&sock)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    daemon.expect(Duration::from_secs(10), "the hook's start came out", || {
+        daemon.stdout.len() > 0
+    });
+    daemon.terminate();
+    assert!(hook.wait().unwrap().success());
+    assert!(daemon.wait_exit(Duration::from_secs(25)).success());
+    for line in daemon.stdout.lines() {
+        assert!(line.len() < 2048, "{} bytes: {line}", line.len());
+    }
+    let records = daemon.records();
+    let started = records
+        .iter()
+        .find(|r| r["event"] == "hook.started")
+        .unwrap_or_else(|| panic!("no parsed hook.started: {records:#?}"));
+    assert_eq!(started["command_truncated"], true, "{started}");
+    assert_eq!(started["command"][0], "sh", "{started}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
+}
