@@ -1669,3 +1669,87 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
     let summary = records.last().unwrap();
     assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
 }
+
+/// A pod with 20 KB of annotations (Vault templates), kubectl's last-applied manifest and
+/// inject's own annotation: records carry only the annotations that fit the cap, never
+/// `hooklog.dev/*` nor the manifest, and count what they left out; every record, the summary
+/// included, stays one parsed record (they were all split text).
+#[test]
+fn large_pod_annotations_leave_every_record_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let podinfo = dir.path().join("podinfo");
+    std::fs::create_dir(&podinfo).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
+    let template = "{{ with secret \\\"db/creds\\\" }}{{ .Data.password }}{{ end }}".repeat(350);
+    let manifest = format!(
+        "{{\\\"kind\\\":\\\"Pod\\\",\\\"pad\\\":\\\"{}\\\"}}",
+        "x".repeat(4000)
+    );
+    std::fs::write(
+        podinfo.join("annotations"),
+        format!(
+            "hooklog.dev/injected=\"{}\"\n\
+             kubectl.kubernetes.io/last-applied-configuration=\"{manifest}\"\n\
+             team=\"payments\"\n\
+             vault.hashicorp.com/agent-inject-template-db=\"{template}\"\n\
+             owner=\"sre\"\n",
+            "y".repeat(200)
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--podinfo",
+            podinfo.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let st = hooklog()
+        .args(["hook", "--container", "app", "--file"])
+        .arg(&file)
+        .args(["--", "echo", "drained"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    daemon.wait_records(3, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let events: Vec<&str> = records
+        .iter()
+        .map(|r| r["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "hook.started",
+            "hook.output",
+            "hook.finished",
+            "hooks.summary"
+        ],
+        "{records:#?}"
+    );
+    for r in &records {
+        let k = &r["kubernetes"];
+        assert_eq!(
+            k["annotations"],
+            json!({"team": "payments", "owner": "sre"}),
+            "{r}"
+        );
+        assert_eq!(k["annotations_omitted"], 1, "{r}");
+    }
+    assert_eq!(
+        records.last().unwrap()["peers"]["app"]["outcome"],
+        "ok",
+        "{records:#?}"
+    );
+}
