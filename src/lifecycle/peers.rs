@@ -420,6 +420,33 @@ mod tests {
     }
 
     #[test]
+    fn a_record_without_a_run_cannot_speak_for_a_hook_that_named_one() {
+        let p = Peers::new(&["envoy".into()]);
+        p.observe(event("envoy", HookEventKind::Started, "r1", 1000));
+        p.observe(finished("envoy", "ok", Some(0)));
+        assert_eq!(p.pending(true), ["envoy"]);
+        p.observe(event(
+            "envoy",
+            HookEventKind::Finished {
+                outcome: "failed".into(),
+                exit_code: Some(3),
+                duration_ms: Some(2000),
+            },
+            "r1",
+            1000,
+        ));
+        // Nor restart it and then mark it ok.
+        p.observe(HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started,
+            run: None,
+        });
+        p.observe(finished("envoy", "ok", Some(0)));
+        assert_eq!(p.outcomes()["envoy"].outcome, "failed");
+        assert_eq!(p.outcomes()["envoy"].exit_code, Some(3));
+    }
+
+    #[test]
     fn records_without_a_run_are_taken_in_the_order_read() {
         let p = Peers::new(&[]);
         p.observe(finished("envoy", "ok", Some(0)));
