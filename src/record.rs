@@ -2,8 +2,10 @@
 //!
 //! A plain line becomes `{"time","message","hooklog","kubernetes"}`; a JSON object keeps its
 //! fields. The keys `time`, `kubernetes` and `hooklog` belong to hooklog: a line cannot spoof
-//! them, its own values move to `hooklog.shadowed`. A record that would be longer than the
-//! output cap is split into parts that carry `hooklog.split = {id, index, last}`.
+//! them, its own values move to `hooklog.shadowed`. A line that uses hooklog's own event names
+//! without being hooklog's is marked `hooklog.forged`. A key given twice is read once, the last
+//! value winning (as jq reads it). A record that would be longer than the output cap is split
+//! into parts that carry `hooklog.split = {id, index, last}`.
 
 use std::borrow::Cow;
 use std::fmt;
