@@ -345,7 +345,7 @@ fn summary_batch(
     }
     // The summary is the very last record: the per-peer metric records come before it.
     docs.push(members);
-    let mut encoder = Encoder::new(enrichment.clone(), "hooklog");
+    let mut encoder = Encoder::own(enrichment.clone());
     let mut batch = Batch::new();
     for doc in docs {
         let line = serde_json::Value::Object(doc).to_string();

@@ -13,12 +13,12 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use crate::cli::HookArgs;
 use crate::client::{LastResort, Reporter};
 use crate::framing::{FrameEnd, Framer};
+use crate::lifecycle::signal::Stopping;
 
 /// Exit status when the command cannot be found (as shells report it).
 pub const EXIT_NOT_FOUND: u8 = 127;
@@ -50,6 +50,13 @@ const OUTPUT_QUEUE_LINES: usize = 64;
 /// within `client::SOCKET_STALL`, then the file takes the rest): the most logging adds to a
 /// hook's run time.
 const REPORT_FINISH: Duration = Duration::from_secs(2);
+
+/// Bytes of the command (its arguments JSON-escaped, with their quotes and commas) that
+/// `hook.started` carries, in `command` and again in `message`. Twice this plus the record's
+/// envelope stays under `--max-line-bytes 2048` (the smallest a user is likely to set; 1024 is the
+/// floor), so the daemon always reads `hook.started` as one record and never as split text: a
+/// ~9 KB inline script passed the default 16 KiB cap once written twice.
+const COMMAND_MAX_BYTES: usize = 512;
 
 /// A command killed by signal N exits 128+N, as shells report it.
 const SIGNAL_EXIT_BASE: u8 = 128;
@@ -85,10 +92,17 @@ pub fn run(args: HookArgs) -> u8 {
 }
 
 async fn run_async(args: HookArgs) -> u8 {
-    // Before anything else: a SIGTERM from now on is forwarded to the command (or, before it
-    // starts, waits for it) instead of killing the wrapper with the hook half-reported.
-    let term = signal(SignalKind::terminate()).ok();
-    // Held since `main` began; a SIGTERM that came meanwhile reaches the handler above now.
+    // Before anything else: a SIGTERM, SIGINT, SIGHUP or SIGQUIT from now on is forwarded to the
+    // command (or, before it starts, waits for it) instead of killing the wrapper with the hook
+    // half-reported and the command orphaned.
+    let stopping = match Stopping::install() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install signal handlers: signals end the wrapper");
+            None
+        }
+    };
+    // Held since `main` began; a signal that came meanwhile reaches the handlers above now.
     crate::lifecycle::signal::release();
     // Reporting runs on a thread of its own, beside the command: a slow or stuck daemon delays
     // neither the command, nor its timeout, nor the signals forwarded to it.
@@ -118,19 +132,24 @@ async fn run_async(args: HookArgs) -> u8 {
     let result = execute(
         &args.command,
         args.timeout,
-        term,
+        stopping,
         &reporter,
         || {
             // Sent once the command runs (or could not be started), never before it.
             let mut started = base("hook.started");
             run_members(&mut started);
-            started.insert("command".into(), json!(command));
+            let (shown, truncated) = bounded_command(&command, COMMAND_MAX_BYTES);
+            let ellipsis = if truncated { "…" } else { "" };
+            started.insert("command".into(), json!(shown));
+            if truncated {
+                started.insert("command_truncated".into(), json!(true));
+            }
             started.insert(
                 "message".into(),
                 json!(format!(
-                    "{} hook started: {}",
+                    "{} hook started: {}{ellipsis}",
                     args.hook_name,
-                    command.join(" ")
+                    shown.join(" ")
                 )),
             );
             reporter.send(&Value::Object(started).to_string());
@@ -180,13 +199,13 @@ async fn run_async(args: HookArgs) -> u8 {
 }
 
 /// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each
-/// output line to `on_line(stream, text, partial)`. Each SIGTERM `term` receives is forwarded to
-/// the command. While `reporter` has no room, output is left in the command's pipes; the timeout
+/// output line to `on_line(stream, text, partial)`. Each signal `stopping` receives is forwarded
+/// to the command's process group. While `reporter` has no room, output is left in the command's pipes; the timeout
 /// and signals go on regardless.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
-    mut term: Option<tokio::signal::unix::Signal>,
+    mut stopping: Option<Stopping>,
     reporter: &Reporter,
     on_spawn: impl FnOnce(),
     mut on_line: impl FnMut(&str, &str, bool),
@@ -262,7 +281,7 @@ pub async fn execute(
                 send(pid, Signal::SIGKILL);
                 kill_at = None;
             }
-            Some(_) = recv_opt(&mut term) => send(pid, Signal::SIGTERM),
+            sig = recv_opt(&mut stopping) => send(pid, sig),
         }
     };
     if timed_out {
@@ -326,6 +345,33 @@ fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> Ho
     }
 }
 
+/// The leading part of `command` whose arguments take at most `max` bytes as a JSON array (each
+/// escaped, with its quotes and comma), the last one cut on a character boundary; true when
+/// something was left out.
+fn bounded_command(command: &[String], max: usize) -> (Vec<String>, bool) {
+    /// Quotes and a comma around each argument in the array.
+    const ARG_OVERHEAD: usize = 3;
+    let mut left = max;
+    let mut shown = Vec::new();
+    for arg in command {
+        let len = crate::record::escaped_len(arg) + ARG_OVERHEAD;
+        if len <= left {
+            shown.push(arg.clone());
+            left -= len;
+            continue;
+        }
+        let room = left.saturating_sub(ARG_OVERHEAD);
+        if room > 0 {
+            let cut = crate::record::escaped_prefix(arg, room);
+            if crate::record::escaped_len(&arg[..cut]) <= room {
+                shown.push(arg[..cut].to_string());
+            }
+        }
+        return (shown, true);
+    }
+    (shown, false)
+}
+
 /// Signals the command's process group (its id is the command's pid).
 fn send(pid: Option<Pid>, sig: Signal) {
     if let Some(pid) = pid {
@@ -344,7 +390,7 @@ pub fn spawn_failure(e: &std::io::Error) -> (u8, &'static str) {
     }
 }
 
-async fn recv_opt(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+async fn recv_opt(s: &mut Option<Stopping>) -> Signal {
     match s {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
@@ -391,5 +437,32 @@ async fn read_lines(
     framer.finish(|f| out.push((String::from_utf8_lossy(f.bytes).into_owned(), false)));
     for (line, partial) in out.drain(..) {
         let _ = tx.send((stream, line, partial)).await; // Receiver gone: the hook is over.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_short_command_is_shown_whole() {
+        let c = args(&["sh", "-c", "curl -X POST localhost/drain"]);
+        assert_eq!(bounded_command(&c, COMMAND_MAX_BYTES), (c.clone(), false));
+    }
+
+    #[test]
+    fn a_long_command_is_cut_within_its_bound_on_a_char_boundary() {
+        let script = "é\"".repeat(5000);
+        let c = args(&["sh", "-c", &script]);
+        let (shown, truncated) = bounded_command(&c, COMMAND_MAX_BYTES);
+        assert!(truncated);
+        assert_eq!(&shown[..2], &c[..2]);
+        let json = serde_json::to_string(&shown).unwrap();
+        assert!(json.len() <= COMMAND_MAX_BYTES, "{}", json.len());
+        assert!(json.len() > COMMAND_MAX_BYTES - 8, "{}", json.len());
     }
 }

@@ -5,7 +5,7 @@
 //!   and a Unix socket ([`source::socket`]); [`framing`] cuts their bytes into lines and
 //!   [`record`] turns each into an enriched JSON record with the pod's metadata from [`pod`].
 //!   Records travel in [`batch::Batch`]es through a bounded channel to the [`sink`]s. On
-//!   SIGTERM ([`lifecycle::signal`]) it waits for its [`lifecycle::peers`] to finish their hooks,
+//!   SIGTERM, SIGINT, SIGHUP or SIGQUIT ([`lifecycle::signal`]) it waits for its [`lifecycle::peers`] to finish their hooks,
 //!   then emits a `hooks.summary` record and exits within `--grace`.
 //! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
 //!   through [`client`].

@@ -5,6 +5,20 @@ use std::path::Path;
 
 use anyhow::Context;
 
+/// Annotations no record carries: hooklog's own (`hooklog inject` writes `hooklog.dev/injected`,
+/// ~200 B on every pod it touched), and the whole last-applied manifest `kubectl apply` keeps.
+const LEFT_OUT_ANNOTATION_PREFIXES: [&str; 1] = ["hooklog.dev/"];
+/// See [`LEFT_OUT_ANNOTATION_PREFIXES`]: kubectl's copy of the applied manifest
+/// (<https://kubernetes.io/docs/reference/labels-annotations-taints/#kubectl-kubernetes-io-last-applied-configuration>).
+const LEFT_OUT_ANNOTATIONS: [&str; 1] = ["kubectl.kubernetes.io/last-applied-configuration"];
+
+/// Bytes of annotations (as JSON members, `"key":"value",`) one record carries at most. Every
+/// record repeats them: 20 KB of Vault templates pushed every line past the default 16 KiB cap
+/// (split text, no parsed `hooks.summary`). 1 KiB leaves most of even a 2048-byte cap to the line.
+/// Annotations that do not fit are left out, in file order, and counted in
+/// `kubernetes.annotations_omitted`.
+pub const ANNOTATIONS_MAX_BYTES: usize = 1024;
+
 /// What hooklog knows of the pod it runs in. Field names follow Fluent Bit's kubernetes filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodMeta {
@@ -82,17 +96,54 @@ impl PodMeta {
             }
         }
         let mut maps = Vec::new();
-        for (name, kvs) in [("labels", &self.labels), ("annotations", &self.annotations)] {
+        let (annotations, omitted) = self.carried_annotations();
+        for (name, kvs) in [
+            ("labels", self.labels.iter().collect()),
+            ("annotations", annotations),
+        ] {
             if kvs.is_empty() {
                 continue;
             }
             let map: serde_json::Map<String, serde_json::Value> = kvs
-                .iter()
+                .into_iter()
                 .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                 .collect();
             maps.push(format!("\"{name}\":{}", serde_json::Value::Object(map)));
         }
+        if omitted > 0 {
+            maps.push(format!("\"annotations_omitted\":{omitted}"));
+        }
         (scalars.join(","), maps.join(","))
+    }
+
+    /// The annotations a record carries: not hooklog's own nor kubectl's last-applied
+    /// manifest, and within [`ANNOTATIONS_MAX_BYTES`] (in file order, each that fits); with the
+    /// number left out for the cap.
+    fn carried_annotations(&self) -> (Vec<&(String, String)>, usize) {
+        /// The `:` and `,` around a member.
+        const MEMBER_OVERHEAD: usize = 2;
+        let mut left = ANNOTATIONS_MAX_BYTES;
+        let mut carried = Vec::new();
+        let mut omitted = 0;
+        for kv in &self.annotations {
+            let (k, v) = kv;
+            if LEFT_OUT_ANNOTATIONS.contains(&k.as_str())
+                || LEFT_OUT_ANNOTATION_PREFIXES
+                    .iter()
+                    .any(|p| k.starts_with(p))
+            {
+                continue;
+            }
+            // Once at start-up, not per record: the literals' lengths, quotes included.
+            let len = json_str(k).len() + json_str(v).len() + MEMBER_OVERHEAD;
+            if len <= left {
+                left -= len;
+                carried.push(kv);
+            } else {
+                omitted += 1;
+            }
+        }
+        (carried, omitted)
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! A plain line becomes `{"time","message","hooklog","kubernetes"}`; a JSON object keeps its
 //! fields. The keys `time`, `kubernetes` and `hooklog` belong to hooklog: a line cannot spoof
-//! them, its own values move to `hooklog.shadowed`. A record that would be longer than the
-//! output cap is split into parts that carry `hooklog.split = {id, index, last}`.
+//! them, its own values move to `hooklog.shadowed`. A line that uses hooklog's own event names
+//! without being hooklog's is marked `hooklog.forged`. A key given twice is read once, the last
+//! value winning (as jq reads it). A record that would be longer than the output cap is split
+//! into parts that carry `hooklog.split = {id, index, last}`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -45,6 +47,9 @@ impl Flags {
     pub const SHADOWED: Flags = Flags(16);
     /// A JSON object too large for one record: kept as text and split.
     pub const JSON_TOO_LARGE: Flags = Flags(32);
+    /// The line uses one of hooklog's own event names without being hooklog's (see
+    /// [`imitates_hooklog`]): written as `hooklog.forged = true`, not in `hooklog.flags`.
+    pub const FORGED: Flags = Flags(64);
 
     const NAMES: [(Flags, &'static str); 6] = [
         (Flags::INVALID_UTF8, "invalid_utf8"),
@@ -61,6 +66,11 @@ impl Flags {
 
     fn set(&mut self, f: Flags) {
         self.0 |= f.0;
+    }
+
+    /// These flags without `f`.
+    fn without(self, f: Flags) -> Flags {
+        Flags(self.0 & !f.0)
     }
 }
 
@@ -180,6 +190,9 @@ pub struct Encoder {
     /// The last `time_ms` formatted and its text: a whole read shares one timestamp, so most
     /// lines reuse it instead of formatting it again.
     time_cache: (i64, [u8; crate::timefmt::RFC3339_MS_LEN]),
+    /// Encodes hooklog's own records (the summary), which use its event names by right: they
+    /// are never marked `forged`.
+    own: bool,
 }
 
 /// The content of a record.
@@ -198,6 +211,15 @@ impl Encoder {
             input: json_str(input),
             split: None,
             time_cache: (0, crate::timefmt::rfc3339_ms(0)),
+            own: false,
+        }
+    }
+
+    /// The encoder of hooklog's own records (`hooklog.input` = `hooklog`).
+    pub fn own(enrichment: Arc<Enrichment>) -> Self {
+        Encoder {
+            own: true,
+            ..Encoder::new(enrichment, "hooklog")
         }
     }
 
@@ -359,6 +381,9 @@ impl Encoder {
         if !shadowed.is_empty() {
             flags.set(Flags::SHADOWED);
         }
+        if !self.own && imitates_hooklog(fields) {
+            flags.set(Flags::FORGED);
+        }
         self.write_record(
             out,
             time,
@@ -406,7 +431,10 @@ impl Encoder {
         }
         out.extend_from_slice(b",\"hooklog\":{\"input\":");
         out.extend_from_slice(self.input.as_bytes());
-        if flags != Flags::default() {
+        if flags.has(Flags::FORGED) {
+            out.extend_from_slice(b",\"forged\":true");
+        }
+        if flags.without(Flags::FORGED) != Flags::default() {
             out.extend_from_slice(b",\"flags\":[");
             let mut first = true;
             for (f, name) in Flags::NAMES {
@@ -442,6 +470,42 @@ impl Encoder {
         out.extend_from_slice(b"},");
         self.enrichment.write_kubernetes(out, container);
         out.extend_from_slice(b"}\n");
+    }
+}
+
+/// The members `hooklog hook` writes in each of its events; a `hook.*` record without them is
+/// not the wrapper's.
+const WRAPPER_MEMBERS: [(&str, &[&str]); 3] = [
+    ("hook.started", &["hook", "run_id", "started_ms"]),
+    ("hook.finished", &["hook", "run_id", "started_ms"]),
+    ("hook.output", &["hook", "stream"]),
+];
+
+/// True when a JSON line uses one of hooklog's own event names without being hooklog's: any
+/// `hooks.*` event (only the daemon writes those, as `hooklog.input` = `hooklog`), or a `hook.*`
+/// event without the members the wrapper writes in it (hand-written, or forged).
+fn imitates_hooklog(fields: &[(Key<'_>, &RawValue)]) -> bool {
+    let Some((_, value)) = fields.iter().find(|(k, _)| k.0 == "event") else {
+        return false;
+    };
+    let raw = value.get();
+    // Most lines stop here; a name spelled with escapes (`"\u0068ook.finished"`) is decoded.
+    if !raw.starts_with("\"hook") && !raw.contains('\\') {
+        return false;
+    }
+    let Some(name) = json_string(value) else {
+        return false;
+    };
+    if name.starts_with("hooks.") {
+        return true;
+    }
+    if !name.starts_with("hook.") {
+        return false;
+    }
+    let has = |member: &str| fields.iter().any(|(k, _)| k.0 == member);
+    match WRAPPER_MEMBERS.iter().find(|(event, _)| *event == name) {
+        Some((_, members)) => !members.iter().all(|m| has(m)),
+        None => true,
     }
 }
 
@@ -539,7 +603,7 @@ pub fn escaped_len(s: &str) -> usize {
 
 /// The longest prefix of `s` (in bytes, on a character boundary, at least one character) whose
 /// escaped form fits in `budget` bytes.
-fn escaped_prefix(s: &str, budget: usize) -> usize {
+pub fn escaped_prefix(s: &str, budget: usize) -> usize {
     let mut used = 0;
     for (i, c) in s.char_indices() {
         used += escaped_char_len(c);
@@ -608,9 +672,36 @@ impl<'de> de::Deserialize<'de> for Fields<'de> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-                let mut v = Vec::with_capacity(m.size_hint().unwrap_or(8));
-                while let Some(entry) = m.next_entry::<Key<'de>, &'de RawValue>()? {
-                    v.push(entry);
+                let mut v: Vec<(Key<'de>, &'de RawValue)> =
+                    Vec::with_capacity(m.size_hint().unwrap_or(8));
+                // Past this many members, duplicates are found through an index rather than by
+                // comparing with each earlier key: a line of thousands of keys stays linear.
+                const LINEAR_SCAN_MEMBERS: usize = 16;
+                let mut index: Option<std::collections::HashMap<String, usize>> = None;
+                while let Some((key, value)) = m.next_entry::<Key<'de>, &'de RawValue>()? {
+                    // A duplicated key: the last value wins, in the first one's place, as jq
+                    // reads it (`{"a":1,"b":2,"a":3}` is `{"a":3,"b":2}`); every reader then
+                    // agrees with the summary.
+                    let earlier = match &mut index {
+                        Some(ix) => ix.get(key.0.as_ref()).copied(),
+                        None => v.iter().position(|(k, _)| k.0 == key.0),
+                    };
+                    if let Some(i) = earlier {
+                        v[i].1 = value;
+                        continue;
+                    }
+                    if let Some(ix) = &mut index {
+                        ix.insert(key.0.to_string(), v.len());
+                    }
+                    v.push((key, value));
+                    if index.is_none() && v.len() >= LINEAR_SCAN_MEMBERS {
+                        index = Some(
+                            v.iter()
+                                .enumerate()
+                                .map(|(i, (k, _))| (k.0.to_string(), i))
+                                .collect(),
+                        );
+                    }
                 }
                 Ok(Fields(v))
             }

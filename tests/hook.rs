@@ -255,6 +255,65 @@ fn hook_forwards_sigterm_to_the_command() {
     assert_eq!(records.last().unwrap()["exit_code"], 9);
 }
 
+/// Sends `sig` to a `hooklog hook` running `sh -c 'exec sleep 30'`: the wrapper must forward it
+/// to the command's group (no orphaned `sleep`), report `hook.finished` with the signal, and exit
+/// 128+N as a shell would.
+fn hook_forwards(sig: nix::sys::signal::Signal) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let pid_file = dir.path().join("command.pid");
+    let mut child = hooklog()
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .args(["--", "sh", "-c"])
+        .arg(format!("echo $$ > {}; exec sleep 30", pid_file.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let command = read_pid(&pid_file);
+    // `exec` has replaced the shell once the command's name says `sleep`.
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{command}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    }));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+    let exited = wait_until(Duration::from_secs(5), || {
+        child.try_wait().unwrap().is_some()
+    });
+    let orphan = alive(command);
+    // Clean up before asserting: the command must not outlive a failed test.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(command),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(exited, "hooklog hook did not exit on {sig}");
+    let st = child.wait().unwrap();
+    assert!(
+        !orphan,
+        "the command (pid {command}) outlived the wrapper on {sig}"
+    );
+    assert_eq!(st.code(), Some(128 + sig as i32), "{st:?}");
+    let records = json_lines(&std::fs::read_to_string(&file).unwrap());
+    let f = records.last().unwrap();
+    assert_eq!(f["event"], "hook.finished", "{records:#?}");
+    assert_eq!(f["outcome"], "failed", "{f}");
+    assert_eq!(f["signal"], sig.as_str(), "{f}");
+}
+
+#[test]
+fn hook_forwards_sigint_to_the_command_and_reports_it() {
+    hook_forwards(nix::sys::signal::Signal::SIGINT);
+}
+
+#[test]
+fn hook_forwards_sighup_to_the_command_and_reports_it() {
+    hook_forwards(nix::sys::signal::Signal::SIGHUP);
+}
+
+#[test]
+fn hook_forwards_sigquit_to_the_command_and_reports_it() {
+    hook_forwards(nix::sys::signal::Signal::SIGQUIT);
+}
+
 #[test]
 fn hook_with_socket_down_falls_back_to_the_file() {
     let dir = tempfile::tempdir().unwrap();

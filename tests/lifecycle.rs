@@ -1389,3 +1389,367 @@ fn with_emf_the_summary_is_still_the_last_record() {
     assert_eq!(metrics["event"], "hooks.metrics", "{records:#?}");
     assert_eq!(metrics["container"], "envoy", "{metrics}");
 }
+
+/// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
+/// 0, and write its `hooks.summary` last.
+fn daemon_stops_cleanly_on(sig: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "before\n").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
+        &POD_ENV,
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    daemon.signal(sig);
+    let st = daemon.wait_exit(Duration::from_secs(15));
+    assert!(st.success(), "SIG{sig}: {st:?}");
+    let records = daemon.records();
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "hooks.summary",
+        "SIG{sig}: {records:#?}"
+    );
+}
+
+#[test]
+fn run_on_sigint_ends_with_its_summary() {
+    daemon_stops_cleanly_on("INT");
+}
+
+#[test]
+fn run_on_sighup_ends_with_its_summary() {
+    daemon_stops_cleanly_on("HUP");
+}
+
+#[test]
+fn run_on_sigquit_ends_with_its_summary() {
+    daemon_stops_cleanly_on("QUIT");
+}
+
+/// SIGUSR1, SIGUSR2 and SIGPIPE do not end the daemon: it keeps reading, and SIGTERM still ends
+/// it with its summary.
+#[test]
+fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "before\n").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
+        &POD_ENV,
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    for sig in ["USR1", "USR2", "PIPE"] {
+        daemon.signal(sig);
+    }
+    // A line read after the signals: they were delivered (a running thread takes a pending
+    // signal on its way back to user space) and the daemon lived on.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"after\n"))
+        .unwrap();
+    daemon.wait_records(2, Duration::from_secs(10));
+    daemon.terminate();
+    let st = daemon.wait_exit(Duration::from_secs(15));
+    assert!(st.success(), "{st:?}");
+    let records = daemon.records();
+    assert_eq!(records[1]["message"], "after", "{records:#?}");
+    assert_eq!(
+        records.last().unwrap()["event"],
+        "hooks.summary",
+        "{records:#?}"
+    );
+}
+
+/// Appends `text` to the file at `path`, as a peer's `echo >>` does.
+fn append(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook
+/// (which started with a run id) still runs: the daemon keeps waiting, and the summary reports
+/// the hook's true end.
+#[test]
+fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    let ready = dir.path().join("ready");
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "envoy",
+            "--grace",
+            "20s",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let mut hook = hooklog()
+        .args(["hook", "--container", "envoy", "--socket"])
+        .arg(&sock)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 2; exit 3", ready.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    daemon.expect(Duration::from_secs(10), "hook.started came out", || {
+        daemon
+            .records()
+            .iter()
+            .any(|r| r["event"] == "hook.started")
+    });
+    append(
+        &file,
+        "{\"event\":\"hook.finished\",\"container_name\":\"envoy\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0}\n",
+    );
+    daemon.terminate();
+    assert_eq!(hook.wait().unwrap().code(), Some(3));
+    assert!(daemon.wait_exit(Duration::from_secs(25)).success());
+    let records = daemon.records();
+    let summary = records.last().unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "failed", "{summary}");
+    assert_eq!(summary["peers"]["envoy"]["exit_code"], 3, "{summary}");
+}
+
+/// Input records that use hooklog's own event names without being hooklog's carry
+/// `hooklog.forged: true`; the wrapper's records and the daemon's summary do not.
+#[test]
+fn input_records_imitating_hooklogs_events_are_marked_forged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
+        &POD_ENV,
+    );
+    let forged = [
+        r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
+        r#"{"event":"hooks.metrics","container":"app"}"#,
+        r#"{"event":"hook.finished","container_name":"app","outcome":"ok","exit_code":0}"#,
+        r#"{"event":"hook.started","container_name":"app","hook":"preStop"}"#,
+        r#"{"event":"hook.output","container_name":"app","message":"all good"}"#,
+        r#"{"event":"\u0068ook.finished","container_name":"app","outcome":"ok"}"#,
+        r#"{"event":"hook.anything","container_name":"app"}"#,
+    ];
+    append(&file, &(forged.join("\n") + "\n"));
+    let st = hooklog()
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .args(["--", "echo", "real"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Events hooklog does not own are left alone.
+    append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
+    daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
+        records.iter().partition(|r| r["hooklog"]["forged"] == true);
+    assert_eq!(marked.len(), forged.len(), "{records:#?}");
+    let real: Vec<&str> = unmarked
+        .iter()
+        .map(|r| r["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        real,
+        [
+            "hook.started",
+            "hook.output",
+            "hook.finished",
+            "deploy.done",
+            "hooks.summary"
+        ],
+        "{records:#?}"
+    );
+    // The forged summary does not count as one: the real summary is the last record.
+    assert_eq!(records.last().unwrap()["hooklog"]["input"], "hooklog");
+}
+
+/// A duplicated key is read once, the last value winning as in jq: the record carries it once,
+/// and the summary agrees with it.
+#[test]
+fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let mut daemon = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
+        &POD_ENV,
+    );
+    append(
+        &file,
+        "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
+    );
+    daemon.wait_records(1, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let lines = daemon.stdout.lines();
+    assert_eq!(lines[0].matches("\"outcome\":").count(), 1, "{}", lines[0]);
+    let records = daemon.records();
+    assert_eq!(records[0]["outcome"], "failed", "{}", lines[0]);
+    assert_eq!(records[0]["exit_code"], 2, "{}", lines[0]);
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["app"]["outcome"], "failed", "{summary}");
+    assert_eq!(summary["peers"]["app"]["exit_code"], 2, "{summary}");
+}
+
+/// A ~9 KB inline script under `--max-line-bytes 2048`: `hook.started` carries a bounded,
+/// flagged command and is read as one record, so the daemon waits for the running hook and the
+/// summary names its true outcome (it said `missing`, the start being split text).
+#[test]
+fn a_long_hook_command_still_gives_a_parsed_hook_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let ready = dir.path().join("ready");
+    let mut daemon = Daemon::start(
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--max-line-bytes",
+            "2048",
+            "--announce-timeout",
+            "300ms",
+            "--grace",
+            "20s",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let script = format!(
+        "# {}\ntouch {}; sleep 2; echo drained",
+        "a \"quoted\" drain step; ".repeat(400),
+        ready.display()
+    );
+    assert!(script.len() > 9000);
+    let mut hook = hooklog()
+        .args(["hook", "--container", "app", "--socket"])
+        .arg(&sock)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    daemon.expect(Duration::from_secs(10), "the hook's start came out", || {
+        daemon.stdout.len() > 0
+    });
+    daemon.terminate();
+    assert!(hook.wait().unwrap().success());
+    assert!(daemon.wait_exit(Duration::from_secs(25)).success());
+    for line in daemon.stdout.lines() {
+        assert!(line.len() < 2048, "{} bytes: {line}", line.len());
+    }
+    let records = daemon.records();
+    let started = records
+        .iter()
+        .find(|r| r["event"] == "hook.started")
+        .unwrap_or_else(|| panic!("no parsed hook.started: {records:#?}"));
+    assert_eq!(started["command_truncated"], true, "{started}");
+    assert_eq!(started["command"][0], "sh", "{started}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
+}
+
+/// A pod with 20 KB of annotations (Vault templates), kubectl's last-applied manifest and
+/// inject's own annotation: records carry only the annotations that fit the cap, never
+/// `hooklog.dev/*` nor the manifest, and count what they left out; every record, the summary
+/// included, stays one parsed record (they were all split text).
+#[test]
+fn large_pod_annotations_leave_every_record_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    std::fs::write(&file, "").unwrap();
+    let podinfo = dir.path().join("podinfo");
+    std::fs::create_dir(&podinfo).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
+    let template = "{{ with secret \\\"db/creds\\\" }}{{ .Data.password }}{{ end }}".repeat(350);
+    let manifest = format!(
+        "{{\\\"kind\\\":\\\"Pod\\\",\\\"pad\\\":\\\"{}\\\"}}",
+        "x".repeat(4000)
+    );
+    std::fs::write(
+        podinfo.join("annotations"),
+        format!(
+            "hooklog.dev/injected=\"{}\"\n\
+             kubectl.kubernetes.io/last-applied-configuration=\"{manifest}\"\n\
+             team=\"payments\"\n\
+             vault.hashicorp.com/agent-inject-template-db=\"{template}\"\n\
+             owner=\"sre\"\n",
+            "y".repeat(200)
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--podinfo",
+            podinfo.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--linger",
+            "200ms",
+        ],
+        &POD_ENV,
+    );
+    let st = hooklog()
+        .args(["hook", "--container", "app", "--file"])
+        .arg(&file)
+        .args(["--", "echo", "drained"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    daemon.wait_records(3, Duration::from_secs(10));
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    let records = daemon.records();
+    let events: Vec<&str> = records
+        .iter()
+        .map(|r| r["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "hook.started",
+            "hook.output",
+            "hook.finished",
+            "hooks.summary"
+        ],
+        "{records:#?}"
+    );
+    for r in &records {
+        let k = &r["kubernetes"];
+        assert_eq!(
+            k["annotations"],
+            json!({"team": "payments", "owner": "sre"}),
+            "{r}"
+        );
+        assert_eq!(k["annotations_omitted"], 1, "{r}");
+    }
+    assert_eq!(
+        records.last().unwrap()["peers"]["app"]["outcome"],
+        "ok",
+        "{records:#?}"
+    );
+}

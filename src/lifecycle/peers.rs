@@ -47,10 +47,15 @@ impl PeerState {
 /// True when `event` is older news than what `current` already says, so it must not change it.
 /// Records of one hook may arrive out of order (`hook.finished` through the file while
 /// `hook.started` waited in a socket connection not yet accepted); the wrapper's run id and
-/// start time order them. Records that carry no run are taken in the order they are read.
+/// start time order them. Records that carry no run are taken in the order they are read, and
+/// only until a record with a run is seen for that peer.
 fn is_stale(current: &PeerState, event: &HookEvent) -> bool {
-    let (Some(old), Some(new)) = (current.run(), event.run.as_ref()) else {
-        return false;
+    let (old, new) = match (current.run(), event.run.as_ref()) {
+        (Some(old), Some(new)) => (old, new),
+        // A record without a run cannot speak for a hook the wrapper identified: anyone can
+        // write `{"event":"hook.finished","outcome":"ok"}` while the real hook still runs.
+        (Some(_), None) => return true,
+        (None, _) => return false,
     };
     match (current, &event.kind) {
         // A run's start after its own end, or an earlier run's start, changes nothing.
@@ -412,6 +417,33 @@ mod tests {
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
         p.observe(event("envoy", ok(), "r2", 2000));
         assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+    }
+
+    #[test]
+    fn a_record_without_a_run_cannot_speak_for_a_hook_that_named_one() {
+        let p = Peers::new(&["envoy".into()]);
+        p.observe(event("envoy", HookEventKind::Started, "r1", 1000));
+        p.observe(finished("envoy", "ok", Some(0)));
+        assert_eq!(p.pending(true), ["envoy"]);
+        p.observe(event(
+            "envoy",
+            HookEventKind::Finished {
+                outcome: "failed".into(),
+                exit_code: Some(3),
+                duration_ms: Some(2000),
+            },
+            "r1",
+            1000,
+        ));
+        // Nor restart it and then mark it ok.
+        p.observe(HookEvent {
+            container: "envoy".into(),
+            kind: HookEventKind::Started,
+            run: None,
+        });
+        p.observe(finished("envoy", "ok", Some(0)));
+        assert_eq!(p.outcomes()["envoy"].outcome, "failed");
+        assert_eq!(p.outcomes()["envoy"].exit_code, Some(3));
     }
 
     #[test]

@@ -358,3 +358,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_duplicated_key_keeps_its_first_place_and_last_value_however_many_keys() {
+    let r = one(r#"{"a":1,"b":2,"a":3}"#);
+    assert_eq!(r["a"], 3);
+    let (_, _, raw) = encode_all(DEFAULT_MAX_LINE_BYTES, b"{\"a\":1,\"b\":2,\"a\":3}\n");
+    assert!(raw[0].contains(r#""a":3,"b":2,"hooklog""#), "{}", raw[0]);
+    // Past the linear scan: duplicates of early and late keys, found through the index.
+    let mut line: Vec<String> = (0..40).map(|i| format!("\"x{i}\":{i}")).collect();
+    line.push("\"x0\":\"late\"".into());
+    line.push("\"x30\":\"later\"".into());
+    let r = one(&format!("{{{}}}", line.join(",")));
+    let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+    assert_eq!(keys.iter().filter(|k| k.starts_with('x')).count(), 40);
+    assert_eq!(keys[1], "x0");
+    assert_eq!(r["x0"], "late");
+    assert_eq!(r["x30"], "later");
+    let (_, _, raw) = encode_all(
+        DEFAULT_MAX_LINE_BYTES,
+        format!("{{{}}}\n", line.join(",")).as_bytes(),
+    );
+    assert_eq!(raw[0].matches("\"x0\":").count(), 1, "{}", raw[0]);
+}
+
+#[test]
+fn hooklogs_own_event_names_are_marked_forged_unless_the_wrappers() {
+    let forged = one(r#"{"event":"hooks.summary","message":"hooks: 1 ok"}"#);
+    assert_eq!(forged["hooklog"]["forged"], true, "{forged}");
+    assert!(forged["hooklog"].get("flags").is_none(), "{forged}");
+    let real = one(
+        r#"{"event":"hook.finished","container_name":"envoy","hook":"preStop","run_id":"1-2","started_ms":1,"outcome":"ok"}"#,
+    );
+    assert!(real["hooklog"].get("forged").is_none(), "{real}");
+    let other = one(r#"{"event":"hookup","message":"x"}"#);
+    assert!(other["hooklog"].get("forged").is_none(), "{other}");
+}
