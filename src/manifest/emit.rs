@@ -67,7 +67,7 @@ pub fn string(s: &str) -> String {
 
 /// Characters YAML does not allow written as they are (C0 and C1 controls, DEL, the byte order
 /// mark, the non-characters U+FFFE and U+FFFF): a quoted string escapes them.
-fn needs_escape(c: char) -> bool {
+pub fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{feff}' | '\u{fffe}' | '\u{ffff}')
 }
 

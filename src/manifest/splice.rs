@@ -236,7 +236,7 @@ impl Splicer<'_> {
                 self.seq(node, *flow, items, o, n)
             }
             (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
-                let text = self.restyled(node, *style, s, slot);
+                let text = self.restyled(node, *style, s);
                 self.push(node.start, node.end, text);
                 Ok(())
             }
@@ -306,10 +306,10 @@ impl Splicer<'_> {
 
     /// A string in place of a string, written in the old one's style where that style can hold
     /// it.
-    fn restyled(&self, node: &Node, style: Style, s: &str, slot: Slot) -> String {
+    fn restyled(&self, node: &Node, style: Style, s: &str) -> String {
         match style {
             Style::Plain if emit::plain_safe(s) => s.to_string(),
-            Style::Single if !s.chars().any(|c| c.is_control()) => {
+            Style::Single if !s.chars().any(emit::needs_escape) => {
                 format!("'{}'", s.replace('\'', "''"))
             }
             Style::Block => {
@@ -317,7 +317,6 @@ impl Splicer<'_> {
                     return text;
                 }
                 // The replacement ends where the block ended, at a line start.
-                let _ = slot;
                 format!("{}\n", emit::double_quoted(s))
             }
             Style::Plain | Style::Single | Style::Double => emit::double_quoted(s),
