@@ -281,15 +281,24 @@ struct State {
 }
 
 /// A static pod on the tier: its manifest file exists while the pod should run.
+/// A container's log file, held open, and what was read from it.
+struct ContainerLog {
+    path: PathBuf,
+    file: std::fs::File,
+    bytes: Vec<u8>,
+}
+
 struct Pod<'a> {
     tier: &'a Tier,
     /// metadata.name in the manifest; the kubelet names the pod `<name>-<node>`.
     name: String,
     namespace: String,
     file: PathBuf,
-    /// The last content read from each container's log, kept when the kubelet removes the
-    /// files of a deleted pod.
-    logs: std::cell::RefCell<BTreeMap<String, String>>,
+    /// Each container's log as read so far, from a handle kept open on its file: the kubelet
+    /// removes a deleted pod's containers and their log files within moments of their exit, and
+    /// an open handle still reads the file to its end (a poll that reopened it by path lost the
+    /// last records, the summary among them).
+    logs: std::cell::RefCell<BTreeMap<String, ContainerLog>>,
     /// The last state seen of each container (see [`Pod::latest`]).
     seen: std::cell::RefCell<BTreeMap<String, State>>,
 }
@@ -416,12 +425,31 @@ impl<'a> Pod<'a> {
             .latest()
             .get(container)
             .and_then(|s| s.log_path.clone())
-            && let Ok(log) = std::fs::read_to_string(path)
         {
-            self.logs.borrow_mut().insert(container.to_string(), log);
+            let mut logs = self.logs.borrow_mut();
+            let stale = logs.get(container).is_none_or(|l| l.path != path);
+            if stale && let Ok(file) = std::fs::File::open(&path) {
+                logs.insert(
+                    container.to_string(),
+                    ContainerLog {
+                        path,
+                        file,
+                        bytes: Vec::new(),
+                    },
+                );
+            }
+        }
+        if let Some(l) = self.logs.borrow_mut().get_mut(container) {
+            use std::io::Read;
+            // Bytes, not text: a read may end inside a character the next one completes. A read
+            // error keeps what was read before.
+            let _ = l.file.read_to_end(&mut l.bytes);
         }
         let logs = self.logs.borrow();
-        let Some(log) = logs.get(container) else {
+        let Some(log) = logs
+            .get(container)
+            .map(|l| String::from_utf8_lossy(&l.bytes))
+        else {
             return Vec::new();
         };
         let mut lines = Vec::new();
