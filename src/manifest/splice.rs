@@ -14,7 +14,7 @@
 use serde_json::{Map, Value};
 
 use super::emit;
-use super::tree::{Entry, Kind, Node, Style};
+use super::tree::{Entry, Kind, Node, Style, line_start};
 
 /// Sequences longer than this are aligned by their common ends only (the full alignment is
 /// quadratic); no pod spec comes near it.
@@ -159,23 +159,18 @@ fn visit(node: &Node, depth: usize, f: &mut impl FnMut(&Node)) {
 /// The byte offset and column of a block sequence item's `-`, when it is the first thing on
 /// its line (`- - a` and other forms are not edited).
 fn dash_of(text: &str, item: &Node) -> Option<(usize, usize)> {
-    let before = &text[..item.start];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let on_line = &before[line_start..];
-    let trimmed = on_line.trim_end_matches(' ');
+    let start = line_start(text, item.start);
+    let trimmed = text[start..item.start].trim_end_matches(' ');
     let dash = trimmed.strip_suffix('-')?;
     dash.chars()
         .all(|c| c == ' ')
-        .then(|| (line_start + dash.len(), dash.len()))
+        .then(|| (start + dash.len(), dash.len()))
 }
 
 /// The start of `at`'s line when only spaces precede it there.
 fn line_start_if_first(text: &str, at: usize) -> Option<usize> {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    text[line_start..at]
-        .chars()
-        .all(|c| c == ' ')
-        .then_some(line_start)
+    let start = line_start(text, at);
+    text[start..at].chars().all(|c| c == ' ').then_some(start)
 }
 
 /// Just past the end of the line `node` ends on. A node that ends with a block scalar (itself,
@@ -532,8 +527,7 @@ impl Splicer<'_> {
         if first.line <= node.line {
             return None;
         }
-        let line_start = self.text[..node.start].rfind('\n').map_or(0, |i| i + 1);
-        let line = &self.text[line_start..];
+        let line = &self.text[line_start(self.text, node.start)..];
         let base = line.len() - line.trim_start_matches(' ').len();
         Some((first.col, first.col.saturating_sub(base).max(1)))
     }
@@ -662,10 +656,7 @@ impl Splicer<'_> {
                         let b = dash_of(self.text, &items[n]).ok_or_else(|| {
                             self.err(&items[n], "a `- ` that is not first on its line")
                         })?;
-                        (
-                            self.text[..a.0].rfind('\n').map_or(0, |i| i + 1),
-                            self.text[..b.0].rfind('\n').map_or(0, |i| i + 1),
-                        )
+                        (line_start(self.text, a.0), line_start(self.text, b.0))
                     }
                     (None, None) => return Err(self.err(node, "every item deleted")),
                 }
@@ -724,7 +715,7 @@ impl Splicer<'_> {
             &mut text,
         );
         if before_first {
-            let at = self.text[..dash].rfind('\n').map_or(0, |i| i + 1);
+            let at = line_start(self.text, dash);
             self.push(at, at, text);
         } else {
             let at = after_line(self.text, &items[anchor]);

@@ -70,39 +70,45 @@ impl Node {
     /// The line the node at a JSON pointer is written on (a mapping value's key line, a block
     /// sequence item's `- ` line), or its nearest ancestor's when the text does not have it.
     pub fn line_at(&self, pointer: &str) -> usize {
-        let (mut node, mut line) = (self, self.line);
-        for token in pointer.split('/').skip(1) {
-            let token = token.replace("~1", "/").replace("~0", "~");
-            match &node.kind {
-                Kind::Map { entries, .. } => match entries.iter().rev().find(|e| e.key == token) {
-                    Some(e) => (node, line) = (&e.value, e.key_node.line),
-                    None => break,
-                },
-                Kind::Seq { items, .. } => {
-                    match token.parse::<usize>().ok().and_then(|i| items.get(i)) {
-                        Some(item) => (node, line) = (item, item.line),
-                        None => break,
-                    }
-                }
-                _ => break,
-            }
-        }
-        line
+        self.walk(pointer).1
     }
 
     /// The node at a JSON pointer below this one (`/spec/containers/0`), if the text has it.
     pub fn at(&self, pointer: &str) -> Option<&Node> {
-        let mut node = self;
+        self.walk(pointer).0
+    }
+
+    /// Follows `pointer` as far as the text has it: the node it names (`None` when a step is
+    /// missing) and the line of the last step found.
+    fn walk(&self, pointer: &str) -> (Option<&Node>, usize) {
+        let (mut node, mut line) = (self, self.line);
         for token in pointer.split('/').skip(1) {
             let token = token.replace("~1", "/").replace("~0", "~");
-            node = match &node.kind {
-                Kind::Map { entries, .. } => &entries.iter().rev().find(|e| e.key == token)?.value,
-                Kind::Seq { items, .. } => items.get(token.parse::<usize>().ok()?)?,
-                _ => return None,
+            let next = match &node.kind {
+                Kind::Map { entries, .. } => entries
+                    .iter()
+                    .rev()
+                    .find(|e| e.key == token)
+                    .map(|e| (&e.value, e.key_node.line)),
+                Kind::Seq { items, .. } => token
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| items.get(i))
+                    .map(|item| (item, item.line)),
+                _ => None,
             };
+            let Some(step) = next else {
+                return (None, line);
+            };
+            (node, line) = step;
         }
-        Some(node)
+        (Some(node), line)
     }
+}
+
+/// The start of the line that byte offset `at` of `text` is on.
+pub(super) fn line_start(text: &str, at: usize) -> usize {
+    text[..at].rfind('\n').map_or(0, |i| i + 1)
 }
 
 /// One document of a stream: its value and its text.
@@ -262,9 +268,7 @@ impl Reader<'_> {
                     let header = self.block_header(start);
                     let (line, col) = self.position(header);
                     let end = self.block_end(header, &span.end);
-                    if anchor > 0 {
-                        self.anchors.insert(anchor, value.clone());
-                    }
+                    self.remember(anchor, &value);
                     return Ok((
                         value,
                         Node {
@@ -287,9 +291,7 @@ impl Reader<'_> {
                     ScalarStyle::DoubleQuoted => (self.offsets.byte(&span.end), Style::Double),
                     _ => unreachable!("block scalars are handled above"),
                 };
-                if anchor > 0 {
-                    self.anchors.insert(anchor, value.clone());
-                }
+                self.remember(anchor, &value);
                 Ok((value, at(end, anchor > 0, Kind::Scalar(style))))
             }
             Event::Alias(id) => {
@@ -320,9 +322,7 @@ impl Reader<'_> {
                 };
                 self.depth -= 1;
                 let value = Value::Array(values);
-                if anchor > 0 {
-                    self.anchors.insert(anchor, value.clone());
-                }
+                self.remember(anchor, &value);
                 Ok((value, at(end, anchor > 0, Kind::Seq { flow, items })))
             }
             Event::MappingStart(anchor, _) => {
@@ -398,12 +398,17 @@ impl Reader<'_> {
                     map.entry(k).or_insert(v);
                 }
                 let value = Value::Object(map);
-                if anchor > 0 {
-                    self.anchors.insert(anchor, value.clone());
-                }
+                self.remember(anchor, &value);
                 Ok((value, at(end, anchor > 0, Kind::Map { flow, entries })))
             }
             _ => Err(error(&span, "unexpected YAML event")),
+        }
+    }
+
+    /// Keeps a node's value under its anchor id (0: no anchor), for the aliases to it.
+    fn remember(&mut self, anchor: usize, value: &Value) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, value.clone());
         }
     }
 
@@ -436,9 +441,9 @@ impl Reader<'_> {
     /// last line before it that is not blank, the last indicator before any comment.
     fn block_header(&self, content: usize) -> usize {
         let text = self.offsets.text;
-        let mut end = text[..content].rfind('\n').map_or(0, |i| i + 1);
+        let mut end = line_start(text, content);
         while end > 0 {
-            let start = text[..end - 1].rfind('\n').map_or(0, |i| i + 1);
+            let start = line_start(text, end - 1);
             let line = &text[start..end];
             if !line.trim().is_empty() {
                 let code = match line.find(" #") {
@@ -471,7 +476,7 @@ impl Reader<'_> {
         let mut end = if at == text.len() && !text.ends_with('\n') {
             at
         } else {
-            text[..at].rfind('\n').map_or(0, |i| i + 1)
+            line_start(text, at)
         };
         let header_end = text[start..]
             .find('\n')
