@@ -152,8 +152,8 @@ fn podinfo_labels_and_annotations_enrich_records() {
 }
 
 #[test]
-fn readme_documents_every_flag_and_env_var() {
-    let readme = include_str!("../README.md");
+fn docs_flags_page_documents_every_flag_and_env_var() {
+    let page = include_str!("../docs/flags.md");
     for sub in [
         "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject",
     ] {
@@ -163,18 +163,73 @@ fn readme_documents_every_flag_and_env_var() {
         for word in help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']') {
             let flag = word.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
             if flag.starts_with("--") && flag.len() > 2 && flag != "--help" && flag != "--version" {
-                assert!(mentions(readme, flag), "README lacks {sub} {flag}");
+                assert!(mentions(page, flag), "docs/flags.md lacks {sub} {flag}");
                 checked += 1;
             }
             if let Some(var) = word.strip_prefix("HOOKLOG_") {
                 let var = format!("HOOKLOG_{}", var.trim_end_matches('='));
-                assert!(readme.contains(&var), "README lacks {var} ({sub})");
+                assert!(page.contains(&var), "docs/flags.md lacks {var} ({sub})");
             }
         }
         if sub == "run" || sub == "hook" {
             assert!(checked > 4, "{sub}: parsed no flags from --help:\n{help}");
         }
     }
+}
+
+/// `hooklog --help` and every subcommand's `--help` end with a `Docs:` line naming the pages
+/// (relative to the repository root) that explain it; each page exists and each `#anchor` is
+/// one of its headings. The subcommands are read from `hooklog --help`, so a new one without
+/// a page fails here.
+#[test]
+fn every_help_points_to_a_docs_page_that_exists() {
+    let help = |args: &[&str]| {
+        let out = hooklog().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let top = help(&["--help"]);
+    let subcommands: Vec<String> = top
+        .split("Commands:\n")
+        .nth(1)
+        .expect("hooklog --help lists its commands")
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect();
+    assert!(subcommands.len() >= 8, "{subcommands:?}");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = 0;
+    for (what, text) in std::iter::once(("hooklog".to_string(), top.clone())).chain(
+        subcommands
+            .iter()
+            .map(|sub| (format!("hooklog {sub}"), help(&[sub, "--help"]))),
+    ) {
+        let docs = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Docs: "))
+            .unwrap_or_else(|| panic!("{what} --help has no Docs: line:\n{text}"));
+        for target in docs.split(", ") {
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            assert!(
+                path.starts_with("docs/") || path == "README.md",
+                "{what}: {target} is not a page of the repository"
+            );
+            let file = root.join(path);
+            assert!(file.is_file(), "{what}: {target}: no such page");
+            if !anchor.is_empty() {
+                let anchors = crate::docs::anchors(&std::fs::read_to_string(&file).unwrap());
+                assert!(
+                    anchors.iter().any(|a| a == anchor),
+                    "{what}: {target}: no such heading; {path} has {anchors:?}"
+                );
+            }
+            pages += 1;
+        }
+    }
+    assert!(pages > subcommands.len(), "{pages} pages named");
 }
 
 /// True when `text` holds `flag` as a whole flag (not as the start of a longer one).

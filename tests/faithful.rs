@@ -344,18 +344,19 @@ fn inject_output_of_real_manifests_validates_strictly() {
     crate::manifest::validate_strictly(&files);
 }
 
-/// README's "Fixing it with `hooklog inject`" shows a real `diff -u` of inject's output: every
+/// docs/check-and-inject.md's "Fixing it with `hooklog inject`" shows a real `diff -u` of inject's output: every
 /// added line in it is a line inject writes for that file, every removed one a line of the
 /// file that inject's output no longer has.
 #[test]
-fn the_readme_diff_is_what_inject_writes() {
-    let readme =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let section = readme
-        .split("### Fixing it with `hooklog inject`")
+fn the_docs_diff_is_what_inject_writes() {
+    let page = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/check-and-inject.md"),
+    )
+    .unwrap();
+    let section = page
+        .split("## Fixing it with `hooklog inject`")
         .nth(1)
-        .expect("README has the inject section");
+        .expect("docs/check-and-inject.md has the inject section");
     let diff = section
         .split("```diff\n")
         .nth(1)
@@ -381,19 +382,19 @@ fn the_readme_diff_is_what_inject_writes() {
         if let Some(l) = line.strip_prefix('+') {
             assert!(
                 ins.contains(&l) && !outs.contains(&l),
-                "README's {line:?} is not what inject adds"
+                "the docs' {line:?} is not what inject adds"
             );
             added += 1;
         } else if let Some(l) = line.strip_prefix('-') {
             assert!(
                 outs.contains(&l) && !ins.contains(&l),
-                "README's {line:?} is not what inject removes"
+                "the docs' {line:?} is not what inject removes"
             );
             removed += 1;
         } else if let Some(l) = line.strip_prefix(' ') {
             assert!(
                 ins.contains(&l) && outs.contains(&l),
-                "README's context {line:?} is not in both"
+                "the docs' context {line:?} is not in both"
             );
         }
     }

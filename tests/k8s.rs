@@ -890,22 +890,23 @@ fn iam_policies_are_least_privilege() {
             assert!(actions.contains(need), "{file} lacks {need}");
         }
     }
-    // The README shows the very policy that ships in k8s/aws.
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = &readme[readme
-        .find("### IAM policy")
-        .expect("README has an IAM policy section")..];
+    // docs/cloudwatch.md shows the very policy that ships in k8s/aws.
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cloudwatch.md"))
+            .unwrap();
+    let section = &page[page
+        .find("## IAM policy")
+        .expect("docs/cloudwatch.md has an IAM policy section")..];
     let block = &section[section.find("```json\n").expect("a JSON block") + 8..];
     let block = &block[..block.find("```").expect("closed block")];
-    let shown: Value = serde_json::from_str(block).expect("README policy is JSON");
+    let shown: Value = serde_json::from_str(block).expect("the shown policy is JSON");
     let shipped: Value = serde_json::from_str(
         &std::fs::read_to_string(k8s_dir().join("aws/hooklog-iam-policy.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
         shown, shipped,
-        "README's IAM policy differs from k8s/aws/hooklog-iam-policy.json"
+        "docs/cloudwatch.md's IAM policy differs from k8s/aws/hooklog-iam-policy.json"
     );
     // The IRSA role in the manifest is the one the policy is for.
     let sa = documents(&k8s_dir().join("api-server-cloudwatch.yaml"))

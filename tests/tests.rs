@@ -5,6 +5,7 @@ mod util;
 mod bench;
 mod cli;
 mod deadlines;
+mod docs;
 mod dockerfile;
 mod faithful;
 mod hook;

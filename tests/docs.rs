@@ -1,0 +1,574 @@
+//! The docs stay true: every example README.md and docs/*.md show with its output is run with
+//! the real binary and compared (or listed here as not run, with the reason), and no relative
+//! link or `#anchor` in them is broken.
+//!
+//! An example is a fenced block that shows output: its info string is `console`, `json`,
+//! `text` or `diff`, or a line of it starts with `$ `. Each one must follow a marker
+//! `<!-- example: NAME -->` (GitHub does not render it) naming an entry of [`EXAMPLES`], so a
+//! new example cannot go unchecked. A `console` block is a shell transcript: its `$ ` lines run
+//! in one bash session, in a fresh folder holding the entry's files, with the binary under test
+//! first on `PATH`, and each command's stdout and stderr must be the lines shown under it, but
+//! for the values [`MASKS`] names (times, durations and run ids differ on every run). The
+//! folder stands for [`DEMO_DIR`], the quick start's: that path in a command is the folder, and
+//! the folder's path in the output is shown as that path.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::util::{hooklog_bin, wait_until};
+
+/// How long one transcript may take: the hook example waits `--announce-timeout`'s default
+/// 5 s for a peer that never reports, and the machine is shared.
+const TRANSCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The folder the examples run in, as the pages show it.
+const DEMO_DIR: &str = "/tmp/hooklog-demo";
+
+/// What the test does with an example.
+enum Example {
+    /// Run the `console` transcript in a folder holding these files (name in the folder, path in
+    /// the repository), and compare.
+    Run(&'static [(&'static str, &'static str)]),
+    /// Checked by another test, named here.
+    Elsewhere(&'static str),
+    /// Not run, for the reason given.
+    NotRun(&'static str),
+}
+
+/// The incident manifest the check and inject examples call `checkout.yaml`.
+const CHECKOUT: &[(&str, &str)] = &[(
+    "checkout.yaml",
+    "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+)];
+
+/// Every example in README.md and docs/, by its marker's name.
+const EXAMPLES: &[(&str, Example)] = &[
+    ("hook-and-run", Example::Run(&[])),
+    ("check-distroless", Example::Run(CHECKOUT)),
+    ("inject-checkout", Example::Run(CHECKOUT)),
+    (
+        "inject-diff",
+        Example::Elsewhere(
+            "tests/faithful.rs the_docs_diff_is_what_inject_writes: the diff is cut short, so each \
+             of its lines is checked against what inject writes",
+        ),
+    ),
+    (
+        "iam-policy",
+        Example::Elsewhere(
+            "tests/k8s.rs: the shown policy must equal k8s/aws/hooklog-iam-policy.json",
+        ),
+    ),
+    (
+        "records-three-writers",
+        Example::NotRun(
+            "needs a pod's Downward API env and podinfo volume; tests/cli.rs and tests/tail.rs \
+             check each enriched field against a real run",
+        ),
+    ),
+    (
+        "what-comes-out",
+        Example::NotRun(
+            "three hooks in parallel: their records interleave differently on every run; \
+             tests/hook.rs and tests/lifecycle.rs check each record and the summary",
+        ),
+    ),
+    (
+        "what-comes-out-finished",
+        Example::NotRun("the same run as what-comes-out, one record pretty-printed"),
+    ),
+    (
+        "what-comes-out-summary",
+        Example::NotRun("the same run as what-comes-out, its summary pretty-printed"),
+    ),
+    (
+        "cloudwatch-record",
+        Example::NotRun(
+            "needs CloudWatch Logs; tests/cloudwatch.rs reads the records back from moto with \
+             the SDK",
+        ),
+    ),
+    (
+        "cloudwatch-emf",
+        Example::NotRun(
+            "needs CloudWatch Logs; tests/cloudwatch.rs checks the EMF members of the summary",
+        ),
+    ),
+    (
+        "fargate-summary",
+        Example::NotRun(
+            "needs an EKS Fargate cluster; tests/kubelet.rs checks the summary a real kubelet's \
+             pod writes",
+        ),
+    ),
+];
+
+/// Values that differ on every run, replaced in both the shown and the actual output:
+/// (what comes before the value, what the value may consist of).
+const MASKS: &[(&str, fn(char) -> bool)] = &[
+    // RFC 3339 times: when hooklog read a line.
+    ("\"time\":\"", |c| c.is_ascii_digit() || "-:.TZ".contains(c)),
+    // Which run of `hooklog hook` a record is from, and when it started.
+    ("\"run_id\":\"", |c| c.is_ascii_hexdigit() || c == '-'),
+    ("\"started_ms\":", |c| c.is_ascii_digit()),
+    // How long a hook ran.
+    ("\"duration_ms\":", |c| c.is_ascii_digit()),
+    (" after ", |c| c.is_ascii_digit()),
+];
+
+/// README.md and every page in docs/.
+fn pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/ exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    pages.insert(0, root.join("README.md"));
+    pages
+}
+
+/// The name a page is reported by.
+fn shown(page: &Path) -> String {
+    page.strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or(page)
+        .display()
+        .to_string()
+}
+
+/// A fenced block of a page.
+struct Block {
+    /// 1-based line of the opening fence.
+    line: usize,
+    /// The info string's first word (`console`, `json`, ...), empty for none.
+    info: String,
+    /// The lines between the fences.
+    body: Vec<String>,
+    /// The name of the `<!-- example: NAME -->` marker right before it (blank lines between
+    /// allowed), if any.
+    marker: Option<String>,
+}
+
+/// The fenced blocks of a markdown text.
+fn blocks(text: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let trimmed = lines[i].trim_start();
+        if let Some(rest) = trimmed.strip_prefix("```") {
+            let indent = lines[i].len() - trimmed.len();
+            let info = rest.split_whitespace().next().unwrap_or("").to_string();
+            let marker = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .and_then(|l| l.trim().strip_prefix("<!-- example:"))
+                .and_then(|l| l.strip_suffix("-->"))
+                .map(|n| n.trim().to_string());
+            let start = i;
+            let mut body = Vec::new();
+            i += 1;
+            while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+                body.push(lines[i].get(indent..).unwrap_or(lines[i].trim_start()).to_string());
+                i += 1;
+            }
+            out.push(Block {
+                line: start + 1,
+                info,
+                body,
+                marker,
+            });
+        }
+        i += 1;
+    }
+    out
+}
+
+/// True for a block that shows output, which must therefore be a checked example.
+fn shows_output(block: &Block) -> bool {
+    ["console", "json", "text", "diff"].contains(&block.info.as_str())
+        || block.body.iter().any(|l| l.starts_with("$ "))
+}
+
+/// The GitHub anchors of a markdown text's headings: the heading's text lowercased, inline
+/// markup and punctuation but `-` and `_` dropped, spaces made `-`, and `-1`, `-2`, ... added
+/// to repeats.
+pub fn anchors(text: &str) -> Vec<String> {
+    let mut seen = Vec::<String>::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        let Some(heading) = line
+            .strip_prefix('#')
+            .map(|h| h.trim_start_matches('#'))
+            .filter(|h| h.starts_with(' '))
+        else {
+            continue;
+        };
+        let text = link_texts(heading.trim());
+        let slug: String = text
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                '-' | '_' => Some(c),
+                c if c.is_alphanumeric() => Some(c),
+                _ => None,
+            })
+            .collect();
+        let repeats = seen
+            .iter()
+            .filter(|s| **s == slug || s.strip_prefix(&slug).is_some_and(is_repeat_suffix))
+            .count();
+        seen.push(if repeats == 0 {
+            slug
+        } else {
+            format!("{slug}-{repeats}")
+        });
+    }
+    seen
+}
+
+/// `-N`, the suffix GitHub gives a repeated heading's anchor.
+fn is_repeat_suffix(s: &str) -> bool {
+    s.strip_prefix('-')
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// A heading's text with each `[text](target)` replaced by its text.
+fn link_texts(heading: &str) -> String {
+    let mut out = String::new();
+    let mut rest = heading;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find("](").and_then(|mid| {
+            after[mid..]
+                .find(')')
+                .map(|close| (mid, mid + close + 1))
+        }) {
+            Some((mid, end)) => {
+                out.push_str(&after[..mid]);
+                rest = &after[end..];
+            }
+            None => {
+                out.push('[');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The targets of a markdown text's links outside code: inline `[text](target)` and reference
+/// definitions `[name]: target`, with the line each is on.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        // Inline code holds no links: drop every `...` span.
+        let prose: String = line
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(def) = prose.trim_start().strip_prefix('[')
+            && let Some((_, target)) = def.split_once("]: ")
+        {
+            out.push((n + 1, target.trim().to_string()));
+        }
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            out.push((n + 1, after[..end].trim().to_string()));
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// No relative link in README.md or docs/ leads nowhere: each file or folder exists, and each
+/// `#anchor` is a heading of the page it points into. Links to the pages other branches add
+/// (routes, image lookup, webhook) are checked like every other: until those are merged, this
+/// fails for them, by design.
+#[test]
+fn no_link_in_the_docs_is_broken() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (line, target) in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().expect("a page is in a folder").join(path)
+            };
+            if !file.exists() {
+                broken.push(format!("{}:{line}: {target}: no such file", shown(&page)));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let target_text = std::fs::read_to_string(&file).unwrap_or_default();
+                if !anchors(&target_text).iter().any(|a| a == anchor) {
+                    broken.push(format!("{}:{line}: {target}: no such heading", shown(&page)));
+                }
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The README links every page of docs/.
+#[test]
+fn the_readme_links_every_docs_page() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let linked: BTreeSet<String> = links(&readme)
+        .into_iter()
+        .map(|(_, t)| t.split('#').next().unwrap_or("").to_string())
+        .collect();
+    let mut missing: Vec<String> = pages()
+        .iter()
+        .skip(1)
+        .map(|p| format!("docs/{}", p.file_name().unwrap().to_string_lossy()))
+        .filter(|p| !linked.contains(p))
+        .collect();
+    // The pages other branches add: required too, so a merge that drops one fails here.
+    for page in ["docs/routes.md", "docs/image-lookup.md", "docs/webhook.md"] {
+        if !linked.contains(page) {
+            missing.push(page.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "README.md does not link {missing:?}");
+}
+
+/// Anchors follow GitHub's rules, so the link test judges them as GitHub renders them.
+#[test]
+fn anchors_are_githubs() {
+    let page = "# Flags\n## `hooklog run`\n## `hooklog hook [OPTIONS] -- CMD [ARGS...]`\n\
+                ### 1. Build and push the image\n## Bad input: a clear outcome, nothing dropped\n\
+                ```sh\n# not a heading\n```\n## Flags\n## Flags\n#not-a-heading\n\
+                ## See [Fargate](fargate.md)\n";
+    assert_eq!(
+        anchors(page),
+        [
+            "flags",
+            "hooklog-run",
+            "hooklog-hook-options----cmd-args",
+            "1-build-and-push-the-image",
+            "bad-input-a-clear-outcome-nothing-dropped",
+            "flags-1",
+            "flags-2",
+            "see-fargate",
+        ]
+    );
+}
+
+/// Every example shown with its output is in [`EXAMPLES`], every entry is shown somewhere, and
+/// the README's own examples are all really run.
+#[test]
+fn every_example_is_known() {
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let readme = page.ends_with("README.md");
+        for block in blocks(&text) {
+            let at = format!("{}:{}", shown(&page), block.line);
+            let Some(name) = &block.marker else {
+                if shows_output(&block) {
+                    problems.push(format!(
+                        "{at}: a `{}` block without <!-- example: NAME -->",
+                        block.info
+                    ));
+                }
+                continue;
+            };
+            used.insert(name.clone());
+            match EXAMPLES.iter().find(|(n, _)| n == name) {
+                None => problems.push(format!("{at}: example {name:?} is not in EXAMPLES")),
+                Some((_, Example::Run(_))) if block.info != "console" => {
+                    problems.push(format!("{at}: {name} is run, so it must be a console block"))
+                }
+                Some((_, Example::Elsewhere(_) | Example::NotRun(_))) if readme => problems.push(
+                    format!("{at}: {name}: every README example must be run here"),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    for (name, _) in EXAMPLES {
+        if !used.contains(*name) {
+            problems.push(format!("EXAMPLES has {name:?}, which no page shows"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Runs every `console` example and compares what each command printed with what the page
+/// shows under it.
+#[test]
+fn every_shown_output_is_real() {
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in blocks(&text) {
+            let Some(name) = &block.marker else { continue };
+            let Some((_, Example::Run(files))) = EXAMPLES.iter().find(|(n, _)| n == name) else {
+                continue;
+            };
+            let at = format!("{}:{} ({name})", shown(&page), block.line);
+            let steps = transcript(&block.body);
+            assert!(!steps.is_empty(), "{at}: no `$ ` command");
+            let outputs = run_transcript(&at, files, &steps);
+            for ((command, want), got) in steps.iter().zip(&outputs) {
+                let (want, got) = (mask(want), mask(got));
+                if want != got {
+                    failures.push(format!(
+                        "{at}: `$ {command}` printed\n{got}\n--- but the page shows\n{want}"
+                    ));
+                }
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran >= 4, "ran only {ran} examples");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A transcript's commands, each with the output shown under it (lines joined by `\n`).
+fn transcript(body: &[String]) -> Vec<(String, String)> {
+    let mut steps: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in body {
+        if let Some(command) = line.strip_prefix("$ ") {
+            steps.push((command.to_string(), Vec::new()));
+        } else if let Some((_, output)) = steps.last_mut() {
+            output.push(line);
+        }
+    }
+    steps
+        .into_iter()
+        .map(|(c, o)| (c, o.join("\n")))
+        .collect()
+}
+
+/// Runs a transcript's commands in one bash session in a fresh folder holding `files`, and
+/// returns what each printed (stdout and stderr, in order), trailing newline dropped.
+fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) -> Vec<String> {
+    /// Printed after each command; no command prints it.
+    const SEP: &str = "--8<-- hooklog docs test --8<--";
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, source) in files {
+        std::fs::copy(root.join(source), dir.path().join(name))
+            .unwrap_or_else(|e| panic!("{at}: copy {source}: {e}"));
+    }
+    let folder = dir.path().canonicalize().unwrap().display().to_string();
+    let mut script = String::from("exec 2>&1\n");
+    for (command, _) in steps {
+        let command = command.replace(DEMO_DIR, &folder);
+        script.push_str(&format!(
+            "{command}\n__status=$?; printf '%s\\n' '{SEP}'; (exit $__status)\n"
+        ));
+    }
+    let bin_dir = hooklog_bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out_path = dir.path().join(".transcript-output");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["--noprofile", "--norc", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(Stdio::inherit());
+    // The binary under test sees no pod and no hooklog settings of the machine running it.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HOOKLOG_") || k.starts_with("POD_") || k == "NODE_NAME" {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd.spawn().expect("bash runs");
+    let done = wait_until(TRANSCRIPT_TIMEOUT, || child.try_wait().unwrap().is_some());
+    if !done {
+        child.kill().ok();
+        child.wait().ok();
+    }
+    let output = std::fs::read_to_string(&out_path).unwrap();
+    assert!(done, "{at}: not done after {TRANSCRIPT_TIMEOUT:?}:\n{output}");
+    let mut outputs: Vec<String> = output
+        .split(&format!("{SEP}\n"))
+        .map(|o| o.strip_suffix('\n').unwrap_or(o).replace(&folder, DEMO_DIR))
+        .collect();
+    assert_eq!(
+        outputs.pop().as_deref(),
+        Some(""),
+        "{at}: output after the last command:\n{output}"
+    );
+    assert_eq!(outputs.len(), steps.len(), "{at}: {output}");
+    outputs
+}
+
+/// `text` with every value [`MASKS`] names replaced by `…`.
+fn mask(text: &str) -> String {
+    let mut text = text.to_string();
+    for (before, value) in MASKS {
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(before) {
+            let start = at + before.len();
+            out.push_str(&rest[..start]);
+            let after = &rest[start..];
+            let end = after.find(|c: char| !value(c)).unwrap_or(after.len());
+            if end > 0 {
+                out.push('…');
+            }
+            rest = &after[end..];
+        }
+        out.push_str(rest);
+        text = out;
+    }
+    text
+}
+
+#[test]
+fn masks_hide_times_and_durations_only() {
+    assert_eq!(
+        mask(r#"{"time":"2026-11-30T01:27:09.104Z","run_id":"1a230a3342e-69de","started_ms":1796112331822,"duration_ms":12,"message":"failed after 2 ms","exit_code":127}"#),
+        r#"{"time":"…","run_id":"…","started_ms":…,"duration_ms":…,"message":"failed after … ms","exit_code":127}"#
+    );
+    assert_eq!(mask("after all"), "after all");
+}
