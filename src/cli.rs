@@ -32,6 +32,77 @@ Examples:
   hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
   kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -";
 
+/// The pages that explain each subcommand, relative to the repository root (where README.md's
+/// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
+/// tests/cli.rs checks that every subcommand has one and that each page and heading exists. A
+/// name with no subcommand (one another branch adds) is skipped.
+const DOCS: &[(&str, &str)] = &[
+    ("", "README.md#documentation"),
+    (
+        "run",
+        "docs/flags.md#hooklog-run, docs/inputs-and-records.md, docs/lifecycle.md#the-daemon-end",
+    ),
+    (
+        "hook",
+        "docs/flags.md#hooklog-hook, docs/lifecycle.md#the-hook-end",
+    ),
+    (
+        "sleep",
+        "docs/flags.md#hooklog-sleep-hooklog-install-hooklog-emit, docs/lifecycle.md#tools-for-images-without-a-shell",
+    ),
+    (
+        "install",
+        "docs/flags.md#hooklog-sleep-hooklog-install-hooklog-emit, docs/lifecycle.md#tools-for-images-without-a-shell",
+    ),
+    (
+        "emit",
+        "docs/flags.md#hooklog-sleep-hooklog-install-hooklog-emit, docs/lifecycle.md#tools-for-images-without-a-shell",
+    ),
+    (
+        "check",
+        "docs/flags.md#hooklog-check, docs/check-and-inject.md#hooklog-check",
+    ),
+    (
+        "inject",
+        "docs/flags.md#hooklog-inject-and-hooklog-uninject, docs/check-and-inject.md#hooklog-inject-and-hooklog-uninject",
+    ),
+    (
+        "uninject",
+        "docs/flags.md#hooklog-inject-and-hooklog-uninject, docs/check-and-inject.md#hooklog-inject-and-hooklog-uninject",
+    ),
+    ("webhook", "docs/webhook.md"),
+];
+
+/// The command line as clap reads it: [`Cli`] with each help's `Docs:` ([`DOCS`]) added.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let with_docs = |cmd: clap::Command, pages: &str| {
+        let before = cmd
+            .get_after_help()
+            .map(|h| format!("{h}\n\n"))
+            .unwrap_or_default();
+        let pages: String = pages.split(", ").map(|p| format!("\n  {p}")).collect();
+        cmd.after_help(format!("{before}Docs:{pages}"))
+    };
+    let mut cmd = Cli::command();
+    for (name, pages) in DOCS {
+        if name.is_empty() {
+            cmd = with_docs(cmd, pages);
+        } else if cmd.find_subcommand(name).is_some() {
+            cmd = cmd.mut_subcommand(name, |sub| with_docs(sub, pages));
+        }
+    }
+    cmd
+}
+
+/// Parses the process's arguments with [`command`], as `Cli::try_parse` would.
+pub fn try_parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}
+
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
 #[command(name = "hooklog", version, about, long_about = None, after_help = EXAMPLES)]

@@ -5,8 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-use hooklog::cli::{Cli, Command, LogFormat};
+use hooklog::cli::{Command, LogFormat};
 use hooklog::config::RunConfig;
 use hooklog::{daemon, hook, lifecycle, manifest, tools};
 
@@ -31,7 +30,7 @@ fn main() -> ExitCode {
     // First thing: a SIGTERM from now on waits until its handler is installed (run, hook) or
     // until dispatch (the other subcommands keep the default action).
     lifecycle::signal::hold();
-    let cli = match Cli::try_parse() {
+    let cli = match hooklog::cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };

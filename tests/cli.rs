@@ -177,8 +177,8 @@ fn docs_flags_page_documents_every_flag_and_env_var() {
     }
 }
 
-/// `hooklog --help` and every subcommand's `--help` end with a `Docs:` line naming the pages
-/// (relative to the repository root) that explain it; each page exists and each `#anchor` is
+/// `hooklog --help` and every subcommand's `--help` end with `Docs:` and the pages, one a line
+/// (relative to the repository root), that explain it; each page exists and each `#anchor` is
 /// one of its headings. The subcommands are read from `hooklog --help`, so a new one without
 /// a page fails here.
 #[test]
@@ -207,11 +207,17 @@ fn every_help_points_to_a_docs_page_that_exists() {
             .iter()
             .map(|sub| (format!("hooklog {sub}"), help(&[sub, "--help"]))),
     ) {
-        let docs = text
+        let docs: Vec<&str> = text
             .lines()
-            .find_map(|l| l.strip_prefix("Docs: "))
-            .unwrap_or_else(|| panic!("{what} --help has no Docs: line:\n{text}"));
-        for target in docs.split(", ") {
+            .skip_while(|l| *l != "Docs:")
+            .skip(1)
+            .map_while(|l| l.strip_prefix("  "))
+            .collect();
+        assert!(
+            !docs.is_empty(),
+            "{what} --help lists no Docs: pages:\n{text}"
+        );
+        for target in docs {
             let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
             assert!(
                 path.starts_with("docs/") || path == "README.md",

@@ -173,7 +173,12 @@ fn blocks(text: &str) -> Vec<Block> {
             let mut body = Vec::new();
             i += 1;
             while i < lines.len() && !lines[i].trim_start().starts_with("```") {
-                body.push(lines[i].get(indent..).unwrap_or(lines[i].trim_start()).to_string());
+                body.push(
+                    lines[i]
+                        .get(indent..)
+                        .unwrap_or(lines[i].trim_start())
+                        .to_string(),
+                );
                 i += 1;
             }
             out.push(Block {
@@ -252,11 +257,10 @@ fn link_texts(heading: &str) -> String {
     while let Some(open) = rest.find('[') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        match after.find("](").and_then(|mid| {
-            after[mid..]
-                .find(')')
-                .map(|close| (mid, mid + close + 1))
-        }) {
+        match after
+            .find("](")
+            .and_then(|mid| after[mid..].find(')').map(|close| (mid, mid + close + 1)))
+        {
             Some((mid, end)) => {
                 out.push_str(&after[..mid]);
                 rest = &after[end..];
@@ -336,7 +340,10 @@ fn no_link_in_the_docs_is_broken() {
             if !anchor.is_empty() {
                 let target_text = std::fs::read_to_string(&file).unwrap_or_default();
                 if !anchors(&target_text).iter().any(|a| a == anchor) {
-                    broken.push(format!("{}:{line}: {target}: no such heading", shown(&page)));
+                    broken.push(format!(
+                        "{}:{line}: {target}: no such heading",
+                        shown(&page)
+                    ));
                 }
             }
         }
@@ -414,9 +421,9 @@ fn every_example_is_known() {
             used.insert(name.clone());
             match EXAMPLES.iter().find(|(n, _)| n == name) {
                 None => problems.push(format!("{at}: example {name:?} is not in EXAMPLES")),
-                Some((_, Example::Run(_))) if block.info != "console" => {
-                    problems.push(format!("{at}: {name} is run, so it must be a console block"))
-                }
+                Some((_, Example::Run(_))) if block.info != "console" => problems.push(format!(
+                    "{at}: {name} is run, so it must be a console block"
+                )),
                 Some((_, Example::Elsewhere(_) | Example::NotRun(_))) if readme => problems.push(
                     format!("{at}: {name}: every README example must be run here"),
                 ),
@@ -474,10 +481,7 @@ fn transcript(body: &[String]) -> Vec<(String, String)> {
             output.push(line);
         }
     }
-    steps
-        .into_iter()
-        .map(|(c, o)| (c, o.join("\n")))
-        .collect()
+    steps.into_iter().map(|(c, o)| (c, o.join("\n"))).collect()
 }
 
 /// Runs a transcript's commands in one bash session in a fresh folder holding `files`, and
@@ -528,7 +532,10 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
         child.wait().ok();
     }
     let output = std::fs::read_to_string(&out_path).unwrap();
-    assert!(done, "{at}: not done after {TRANSCRIPT_TIMEOUT:?}:\n{output}");
+    assert!(
+        done,
+        "{at}: not done after {TRANSCRIPT_TIMEOUT:?}:\n{output}"
+    );
     let mut outputs: Vec<String> = output
         .split(&format!("{SEP}\n"))
         .map(|o| o.strip_suffix('\n').unwrap_or(o).replace(&folder, DEMO_DIR))
@@ -567,7 +574,9 @@ fn mask(text: &str) -> String {
 #[test]
 fn masks_hide_times_and_durations_only() {
     assert_eq!(
-        mask(r#"{"time":"2026-11-30T01:27:09.104Z","run_id":"1a230a3342e-69de","started_ms":1796112331822,"duration_ms":12,"message":"failed after 2 ms","exit_code":127}"#),
+        mask(
+            r#"{"time":"2026-11-30T01:27:09.104Z","run_id":"1a230a3342e-69de","started_ms":1796112331822,"duration_ms":12,"message":"failed after 2 ms","exit_code":127}"#
+        ),
         r#"{"time":"…","run_id":"…","started_ms":…,"duration_ms":…,"message":"failed after … ms","exit_code":127}"#
     );
     assert_eq!(mask("after all"), "after all");
