@@ -11,7 +11,7 @@ use crate::duration::clap_parse as duration;
 
 /// `--max-connections` default: well above the handful of hooks a pod runs at once; each served
 /// connection holds a 16 KiB read buffer (`source::socket::CONN_READ_BUF`) and one unfinished
-/// line, about 2 MB for all of them (the README's memory ceiling).
+/// line, about 2 MB for all of them (docs/inputs-and-records.md, "Memory and backpressure").
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 const EXAMPLES: &str = "\
@@ -364,7 +364,7 @@ pub fn bounded_duration(s: &str) -> Result<Duration, String> {
 pub enum CheckFormat {
     /// Readable text grouped by object.
     Text,
-    /// One JSON document (README, "hooklog check").
+    /// One JSON document (docs/check-and-inject.md, "hooklog check").
     Json,
     /// SARIF 2.1.0, for code scanning.
     Sarif,
@@ -546,7 +546,7 @@ mod tests {
         }
         assert!(checked > 20, "found only {checked} flags");
         // `--field` values may hold commas, so they cannot be a comma-separated env list; the
-        // README names this one exception.
+        // docs/flags.md names this one exception.
         assert_eq!(missing, ["emit --field"], "flags without env");
     }
 

@@ -1,5 +1,5 @@
 //! The top-level Dockerfile built as it is, build stage included, for linux/amd64 and
-//! linux/arm64 with podman on this machine's platform (the cross compile the README's
+//! linux/arm64 with podman on this machine's platform (the cross compile docs/fargate.md's
 //! `docker buildx build --platform linux/amd64,linux/arm64` does), on a local stand-in for
 //! `rust:<RUST_VERSION>-bookworm` (tests/support/rust-standin.sh says how it differs from the
 //! official image); then each image checked as a user would.

@@ -401,7 +401,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             run.native_sidecar, *native,
             "{file}: --native-sidecar must be given exactly when hooklog runs as a native sidecar"
         );
-        // The inequalities are the ones `hooklog check` uses (README, "Deploy on EKS Fargate").
+        // The inequalities are the ones `hooklog check` uses (docs/fargate.md).
         let longest_hook = hooks.iter().filter_map(|h| h.timeout).max().unwrap();
         let kill_at = Duration::from_secs(*grace_period);
         let mode = if *native {

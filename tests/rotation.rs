@@ -139,7 +139,7 @@ fn two_rotations_in_quick_succession_lose_nothing() {
     let mut b = append(&file);
     want.extend(write_lines(&mut b, "b", 0, 100, 100_000));
     // Renamed away again only once hooklog has it open: a file gone before hooklog ever saw it
-    // is not read (README's limits).
+    // is not read (docs/inputs-and-records.md's limits).
     crate::util::wait_open(d.child.id(), &file, T);
     std::fs::rename(&file, p("prestop.log.2")).unwrap();
     let mut c = append(&file);

@@ -45,7 +45,7 @@ const MAX_LINE: usize = 1024;
 /// the largest record that came out.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// README's memory ceiling, as the other memory tests check it.
+/// The memory ceiling of docs/inputs-and-records.md, as the other memory tests check it.
 const RSS_CEILING_KIB: u64 = 64 * 1024;
 
 const T: Duration = Duration::from_secs(30);
@@ -159,7 +159,7 @@ impl Run {
     }
 
     /// Waits until hooklog has the file now at `path` open (a file created at the path and
-    /// renamed away before hooklog ever opened it is not read: README's limits).
+    /// renamed away before hooklog ever opened it is not read: docs/inputs-and-records.md's limits).
     fn wait_following(&self, path: &Path) {
         crate::util::wait_open(self.child.id(), path, T);
     }

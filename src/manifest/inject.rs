@@ -873,7 +873,7 @@ fn sidecar(image: &str, mode: SidecarMode, peers: &[String], grace: Duration) ->
     }
     c.insert("args".into(), json!(args));
     c.insert("env".into(), json!(env));
-    // k8s/: measured 2.0 MiB idle, 2.3 MiB and ~35 millicores at 10,000 lines/s (README).
+    // k8s/: measured 2.0 MiB idle, 2.3 MiB and ~35 millicores at 10,000 lines/s (docs/fargate.md).
     c.insert(
         "resources".into(),
         json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}),

@@ -154,7 +154,7 @@ struct State {
 /// The folder beside a followed file that holds its checkpoint. Not the followed folder itself:
 /// the file source watches that one with inotify, which would report every checkpoint write (one
 /// per delivered batch) back to hooklog's watcher thread: about 10 % more CPU per line on a
-/// pre-written file, measured A/B (README, Performance). inotify on a folder does not report what
+/// pre-written file, measured A/B (docs/performance.md). inotify on a folder does not report what
 /// happens inside its subfolders.
 pub const DIR: &str = ".hooklog";
 

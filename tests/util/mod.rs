@@ -228,7 +228,7 @@ impl Drop for Daemon {
 }
 
 /// Waits until process `pid` has the file now at `path` open (a file created at the path and
-/// renamed away before hooklog ever opened it is not read: README's limits).
+/// renamed away before hooklog ever opened it is not read: docs/inputs-and-records.md's limits).
 pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = std::fs::metadata(path) else {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// This machine's limits (see README, Test): crun refuses its hybrid cgroups, and root cannot
+/// This machine's limits (see docs/testing.md): crun refuses its hybrid cgroups, and root cannot
 /// raise the open-files limit to podman's default.
 const CONTAINERS_CONF: &str = "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\n[engine]\nruntime = \"runc\"\n";
 
@@ -90,7 +90,7 @@ fn text(b: &[u8]) -> String {
 }
 
 /// The image the top-level Dockerfile builds for `linux/<arch>` (amd64 or arm64), built here
-/// as a user would with podman (README, Deploy): on this machine's platform, with
+/// as a user would with podman (docs/fargate.md): on this machine's platform, with
 /// `--build-arg BUILDPLATFORM` (podman 4.3 leaves `$BUILDPLATFORM` empty in FROM), from the
 /// stand-in base image, with the network (apt, rustup and cargo download in the build stage).
 /// Tagged `localhost/hooklog-test:<arch>` and kept: the next run's build is a cache hit unless

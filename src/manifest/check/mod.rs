@@ -47,8 +47,8 @@ pub struct Rule {
     pub description: &'static str,
 }
 
-/// Every rule `check` has. Ids are stable: they name findings in JSON and SARIF, and in the
-/// README.
+/// Every rule `check` has. Ids are stable: they name findings in JSON and SARIF, and in
+/// docs/check-and-inject.md.
 pub const RULES: &[Rule] = &[
     image::NOT_IN_IMAGE,
     image::SHELL_LESS,

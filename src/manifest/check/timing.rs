@@ -19,7 +19,7 @@ pub const EXCEEDS_GRACE: Rule = Rule {
 pub const BUDGET: Rule = Rule {
     id: "sidecar-shutdown-budget",
     severity: Severity::Error,
-    description: "The hooks and hooklog's --grace do not fit the budget the README states for the sidecar's mode.",
+    description: "The hooks and hooklog's --grace do not fit the shutdown budget of the sidecar's mode (docs/fargate.md).",
 };
 pub const GRACE_PERIOD: Rule = Rule {
     id: "sidecar-grace-not-below-period",

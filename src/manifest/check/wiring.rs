@@ -54,7 +54,7 @@ pub const MOUNT_OVER_IMAGE: Rule = Rule {
     description: "A hooklog container mounts a volume over a file of its image, or over the folder holding its binary: the runtime refuses the mount (\"not a directory\") or the binary is hidden, and the container never starts.",
 };
 
-/// The Downward API variables hooklog reads (README, "The record").
+/// The Downward API variables hooklog reads (docs/inputs-and-records.md, "The record").
 pub const DOWNWARD_ENV: [&str; 5] = [
     "POD_NAME",
     "POD_NAMESPACE",
