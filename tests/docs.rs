@@ -64,8 +64,10 @@ const EXAMPLES: &[(&str, Example)] = &[
     (
         "records-three-writers",
         Example::NotRun(
-            "needs a pod's Downward API env and podinfo volume; tests/cli.rs and tests/tail.rs \
-             check each enriched field against a real run",
+            "a pod's Downward API env and podinfo volume, and a socket writer that would race \
+             the daemon's start in a transcript; tests/cli.rs \
+             podinfo_labels_and_annotations_enrich_records and tests/hook.rs \
+             hook_through_a_daemon_socket run the same writers",
         ),
     ),
     (
@@ -93,7 +95,8 @@ const EXAMPLES: &[(&str, Example)] = &[
     (
         "cloudwatch-emf",
         Example::NotRun(
-            "needs CloudWatch Logs; tests/cloudwatch.rs checks the EMF members of the summary",
+            "needs CloudWatch Logs; tests/cloudwatch.rs checks the summary's `_aws` members as \
+             read back from moto",
         ),
     ),
     (
@@ -105,9 +108,12 @@ const EXAMPLES: &[(&str, Example)] = &[
     ),
 ];
 
+/// Whether a character belongs to a masked value.
+type ValueChar = fn(char) -> bool;
+
 /// Values that differ on every run, replaced in both the shown and the actual output:
 /// (what comes before the value, what the value may consist of).
-const MASKS: &[(&str, fn(char) -> bool)] = &[
+const MASKS: &[(&str, ValueChar)] = &[
     // RFC 3339 times: when hooklog read a line.
     ("\"time\":\"", |c| c.is_ascii_digit() || "-:.TZ".contains(c)),
     // Which run of `hooklog hook` a record is from, and when it started.
@@ -431,9 +437,20 @@ fn every_example_is_known() {
             }
         }
     }
-    for (name, _) in EXAMPLES {
+    for (name, example) in EXAMPLES {
         if !used.contains(*name) {
             problems.push(format!("EXAMPLES has {name:?}, which no page shows"));
+        }
+        // Said in the test's output, so a run shows what it did not check itself.
+        match example {
+            Example::Run(_) => {}
+            Example::Elsewhere(test) => println!("{name}: checked by {test}"),
+            Example::NotRun(why) => println!("{name}: not run: {why}"),
+        }
+        if let Example::Elsewhere(why) | Example::NotRun(why) = example
+            && why.len() < 20
+        {
+            problems.push(format!("{name}: say why, in more than {why:?}"));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
