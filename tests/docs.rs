@@ -9,8 +9,9 @@
 //! in one bash session, in a fresh folder holding the entry's files, with the binary under test
 //! first on `PATH`, and each command's stdout and stderr must be the lines shown under it, but
 //! for the values [`MASKS`] names (times, durations and run ids differ on every run). The
-//! folder stands for [`DEMO_DIR`], the quick start's: that path in a command is the folder, and
-//! the folder's path in the output is shown as that path.
+//! folder and its subfolders stand for the paths [`FOLDERS`] names (the quick start's folder, a
+//! pod's emptyDir and Downward API volume): such a path in a command is the folder, and the
+//! folder's path in the output is shown as that path.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,14 +24,29 @@ use crate::util::{hooklog_bin, wait_until};
 /// 5 s for a peer that never reports, and the machine is shared.
 const TRANSCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The folder the examples run in, as the pages show it.
-const DEMO_DIR: &str = "/tmp/hooklog-demo";
+/// The paths the pages' examples use, each with the subfolder of the example's folder that
+/// stands for it: the folder itself first, then the subfolders (which the output replaces first).
+const FOLDERS: &[(&str, &str)] = &[
+    ("/tmp/hooklog-demo", ""),
+    ("/shared-logs", "shared-logs"),
+    ("/etc/podinfo", "podinfo"),
+];
+
+/// How a command's shown output is compared with what it printed.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Line by line.
+    Exact,
+    /// The same lines, in any order but the last: for records from several inputs at once,
+    /// whose order varies from run to run, before the summary, which is always last.
+    AnyButLast,
+}
 
 /// What the test does with an example.
 enum Example {
     /// Run the `console` transcript in a folder holding these files (name in the folder, path in
     /// the repository), and compare.
-    Run(&'static [(&'static str, &'static str)]),
+    Run(&'static [(&'static str, &'static str)], Order),
     /// Checked by another test, named here.
     Elsewhere(&'static str),
     /// Not run, for the reason given.
@@ -45,9 +61,16 @@ const CHECKOUT: &[(&str, &str)] = &[(
 
 /// Every example in README.md and docs/, by its marker's name.
 const EXAMPLES: &[(&str, Example)] = &[
-    ("hook-and-run", Example::Run(&[])),
-    ("check-distroless", Example::Run(CHECKOUT)),
-    ("inject-checkout", Example::Run(CHECKOUT)),
+    ("hook-and-run", Example::Run(&[], Order::Exact)),
+    ("check-distroless", Example::Run(CHECKOUT, Order::Exact)),
+    ("inject-checkout", Example::Run(CHECKOUT, Order::Exact)),
+    (
+        "records-three-writers",
+        Example::Run(
+            &[("podinfo/labels", "tests/support/podinfo/labels")],
+            Order::AnyButLast,
+        ),
+    ),
     (
         "inject-diff",
         Example::Elsewhere(
@@ -59,15 +82,6 @@ const EXAMPLES: &[(&str, Example)] = &[
         "iam-policy",
         Example::Elsewhere(
             "tests/k8s.rs: the shown policy must equal k8s/aws/hooklog-iam-policy.json",
-        ),
-    ),
-    (
-        "records-three-writers",
-        Example::NotRun(
-            "a pod's Downward API env and podinfo volume, and a socket writer that would race \
-             the daemon's start in a transcript; tests/cli.rs \
-             podinfo_labels_and_annotations_enrich_records and tests/hook.rs \
-             hook_through_a_daemon_socket run the same writers",
         ),
     ),
     (
@@ -427,7 +441,7 @@ fn every_example_is_known() {
             used.insert(name.clone());
             match EXAMPLES.iter().find(|(n, _)| n == name) {
                 None => problems.push(format!("{at}: example {name:?} is not in EXAMPLES")),
-                Some((_, Example::Run(_))) if block.info != "console" => problems.push(format!(
+                Some((_, Example::Run(..))) if block.info != "console" => problems.push(format!(
                     "{at}: {name} is run, so it must be a console block"
                 )),
                 Some((_, Example::Elsewhere(_) | Example::NotRun(_))) if readme => problems.push(
@@ -443,7 +457,7 @@ fn every_example_is_known() {
         }
         // Said in the test's output, so a run shows what it did not check itself.
         match example {
-            Example::Run(_) => {}
+            Example::Run(..) => {}
             Example::Elsewhere(test) => println!("{name}: checked by {test}"),
             Example::NotRun(why) => println!("{name}: not run: {why}"),
         }
@@ -460,31 +474,50 @@ fn every_example_is_known() {
 /// shows under it.
 #[test]
 fn every_shown_output_is_real() {
-    let mut ran = 0;
-    let mut failures = Vec::new();
+    let mut examples = Vec::new();
     for page in pages() {
         let text = std::fs::read_to_string(&page).unwrap();
         for block in blocks(&text) {
             let Some(name) = &block.marker else { continue };
-            let Some((_, Example::Run(files))) = EXAMPLES.iter().find(|(n, _)| n == name) else {
+            let Some((_, Example::Run(files, order))) = EXAMPLES.iter().find(|(n, _)| n == name)
+            else {
                 continue;
             };
             let at = format!("{}:{} ({name})", shown(&page), block.line);
             let steps = transcript(&block.body);
             assert!(!steps.is_empty(), "{at}: no `$ ` command");
-            let outputs = run_transcript(&at, files, &steps);
-            for ((command, want), got) in steps.iter().zip(&outputs) {
-                let (want, got) = (mask(want), mask(got));
-                if want != got {
-                    failures.push(format!(
-                        "{at}: `$ {command}` printed\n{got}\n--- but the page shows\n{want}"
-                    ));
-                }
-            }
-            ran += 1;
+            examples.push((at, *files, *order, steps));
         }
     }
-    assert!(ran >= 4, "ran only {ran} examples");
+    assert!(
+        examples.len() >= 5,
+        "only {} examples to run",
+        examples.len()
+    );
+    // At once: two of them wait out `--announce-timeout` for a peer that never reports.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = examples
+            .iter()
+            .map(|(at, files, order, steps)| {
+                scope.spawn(move || {
+                    let outputs = run_transcript(at, files, steps);
+                    let mut failures = Vec::new();
+                    for ((command, want), got) in steps.iter().zip(&outputs) {
+                        let (want, got) = (mask(want), mask(got));
+                        if !same(&want, &got, *order) {
+                            failures.push(format!(
+                                "{at}: `$ {command}` printed\n{got}\n--- but the page shows\n{want}"
+                            ));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .flat_map(|run| run.join().expect("an example's thread ends"))
+            .collect()
+    });
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -508,14 +541,26 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
     const SEP: &str = "--8<-- hooklog docs test --8<--";
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (_, sub) in FOLDERS {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
     for (name, source) in files {
         std::fs::copy(root.join(source), dir.path().join(name))
             .unwrap_or_else(|e| panic!("{at}: copy {source}: {e}"));
     }
     let folder = dir.path().canonicalize().unwrap().display().to_string();
+    let real = |sub: &str| {
+        if sub.is_empty() {
+            folder.clone()
+        } else {
+            format!("{folder}/{sub}")
+        }
+    };
     let mut script = String::from("exec 2>&1\n");
     for (command, _) in steps {
-        let command = command.replace(DEMO_DIR, &folder);
+        let command = FOLDERS.iter().fold(command.clone(), |c, (shown, sub)| {
+            c.replace(shown, &real(sub))
+        });
         script.push_str(&format!(
             "{command}\n__status=$?; printf '%s\\n' '{SEP}'; (exit $__status)\n"
         ));
@@ -555,7 +600,13 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
     );
     let mut outputs: Vec<String> = output
         .split(&format!("{SEP}\n"))
-        .map(|o| o.strip_suffix('\n').unwrap_or(o).replace(&folder, DEMO_DIR))
+        .map(|o| {
+            // Subfolders first: each is under the folder.
+            FOLDERS.iter().rev().fold(
+                o.strip_suffix('\n').unwrap_or(o).to_string(),
+                |o, (shown, sub)| o.replace(&real(sub), shown),
+            )
+        })
         .collect();
     assert_eq!(
         outputs.pop().as_deref(),
@@ -564,6 +615,21 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
     );
     assert_eq!(outputs.len(), steps.len(), "{at}: {output}");
     outputs
+}
+
+/// True when `got` is the output `want` shows, in the order `order` asks for.
+fn same(want: &str, got: &str, order: Order) -> bool {
+    if order == Order::Exact {
+        return want == got;
+    }
+    let (mut want, mut got): (Vec<&str>, Vec<&str>) =
+        (want.lines().collect(), got.lines().collect());
+    if want.pop() != got.pop() {
+        return false;
+    }
+    want.sort_unstable();
+    got.sort_unstable();
+    want == got
 }
 
 /// `text` with every value [`MASKS`] names replaced by `…`.
