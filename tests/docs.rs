@@ -86,20 +86,7 @@ const EXAMPLES: &[(&str, Example)] = &[
         ),
     ),
     ("what-comes-out", Example::Run(&[], Order::AnyButLast)),
-    (
-        "cloudwatch-record",
-        Example::NotRun(
-            "needs CloudWatch Logs; tests/cloudwatch.rs reads the records back from moto with \
-             the SDK",
-        ),
-    ),
-    (
-        "cloudwatch-emf",
-        Example::NotRun(
-            "needs CloudWatch Logs; tests/cloudwatch.rs checks the summary's `_aws` members as \
-             read back from moto",
-        ),
-    ),
+    ("cloudwatch-emf", Example::Run(&[], Order::Exact)),
     (
         "fargate-summary",
         Example::NotRun(
@@ -125,6 +112,8 @@ const MASKS: &[(&str, ValueChar)] = &[
     ("\"run_id\": \"", |c| c.is_ascii_hexdigit() || c == '-'),
     ("\"started_ms\":", |c| c.is_ascii_digit()),
     ("\"started_ms\": ", |c| c.is_ascii_digit()),
+    // EMF's timestamp: when the summary was written.
+    ("\"Timestamp\":", |c| c.is_ascii_digit()),
     // How long a hook ran.
     ("\"duration_ms\":", |c| c.is_ascii_digit()),
     ("\"duration_ms\": ", |c| c.is_ascii_digit()),
@@ -659,6 +648,10 @@ fn masks_hide_times_and_durations_only() {
     assert_eq!(
         mask("\"time\": \"2026-11-30T01:28:09.000Z\",\n\"duration_ms\": 1003,\n\"exit_code\": 1"),
         "\"time\": \"…\",\n\"duration_ms\": …,\n\"exit_code\": 1"
+    );
+    assert_eq!(
+        mask(r#""_aws":{"Timestamp":1796113498005,"CloudWatchMetrics":[]}"#),
+        r#""_aws":{"Timestamp":…,"CloudWatchMetrics":[]}"#
     );
     assert_eq!(mask("after all"), "after all");
 }
