@@ -8,6 +8,7 @@ mod deadlines;
 mod dockerfile;
 mod faithful;
 mod hook;
+mod hostile;
 mod image;
 mod k8s;
 mod kubelet;
