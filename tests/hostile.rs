@@ -510,3 +510,57 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
         .count();
     assert_eq!(rebound, 2, "{:#?}", d.stderr.lines());
 }
+
+/// Issue 17, item "the summary is bounded whatever the annotations and peers": 20 KB of pod
+/// annotations (capped at 1 KiB per record), 40 peers with the longest names Kubernetes allows,
+/// all failed, and `--max-line-bytes 2048`: the summary listed every peer and came out as
+/// split text. Now it lists what fits and is one whole record.
+#[test]
+fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let podinfo = dir.path().join("podinfo");
+    std::fs::create_dir(&podinfo).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
+    let mut annotations = String::new();
+    for i in 0..20 {
+        annotations.push_str(&format!(
+            "vault.example.com/template-{i}=\"{}\"\n",
+            "t".repeat(1000)
+        ));
+    }
+    std::fs::write(podinfo.join("annotations"), annotations).unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut text = String::new();
+    for i in 0..40 {
+        let name = format!("c{i:02}-{}", "n".repeat(59));
+        assert_eq!(name.len(), 63);
+        text.push_str(&finished(&name, "failed"));
+    }
+    std::fs::write(&file, &text).unwrap();
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--podinfo",
+            podinfo.to_str().unwrap(),
+            "--max-line-bytes",
+            "2048",
+            "--grace",
+            "5s",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    d.wait_records(40, Duration::from_secs(10));
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let last = d.stdout.lines().last().unwrap().clone();
+    assert!(last.len() <= 2048, "{} bytes", last.len());
+    let s: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(s["event"], "hooks.summary", "{s}");
+    assert_eq!(s["counts"]["failed"], 40, "{s}");
+    let listed = s["peers"].as_object().unwrap().len() as u64;
+    assert_eq!(listed + s["peers_omitted"].as_u64().unwrap(), 40, "{s}");
+    assert!(s["message"].as_str().unwrap().contains("more)"), "{s}");
+}
