@@ -26,6 +26,8 @@ pub struct Batch {
     pub ack: Option<Ack>,
     /// Sinks that still have to deliver this batch before `ack` is committed.
     pending_sinks: AtomicUsize,
+    /// The `hooks.summary` batch: the one batch a sink still writes after the cut.
+    pub summary: bool,
 }
 
 /// A checkpoint to advance once a batch is delivered. It travels with the records it follows,
@@ -74,6 +76,30 @@ impl Batch {
         });
     }
 
+    /// Splits the buffer at record ends into pieces of at most `max` bytes (a record longer than
+    /// `max` is a piece of its own): `(bytes, records in them)`, in order.
+    pub fn pieces(&self, max: usize) -> impl Iterator<Item = (&[u8], usize)> + '_ {
+        let mut start = 0;
+        let mut next = 0;
+        std::iter::from_fn(move || {
+            let first = next;
+            let mut end = start;
+            while let Some(r) = self.records.get(next) {
+                if next > first && r.end - start > max {
+                    break;
+                }
+                end = r.end;
+                next += 1;
+            }
+            if next == first {
+                return None;
+            }
+            let piece = &self.buf[start..end];
+            start = end;
+            Some((piece, next - first))
+        })
+    }
+
     /// Each record as (JSON without its newline, time in ms).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], i64)> + '_ {
         let mut start = 0;
@@ -119,6 +145,26 @@ mod tests {
         b.push_record(7);
         let got: Vec<_> = b.iter().map(|(r, t)| (r.to_vec(), t)).collect();
         assert_eq!(got, vec![(b"{\"a\":1}".to_vec(), 5), (b"{}".to_vec(), 7)]);
+    }
+
+    #[test]
+    fn pieces_end_on_record_ends() {
+        let mut b = Batch::new();
+        for rec in ["{\"a\":1}\n", "{}\n", "{\"long\":\"xxxxxxxxxx\"}\n", "{}\n"] {
+            b.buf.extend_from_slice(rec.as_bytes());
+            b.push_record(0);
+        }
+        let got: Vec<_> = b.pieces(11).map(|(p, n)| (p.to_vec(), n)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"{\"a\":1}\n{}\n".to_vec(), 2),
+                (b"{\"long\":\"xxxxxxxxxx\"}\n".to_vec(), 1),
+                (b"{}\n".to_vec(), 1),
+            ]
+        );
+        assert_eq!(b.pieces(1 << 20).count(), 1);
+        assert_eq!(Batch::new().pieces(10).count(), 0);
     }
 
     #[test]

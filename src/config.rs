@@ -51,6 +51,8 @@ pub struct RunConfig {
     pub files: Vec<PathBuf>,
     /// Sockets, bound and listening.
     pub sockets: Vec<(PathBuf, UnixListener)>,
+    /// The mode sockets are bound with (`--file-mode`), also when bound again.
+    pub socket_mode: u32,
     /// The pod's metadata.
     pub pod: PodMeta,
     /// Longest output record.
@@ -170,6 +172,7 @@ impl RunConfig {
         Ok(RunConfig {
             files,
             sockets,
+            socket_mode: args.file_mode,
             pod,
             max_line_bytes: args.max_line_bytes,
             max_connections: args.max_connections,
@@ -237,41 +240,57 @@ fn absolute_in_created_dir(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
 /// containers running as other users can append), readable, with a writable checkpoint beside.
 fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     let path = absolute_in_created_dir(path, "--file")?;
-    if path.is_dir() {
-        bail!("--file {}: is a directory", path.display());
-    }
     // A FIFO would block the open below (and the file source) until some writer opens it; a
-    // device has no end to follow from. Only regular files (or symlinks to them) can be tailed.
-    if path.exists() && !path.is_file() {
-        bail!("--file {}: is not a regular file", path.display());
+    // device has no end to follow from. Only regular files can be tailed. A symlink is never
+    // followed (a peer may have planted it in the shared folder before hooklog started): it is
+    // not an error, so a peer cannot keep hooklog from starting; the file source waits for a
+    // regular file at the path, with one warning.
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("--file {}: cannot read", path.display())),
+    };
+    match &meta {
+        Some(m) if m.is_dir() => bail!("--file {}: is a directory", path.display()),
+        Some(m) if m.file_type().is_symlink() => {}
+        Some(m) if !m.is_file() => bail!("--file {}: is not a regular file", path.display()),
+        Some(_) => {
+            crate::source::nofollow::open_read(&path)
+                .map_err(std::io::Error::from)
+                .with_context(|| format!("--file {}: cannot read", path.display()))?;
+        }
+        None => {
+            // O_EXCL: creates a file, never follows a symlink planted meanwhile.
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&path)
+                .with_context(|| format!("--file {}: cannot create", path.display()))?;
+            // The umask narrowed the mode at creation; set it as asked, on the file created
+            // (fchmod: a symlink swapped in at the path is not followed).
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("--file {}: cannot set mode {mode:o}", path.display()))?;
+        }
     }
-    if !path.exists() {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(mode)
-            .open(&path)
-            .with_context(|| format!("--file {}: cannot create", path.display()))?;
-        // The umask narrowed the mode at creation; set it as asked.
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-            .with_context(|| format!("--file {}: cannot set mode {mode:o}", path.display()))?;
-    }
-    std::fs::File::open(&path)
-        .with_context(|| format!("--file {}: cannot read", path.display()))?;
     let cp = crate::source::checkpoint::path_for(&path);
     if let Some(dir) = cp.parent() {
-        std::fs::create_dir_all(dir).with_context(|| {
-            format!(
-                "--file {}: cannot create its checkpoint folder {}",
-                path.display(),
-                dir.display()
-            )
-        })?;
+        // Never through a symlink a peer planted in the shared folder: hooklog's own paths.
+        crate::source::nofollow::reclaim_own(dir)
+            .and_then(|()| std::fs::create_dir_all(dir))
+            .with_context(|| {
+                format!(
+                    "--file {}: cannot create its checkpoint folder {}",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
     }
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&cp)
+    crate::source::nofollow::reclaim_own(&cp)
+        .and_then(|()| {
+            crate::source::nofollow::open_write(&cp, crate::source::checkpoint::CHECKPOINT_MODE)
+                .map_err(std::io::Error::from)
+        })
         .with_context(|| {
             format!(
                 "--file {}: cannot write its checkpoint {}",
@@ -284,16 +303,20 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
 
 /// Binds a listening socket at `path` (returned absolute), replacing a stale socket file but
 /// never a live one.
-fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)> {
+pub fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)> {
     let path = absolute_in_created_dir(path, "--socket")?;
     if let Ok(m) = std::fs::symlink_metadata(&path) {
         if m.is_dir() {
             bail!("--socket {}: is a directory", path.display());
         }
-        if !m.file_type().is_socket() {
+        if m.file_type().is_symlink() {
+            // A peer's link in the shared folder: removed (unlink does not follow it), never
+            // bound through.
+            tracing::warn!(path = %path.display(), "--socket path is a symbolic link: removing it");
+        } else if !m.file_type().is_socket() {
             bail!("--socket {}: exists and is not a socket", path.display());
         }
-        if UnixStream::connect(&path).is_ok() {
+        if m.file_type().is_socket() && UnixStream::connect(&path).is_ok() {
             bail!(
                 "--socket {}: another process is listening on it",
                 path.display()
@@ -302,10 +325,16 @@ fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)
         std::fs::remove_file(&path)
             .with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
     }
-    let listener = UnixListener::bind(&path)
-        .with_context(|| format!("--socket {}: cannot bind", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("--socket {}: cannot set mode {mode:o}", path.display()))?;
+    // The socket is created with `mode` by the umask of the bind, not by a chmod of the path
+    // afterwards: a chmod follows a symlink a peer swapped in meanwhile. At start-up config runs
+    // before the runtime starts any thread, so the process-wide umask is this thread's alone; the
+    // socket guard binds again at runtime, where only hooklog's own checkpoints could be created
+    // under the narrower umask meanwhile (hooklog alone reads them).
+    let mask = nix::sys::stat::Mode::from_bits_truncate(!mode & 0o777);
+    let old_mask = nix::sys::stat::umask(mask);
+    let bound = UnixListener::bind(&path);
+    nix::sys::stat::umask(old_mask);
+    let listener = bound.with_context(|| format!("--socket {}: cannot bind", path.display()))?;
     listener
         .set_nonblocking(true)
         .with_context(|| format!("--socket {}: cannot make non-blocking", path.display()))?;
@@ -413,5 +442,33 @@ mod tests {
         assert!(format!("{err:#}").contains("another process"), "{err:#}");
         drop(live);
         bind_socket(&p, 0o666).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_at_the_socket_path_is_replaced_and_its_target_left_alone() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "key").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let p = dir.path().join("s.sock");
+        std::os::unix::fs::symlink(&secret, &p).unwrap();
+        let _live = bind_socket(&p, 0o666).unwrap();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o666);
+        let t = std::fs::metadata(&secret).unwrap();
+        assert_eq!(t.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read(&secret).unwrap(), b"key");
+    }
+
+    #[test]
+    fn a_symlink_at_the_file_path_is_neither_followed_nor_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        let p = dir.path().join("prestop.log");
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        prepare_file(&p, 0o666).unwrap();
+        assert!(!target.exists(), "the dangling link's target was created");
     }
 }

@@ -33,7 +33,7 @@ use crate::record::{Encoder, Enrichment};
 use crate::sink::{self, Counters};
 use crate::source::checkpoint::Checkpoint;
 use crate::source::file::FileSource;
-use crate::source::{Activity, SourceContext, socket};
+use crate::source::{Activity, SourceContext, socket, socket_guard};
 
 /// How often pending hooks are logged while waiting.
 const REPORT_EVERY: Duration = Duration::from_secs(5);
@@ -76,15 +76,25 @@ pub async fn run(
     // Sinks.
     let mut sinks: JoinSet<anyhow::Result<()>> = JoinSet::new();
     let mut sink_queues = Vec::new();
+    let cut = CancellationToken::new();
     if cfg.stdout {
         let (stx, srx) = mpsc::channel(sink::SINK_QUEUE_BATCHES);
-        sink_queues.push(stx);
-        let counters = counters.clone();
-        sinks.spawn_blocking(move || sink::stdout::run(srx, counters).context("stdout sink"));
+        let progress = Arc::new(sink::Progress::default());
+        sink_queues.push(sink::SinkQueue {
+            tx: stx,
+            progress: Some(progress.clone()),
+        });
+        let (counters, cut) = (counters.clone(), cut.clone());
+        sinks.spawn_blocking(move || {
+            sink::stdout::run(srx, counters, cut, progress).context("stdout sink")
+        });
     }
     if let Some(settings) = cfg.cloudwatch.clone() {
         let (ctx, crx) = mpsc::channel(sink::SINK_QUEUE_BATCHES);
-        sink_queues.push(ctx);
+        sink_queues.push(sink::SinkQueue {
+            tx: ctx,
+            progress: None,
+        });
         let ctx = sink::cloudwatch::SinkContext {
             rx: crx,
             settings,
@@ -95,7 +105,6 @@ pub async fn run(
         sinks.spawn(async move { sink::cloudwatch::run(ctx).await.context("cloudwatch sink") });
     }
     let (summary_tx, summary_rx) = oneshot::channel::<sink::SummaryFn>();
-    let cut = CancellationToken::new();
     let fan_out = tokio::spawn(sink::fan_out(
         rx,
         sink_queues,
@@ -127,6 +136,7 @@ pub async fn run(
             }
         });
     }
+    let socket_paths: Vec<_> = cfg.sockets.iter().map(|(p, _)| p.clone()).collect();
     for (path, listener) in cfg.sockets {
         let listener = tokio::net::UnixListener::from_std(listener).with_context(|| {
             format!(
@@ -141,6 +151,16 @@ pub async fn run(
             cfg.max_connections,
             cancel.clone(),
         ));
+    }
+    if !socket_paths.is_empty() {
+        let guard = socket_guard::Guard {
+            ctx: ctx.clone(),
+            mode: cfg.socket_mode,
+            max_connections: cfg.max_connections,
+            cancel: cancel.clone(),
+            tracker: sources.clone(),
+        };
+        sources.spawn(guard.run(socket_paths));
     }
     sources.close();
     drop(ctx);
@@ -172,12 +192,20 @@ pub async fn run(
     let deadline = t0 + grace;
     let stop_waiting = deadline - FLUSH_RESERVE.min(grace / 4);
     let cut_at = deadline - CUT_RESERVE.min(grace / 8);
-    tracing::info!(
-        signal,
-        grace_ms = grace.as_millis() as u64,
-        native_sidecar = cfg.native_sidecar,
-        "shutdown: waiting for peer hooks"
-    );
+    if cfg.native_sidecar {
+        // The kubelet stops a native sidecar after the main containers: their hooks are over.
+        tracing::info!(
+            signal,
+            grace_ms = grace.as_millis() as u64,
+            "shutdown: native sidecar, peers already stopped: reading what is left, then the summary"
+        );
+    } else {
+        tracing::info!(
+            signal,
+            grace_ms = grace.as_millis() as u64,
+            "shutdown: waiting for peer hooks"
+        );
+    }
     deadline_tx.send_replace(Some(deadline));
     let cut_timer = tokio::spawn({
         let cut = cut.clone();
@@ -308,7 +336,10 @@ struct ShutdownReport {
 }
 
 /// The `hooks.summary` record as a batch of its own; with `--emf` it carries the pod's totals
-/// as metrics and is preceded by one `hooks.metrics` record per peer.
+/// as metrics and is preceded by one `hooks.metrics` record per peer. The summary is always one
+/// whole record within `--max-line-bytes`: when listing every peer would pass it, fewer are
+/// listed (those not ok first) and `peers_omitted` says how many were left out; its counts
+/// always cover every peer.
 fn summary_batch(
     enrichment: &Arc<Enrichment>,
     peers: &Peers,
@@ -317,47 +348,90 @@ fn summary_batch(
 ) -> Batch {
     let outcomes = peers.outcomes();
     let now = crate::timefmt::now_ms();
-    let mut members = summary_members(&outcomes);
-    if shutdown.cut_short {
-        // The outcomes are as far as hooklog read: a hook's last records may be among what the
-        // cut left unread.
-        members.insert("cut_short".into(), serde_json::Value::Bool(true));
-        members.insert("undelivered".into(), shutdown.undelivered.into());
-        if let Some(serde_json::Value::String(m)) = members.get_mut("message") {
-            m.push_str(&format!(
-                "; shutdown cut short at the grace deadline, {} records not delivered",
-                shutdown.undelivered
-            ));
+    let members = |list_at_most: usize| {
+        let mut members = summary_members(&outcomes, list_at_most, peers.dropped());
+        if shutdown.cut_short {
+            // The outcomes are as far as hooklog read: a hook's last records may be among what
+            // the cut left unread.
+            members.insert("cut_short".into(), serde_json::Value::Bool(true));
+            members.insert("undelivered".into(), shutdown.undelivered.into());
+            if let Some(serde_json::Value::String(m)) = members.get_mut("message") {
+                m.push_str(&format!(
+                    "; shutdown cut short at the grace deadline, {} records not delivered",
+                    shutdown.undelivered
+                ));
+            }
         }
+        if let Some(e) = emf {
+            sink::cloudwatch::emf::add_to_summary(
+                &mut members,
+                &e.metric_namespace,
+                e.pod_namespace.as_deref(),
+                &outcomes,
+                now,
+            );
+        }
+        members
+    };
+    // Halve the peers listed until the record fits (at most log2(peers) tries: the peers are
+    // bounded, `lifecycle::peers::MAX_LEARNED_PEERS`).
+    let mut list_at_most = outcomes.len();
+    let mut doc = members(list_at_most);
+    while list_at_most > 0 && encode_own(enrichment, doc.clone(), now).len() > 1 {
+        list_at_most /= 2;
+        doc = members(list_at_most);
     }
-    tracing::info!(summary = %members["message"].as_str().unwrap_or_default(), "hooks summary");
-    let mut docs = Vec::new();
+    if encode_own(enrichment, doc.clone(), now).len() > 1 {
+        tracing::warn!(
+            max_line_bytes = enrichment.max_line(),
+            "the pod's metadata alone passes --max-line-bytes: the summary comes out split"
+        );
+    }
+    tracing::info!(summary = %doc["message"].as_str().unwrap_or_default(), "hooks summary");
+    let mut batch = Batch::new();
     if let Some(e) = emf {
-        let pod_ns = e.pod_namespace.as_deref();
-        sink::cloudwatch::emf::add_to_summary(
-            &mut members,
+        let docs = sink::cloudwatch::emf::per_peer(
             &e.metric_namespace,
-            pod_ns,
+            e.pod_namespace.as_deref(),
             &outcomes,
             now,
         );
-        docs = sink::cloudwatch::emf::per_peer(&e.metric_namespace, pod_ns, &outcomes, now);
+        for d in docs {
+            append_own(enrichment, d, now, &mut batch);
+        }
     }
     // The summary is the very last record: the per-peer metric records come before it.
-    docs.push(members);
-    let mut encoder = Encoder::own(enrichment.clone());
-    let mut batch = Batch::new();
-    for doc in docs {
-        let line = serde_json::Value::Object(doc).to_string();
-        let frame = Frame {
-            bytes: line.as_bytes(),
-            continued: false,
-            end: FrameEnd::Newline,
-        };
-        // The summary carries no hook event of its own.
-        let _ = encoder.encode(frame, now, &mut batch);
-    }
+    append_own(enrichment, doc, now, &mut batch);
+    batch.summary = true;
     batch
+}
+
+/// One of hooklog's own records, encoded alone.
+fn encode_own(
+    enrichment: &Arc<Enrichment>,
+    doc: serde_json::Map<String, serde_json::Value>,
+    now: i64,
+) -> Batch {
+    let mut batch = Batch::new();
+    append_own(enrichment, doc, now, &mut batch);
+    batch
+}
+
+/// Appends one of hooklog's own records to `batch`.
+fn append_own(
+    enrichment: &Arc<Enrichment>,
+    doc: serde_json::Map<String, serde_json::Value>,
+    now: i64,
+    batch: &mut Batch,
+) {
+    let line = serde_json::Value::Object(doc).to_string();
+    let frame = Frame {
+        bytes: line.as_bytes(),
+        continued: false,
+        end: FrameEnd::Newline,
+    };
+    // hooklog's own records carry no hook event.
+    let _ = Encoder::own(enrichment.clone()).encode(frame, now, batch);
 }
 
 fn save_checkpoints(checkpoints: &[Arc<Checkpoint>]) {

@@ -2,7 +2,7 @@
 //! (copy this executable into a shared folder) and `emit` (one well-formed record).
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -26,10 +26,29 @@ pub fn install(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let target = dir.join("hooklog");
     let tmp = dir.join(format!(".hooklog.{}.tmp", std::process::id()));
-    std::fs::copy(&exe, &tmp)
+    // The folder is shared: whatever sits at the temporary name (a stale copy, or a symlink a
+    // peer planted to have this copy overwrite a file of its choosing) is removed, never
+    // followed (unlink removes a link itself), and the copy is created anew (`O_EXCL`).
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot remove {}", tmp.display()));
+        }
+        _ => {}
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(INSTALL_MODE)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    std::fs::File::open(&exe)
+        .and_then(|mut src| std::io::copy(&mut src, &mut out))
         .with_context(|| format!("cannot copy {} to {}", exe.display(), tmp.display()))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(INSTALL_MODE))
+    // On the file created (fchmod): the umask narrowed the mode at creation.
+    out.set_permissions(std::fs::Permissions::from_mode(INSTALL_MODE))
         .with_context(|| format!("cannot make {} executable", tmp.display()))?;
+    // Closed before it can be run: a file still open for writing cannot be executed (ETXTBSY).
+    drop(out);
     std::fs::rename(&tmp, &target)
         .with_context(|| format!("cannot move {} into place", target.display()))?;
     Ok(target)
@@ -127,5 +146,20 @@ mod tests {
                 .unwrap()
                 .len()
         );
+    }
+
+    #[test]
+    fn install_never_writes_through_a_link_planted_at_its_temporary_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let tmp = bin.join(format!(".hooklog.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let target = install(&bin).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(std::fs::symlink_metadata(&target).unwrap().is_file());
+        assert!(!tmp.exists());
     }
 }

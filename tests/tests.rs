@@ -9,6 +9,7 @@ mod dockerfile;
 mod docs;
 mod faithful;
 mod hook;
+mod hostile;
 mod image;
 mod k8s;
 mod kubelet;

@@ -21,6 +21,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -657,4 +658,240 @@ fn lines_of(out: &[Vec<u8>]) -> Vec<((usize, usize), Vec<u8>, usize)> {
         lines.push((ident, text, bytes));
     }
     lines
+}
+
+/// Hostile-peer schedules run by default: each takes three to five seconds.
+const HOSTILE_SEEDS: u64 = 8;
+
+/// Steps in one hostile schedule.
+const HOSTILE_STEPS: usize = 12;
+
+/// What a peer that did not write the real hook may do, in random order, beside one real hook
+/// (`app`, in `--peers`) that reports by the socket: hold idle connections (below
+/// `--max-connections`: what is past it belongs to the socket's own tests), invent container
+/// names by the thousand (some longer than a container name may be), swap `prestop.log` for a
+/// symlink to a secret and back, forge a `hooks.summary`, and flood the file. Checked: the run
+/// exits 0 within its grace, its last record is the one real summary (whole, under the cap), the
+/// real hook's outcome is in it, nothing of the secret came out, every flood line came out, RSS
+/// stays under the ceiling, no panic.
+#[test]
+fn hostile_peer_schedules_keep_the_real_hook_and_the_summary() {
+    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
+        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
+        Err(_) => {
+            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(HOSTILE_SEEDS);
+            (0..n).collect()
+        }
+    };
+    for seed in &seeds {
+        let result = std::panic::catch_unwind(|| hostile_schedule(*seed));
+        if let Err(e) = result {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("hostile seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}): {msg}");
+        }
+    }
+    eprintln!("torture: {} hostile schedules ran clean", seeds.len());
+}
+
+fn hostile_schedule(seed: u64) {
+    const SECRET: &str = "AWS_SECRET_ACCESS_KEY=torture-leak";
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let secret = dir.path().join("environ");
+    std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    let file = shared.join("prestop.log");
+    let sock = shared.join("hooklog.sock");
+    let max_line = 2048;
+    let mut d = crate::util::Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--grace",
+            "10s",
+            "--linger",
+            "200ms",
+            "--max-line-bytes",
+            &max_line.to_string(),
+        ],
+        &crate::util::POD_ENV,
+    );
+    let pid = d.child.id();
+    let rss = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let real = |event: &str, extra: &str| {
+        format!(
+            "{{\"event\":\"{event}\",\"container_name\":\"app\",\"hook\":\"preStop\",\"run_id\":\"t{seed}\",\"started_ms\":1700000000000{extra}}}\n"
+        )
+    };
+    let send = |line: &str| {
+        let mut c = UnixStream::connect(&sock).expect("connect to hooklog");
+        c.write_all(line.as_bytes()).expect("write to hooklog");
+    };
+    let append = |text: &str| {
+        // A writer that appends to the path; only while it holds a regular file (the harness
+        // plays the real writers, which must not follow the peer's link either).
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&file)
+            .expect("the regular file");
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let outcome = if rng.bool() { "ok" } else { "failed" };
+    let start_at = rng.usize(0..HOSTILE_STEPS / 2);
+    let finish_at = rng.usize(start_at + 1..HOSTILE_STEPS);
+    let mut idle: Vec<UnixStream> = Vec::new();
+    // Lines written by each flood.
+    let mut floods: Vec<usize> = Vec::new();
+    let mut forged = 0usize;
+    let mut swapped = false;
+    let mut log = Vec::new();
+    for step in 0..HOSTILE_STEPS {
+        if step == start_at {
+            send(&real("hook.started", ""));
+        }
+        if step == finish_at {
+            let code = if outcome == "ok" { 0 } else { 3 };
+            send(&real(
+                "hook.finished",
+                &format!(",\"outcome\":\"{outcome}\",\"exit_code\":{code},\"duration_ms\":40"),
+            ));
+        }
+        let action = rng.u8(0..5);
+        log.push(format!("step {step}: action {action}"));
+        match action {
+            0 => {
+                for _ in 0..rng.usize(1..16) {
+                    if idle.len() < 32 {
+                        idle.push(UnixStream::connect(&sock).expect("idle connection"));
+                    }
+                }
+            }
+            1 => {
+                let n = rng.usize(50..3000);
+                let mut text = String::new();
+                for i in 0..n {
+                    let name = if rng.u8(0..10) == 0 {
+                        format!("z-forged-{seed}-{forged}-{i}-{}", "x".repeat(80))
+                    } else {
+                        format!("z-forged-{seed}-{forged}-{i}")
+                    };
+                    text.push_str(&format!(
+                        "{{\"event\":\"hook.finished\",\"container_name\":\"{name}\",\"outcome\":\"failed\",\"exit_code\":1}}\n"
+                    ));
+                }
+                forged += n;
+                if swapped || rng.bool() {
+                    send(&text);
+                } else {
+                    append(&text);
+                }
+            }
+            2 if !swapped => {
+                let tmp = shared.join("link.tmp");
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(&secret, &tmp).unwrap();
+                std::fs::rename(&tmp, &file).unwrap();
+                swapped = true;
+            }
+            2 => {
+                let tmp = shared.join("file.tmp");
+                std::fs::write(&tmp, "").unwrap();
+                std::fs::rename(&tmp, &file).unwrap();
+                swapped = false;
+            }
+            3 => send(
+                "{\"event\":\"hooks.summary\",\"message\":\"hooks: 1 ok\",\"counts\":{\"ok\":1}}\n",
+            ),
+            _ if !swapped => {
+                let n = rng.usize(1000..20000);
+                let mut text = String::new();
+                for i in 0..n {
+                    text.push_str(&format!("flood {seed} {} {i}\n", floods.len()));
+                }
+                floods.push(n);
+                append(&text);
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..300)));
+    }
+    let peak_before = rss();
+    d.terminate();
+    let status = d.wait_exit(T);
+    let err = d.stderr.lines();
+    let why = format!("{}\nstderr: {err:#?}", log.join("\n"));
+    assert!(status.success(), "exit {status}: {why}");
+    assert!(
+        !err.iter().any(|l| l.contains("panicked")),
+        "a panic: {why}"
+    );
+    let lines = d.stdout.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains(SECRET)),
+        "the secret came out: {why}"
+    );
+    let last = lines.last().expect("some output");
+    assert!(last.len() <= max_line, "summary over the cap: {last}");
+    let summary: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{why}");
+    assert_eq!(summary["hooklog"]["input"], "hooklog", "{why}");
+    let own = lines
+        .iter()
+        .filter(|l| l.contains("\"input\":\"hooklog\""))
+        .count();
+    assert_eq!(own, 1, "one real summary: {why}");
+    if outcome == "failed" {
+        // Not ok, and first by name among the peers that are not ok: always listed.
+        assert_eq!(summary["peers"]["app"]["outcome"], "failed", "{summary}");
+        assert_eq!(summary["peers"]["app"]["exit_code"], 3, "{summary}");
+    } else {
+        // Every forged peer failed: the one ok is the real hook.
+        assert_eq!(summary["counts"]["ok"], 1, "{summary}");
+    }
+    let learned = summary["counts"]["failed"].as_u64().unwrap() - u64::from(outcome == "failed");
+    assert!(learned <= 64, "{learned} forged peers learned: {summary}");
+    assert_eq!(
+        summary["peer_events_dropped"].as_u64().unwrap_or(0) + learned,
+        forged as u64,
+        "every forged event learned or counted: {summary}"
+    );
+    let mut out_per_flood = vec![0usize; floods.len()];
+    for l in &lines {
+        let Ok(v) = serde_json::from_str::<Value>(l) else {
+            panic!("not JSON: {l}");
+        };
+        let msg = v["message"].as_str().unwrap_or_default();
+        if let Some(rest) = msg.strip_prefix(&format!("flood {seed} ")) {
+            let f: usize = rest.split(' ').next().unwrap().parse().unwrap();
+            out_per_flood[f] += 1;
+        }
+    }
+    assert_eq!(out_per_flood, floods, "flood lines out, per flood: {why}");
+    assert!(
+        peak_before < RSS_CEILING_KIB,
+        "peak RSS {peak_before} KiB: {why}"
+    );
+    drop(idle);
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -81,12 +82,27 @@ pub struct PeerOutcome {
 /// How often an expected peer's announcement is looked for again while input waits to be read.
 const BACKLOG_POLL: Duration = Duration::from_millis(50);
 
+/// Peers learned from input (beside those `--peers` names, which are always kept). Any container
+/// of the pod may write any `container_name`: past this many, hook events naming a new one are
+/// ignored and counted, so forged names bound neither memory nor the summary. A pod rarely has
+/// more than a handful of containers; 64 is far past any real one.
+pub const MAX_LEARNED_PEERS: usize = 64;
+
+/// Longest peer name learned from input: a Kubernetes container name is a DNS label, at most 63
+/// characters (RFC 1123, as the API server validates it).
+pub const MAX_PEER_NAME: usize = 63;
+
 /// All peers, shared by the sources (which report events) and the shutdown sequence (which
 /// waits on them).
 #[derive(Debug, Default)]
 pub struct Peers {
     /// Peer name to state, sorted so the summary is stable.
     state: Mutex<BTreeMap<String, PeerState>>,
+    /// How many of `state`'s peers `--peers` named (they are never dropped).
+    expected: usize,
+    /// Hook events ignored because they named a peer past [`MAX_LEARNED_PEERS`] or a name longer
+    /// than [`MAX_PEER_NAME`].
+    dropped: AtomicU64,
     /// Woken on every change.
     changed: Notify,
 }
@@ -94,14 +110,39 @@ pub struct Peers {
 impl Peers {
     /// Peers with `expected` names waiting to report.
     pub fn new(expected: &[String]) -> Self {
-        let state = expected
+        let state: BTreeMap<_, _> = expected
             .iter()
             .map(|n| (n.clone(), PeerState::Expected))
             .collect();
         Peers {
+            expected: state.len(),
             state: Mutex::new(state),
+            dropped: AtomicU64::new(0),
             changed: Notify::new(),
         }
+    }
+
+    /// Hook events ignored so far because they named a peer past the caps.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// False (and the event counted, with one warning per run) when `name` is a peer hooklog
+    /// does not know and may not learn: past [`MAX_LEARNED_PEERS`], or longer than
+    /// [`MAX_PEER_NAME`].
+    fn may_learn(&self, st: &BTreeMap<String, PeerState>, name: &str) -> bool {
+        if st.len() - self.expected < MAX_LEARNED_PEERS && name.len() <= MAX_PEER_NAME {
+            return true;
+        }
+        if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                container = %name.chars().take(MAX_PEER_NAME).collect::<String>(),
+                max_peers = MAX_LEARNED_PEERS,
+                max_name = MAX_PEER_NAME,
+                "hook event of a peer past the cap ignored (counted in the summary; no more warnings)"
+            );
+        }
+        false
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PeerState>> {
@@ -111,11 +152,14 @@ impl Peers {
     /// Takes in a hook event read from an input.
     pub fn observe(&self, event: HookEvent) {
         let mut st = self.lock();
-        if let Some(current) = st.get(&event.container)
-            && is_stale(current, &event)
-        {
-            tracing::debug!(container = %event.container, event = ?event.kind, "older hook event ignored");
-            return;
+        match st.get(&event.container) {
+            Some(current) if is_stale(current, &event) => {
+                tracing::debug!(container = %event.container, event = ?event.kind, "older hook event ignored");
+                return;
+            }
+            Some(_) => {}
+            None if !self.may_learn(&st, &event.container) => return,
+            None => {}
         }
         let new = match event.kind {
             HookEventKind::Started => PeerState::Running {
@@ -262,8 +306,15 @@ fn finished_outcome(container: &str, outcome: String) -> String {
 
 /// The members of the `hooks.summary` record (without time, hooklog and kubernetes), as JSON
 /// object members: `"event":"hooks.summary","message":...,"peers":{...},"counts":{...}`.
+///
+/// `counts` always covers every peer; `peers` (and the message's list of hooks that were not ok)
+/// name at most `list_at_most` of them, those not ok first, and `peers_omitted` says how many
+/// were left out, so the caller can keep the record under the line cap. `dropped` hook events of
+/// peers past the caps are counted in `peer_events_dropped`.
 pub fn summary_members(
     outcomes: &BTreeMap<String, PeerOutcome>,
+    list_at_most: usize,
+    dropped: u64,
 ) -> serde_json::Map<String, serde_json::Value> {
     use serde_json::{Value, json};
     let mut counts = serde_json::Map::new();
@@ -281,20 +332,39 @@ pub fn summary_members(
     if parts.is_empty() {
         parts.push("no hooks seen".to_string());
     }
-    let bad: Vec<String> = outcomes
+    let not_ok = outcomes.iter().filter(|(_, p)| p.outcome != "ok");
+    let ok = outcomes.iter().filter(|(_, p)| p.outcome == "ok");
+    let listed: BTreeMap<&String, &PeerOutcome> = not_ok.chain(ok).take(list_at_most).collect();
+    let omitted = outcomes.len() - listed.len();
+    let mut bad: Vec<String> = listed
         .iter()
         .filter(|(_, p)| p.outcome != "ok")
         .map(|(n, p)| format!("{n}={}", p.outcome))
         .collect();
+    let bad_omitted = outcomes.values().filter(|p| p.outcome != "ok").count() - bad.len();
+    if bad_omitted > 0 {
+        bad.push(format!("{bad_omitted} more"));
+    }
     let mut message = format!("hooks: {}", parts.join(", "));
     if !bad.is_empty() {
         message.push_str(&format!(" ({})", bad.join(", ")));
     }
+    if dropped > 0 {
+        message.push_str(&format!(
+            "; {dropped} hook events of peers past the cap of {MAX_LEARNED_PEERS} ignored"
+        ));
+    }
     let mut m = serde_json::Map::new();
     m.insert("event".into(), json!("hooks.summary"));
     m.insert("message".into(), Value::String(message));
-    m.insert("peers".into(), json!(outcomes));
+    m.insert("peers".into(), json!(listed));
     m.insert("counts".into(), Value::Object(counts));
+    if omitted > 0 {
+        m.insert("peers_omitted".into(), json!(omitted));
+    }
+    if dropped > 0 {
+        m.insert("peer_events_dropped".into(), json!(dropped));
+    }
     m
 }
 
@@ -345,7 +415,7 @@ mod tests {
         let p = Peers::new(&["a".into()]);
         p.observe(finished("b", "failed", Some(127)));
         p.observe(finished("c", "ok", Some(0)));
-        let m = summary_members(&p.outcomes());
+        let m = summary_members(&p.outcomes(), usize::MAX, 0);
         assert_eq!(m["counts"]["failed"], 1);
         assert_eq!(m["counts"]["missing"], 1);
         assert_eq!(m["counts"]["ok"], 1);
@@ -365,12 +435,52 @@ mod tests {
         assert_eq!(o["b"].outcome, "failed");
         assert_eq!(o["b"].exit_code, Some(0));
         assert_eq!(o["c"].outcome, "failed");
-        let m = summary_members(&o);
+        let m = summary_members(&o, usize::MAX, 0);
         let counted: u64 = OUTCOMES
             .iter()
             .map(|k| m["counts"][*k].as_u64().unwrap())
             .sum();
         assert_eq!(counted, 2, "{m:?}");
+    }
+
+    #[test]
+    fn learned_peers_are_capped_but_expected_ones_always_kept() {
+        let p = Peers::new(&["envoy".into()]);
+        for i in 0..MAX_LEARNED_PEERS + 10 {
+            p.observe(finished(&format!("forged-{i}"), "ok", Some(0)));
+        }
+        p.observe(finished(&"x".repeat(MAX_PEER_NAME + 1), "ok", Some(0)));
+        p.observe(finished("envoy", "failed", Some(1)));
+        let o = p.outcomes();
+        assert_eq!(o.len(), MAX_LEARNED_PEERS + 1);
+        assert_eq!(o["envoy"].outcome, "failed");
+        assert_eq!(p.dropped(), 11);
+        // A peer already known still changes.
+        p.observe(finished("forged-0", "failed", Some(2)));
+        assert_eq!(p.outcomes()["forged-0"].outcome, "failed");
+    }
+
+    #[test]
+    fn a_summary_listing_fewer_peers_still_counts_all_and_lists_bad_ones_first() {
+        let p = Peers::new(&[]);
+        p.observe(finished("a", "ok", Some(0)));
+        p.observe(finished("b", "ok", Some(0)));
+        p.observe(finished("c", "failed", Some(1)));
+        p.observe(finished("d", "timed_out", None));
+        let m = summary_members(&p.outcomes(), 1, 3);
+        assert_eq!(m["counts"]["ok"], 2);
+        assert_eq!(m["counts"]["failed"], 1);
+        assert_eq!(m["peers"].as_object().unwrap().len(), 1);
+        assert_eq!(m["peers"]["c"]["outcome"], "failed");
+        assert_eq!(m["peers_omitted"], 3);
+        assert_eq!(m["peer_events_dropped"], 3);
+        assert_eq!(
+            m["message"],
+            "hooks: 2 ok, 1 failed, 1 timed_out (c=failed, 1 more); 3 hook events of peers past the cap of 64 ignored"
+        );
+        let all = summary_members(&p.outcomes(), usize::MAX, 0);
+        assert!(all.get("peers_omitted").is_none());
+        assert!(all.get("peer_events_dropped").is_none());
     }
 
     fn event(c: &str, kind: HookEventKind, id: &str, started_ms: i64) -> HookEvent {

@@ -6,6 +6,7 @@ pub mod stdout;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,39 @@ pub const SOURCE_QUEUE_BATCHES: usize = 8;
 
 /// Batches queued in front of each sink.
 pub const SINK_QUEUE_BATCHES: usize = 8;
+
+/// How long the fan-out waits, after the cut, for a sink that stops at the cut to finish the
+/// piece it is writing and drop its queue, so the summary counts what it dropped: one piece of
+/// [`stdout::WRITE_PIECE`] takes 64 ms at a reader of 2 MB/s. Past it the summary goes out anyway
+/// and may undercount `undelivered`.
+const SETTLE_WAIT: Duration = Duration::from_millis(100);
+
+/// How often the fan-out looks whether such a sink has settled.
+const SETTLE_POLL: Duration = Duration::from_millis(2);
+
+/// A sink's queue as the fan-out sees it.
+pub struct SinkQueue {
+    /// Where its batches go.
+    pub tx: mpsc::Sender<Arc<Batch>>,
+    /// For a sink that stops at the cut (stdout): the batches it is done with, so the fan-out
+    /// knows when it has dropped its queue.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// Batches a sink is done with, written or dropped.
+#[derive(Debug, Default)]
+pub struct Progress(AtomicU64);
+
+impl Progress {
+    /// One more batch done.
+    pub fn done(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 /// Counters reported at exit.
 #[derive(Debug, Default)]
@@ -59,12 +93,15 @@ pub type SummaryFn = Box<dyn FnOnce(u64) -> Batch + Send>;
 /// sinks' queues.
 pub async fn fan_out(
     mut rx: mpsc::Receiver<Batch>,
-    sinks: Vec<mpsc::Sender<Arc<Batch>>>,
+    queues: Vec<SinkQueue>,
     counters: Arc<Counters>,
     summary: oneshot::Receiver<SummaryFn>,
     cut: CancellationToken,
 ) {
     let mut dropped = 0u64;
+    let sinks: Vec<_> = queues.iter().map(|q| q.tx.clone()).collect();
+    // Batches each sink was given.
+    let mut sent = vec![0u64; sinks.len()];
     loop {
         let batch = tokio::select! {
             biased;
@@ -74,7 +111,7 @@ pub async fn fan_out(
                 None => break,
             },
         };
-        if !forward(&sinks, batch, &counters, Some(&cut)).await {
+        if !forward(&sinks, batch, &counters, Some(&cut), &mut sent).await {
             break;
         }
     }
@@ -83,6 +120,9 @@ pub async fn fan_out(
     while let Ok(b) = rx.try_recv() {
         Counters::add(&counters.records_in, b.len());
         dropped += b.len() as u64;
+    }
+    if cut.is_cancelled() {
+        settle(&queues, &sent).await;
     }
     dropped += Counters::get(&counters.records_dropped);
     if dropped > 0 {
@@ -94,23 +134,38 @@ pub async fn fan_out(
     // The summary is sent once the sources are done (or the cut came); a daemon that ended
     // without one sends nothing.
     if let Ok(make) = summary.await {
-        forward(&sinks, make(dropped), &counters, None).await;
+        forward(&sinks, make(dropped), &counters, None, &mut sent).await;
     }
 }
 
-/// Hands `batch` to every sink; false when `cut` fired first (the batch is then counted as
-/// dropped for the sinks that did not get it).
+/// After the cut: waits (at most [`SETTLE_WAIT`]) until every sink that stops at the cut is
+/// done with the batches it was given (`sent`), so what it dropped is counted.
+async fn settle(queues: &[SinkQueue], sent: &[u64]) {
+    let until = tokio::time::Instant::now() + SETTLE_WAIT;
+    for (q, &sent) in queues.iter().zip(sent) {
+        let Some(progress) = &q.progress else {
+            continue;
+        };
+        while progress.get() < sent && tokio::time::Instant::now() < until {
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+}
+
+/// Hands `batch` to every sink, counting in `sent` each sink that got it; false when `cut` fired
+/// first (the batch is then counted as dropped for the sinks that did not get it).
 async fn forward(
     sinks: &[mpsc::Sender<Arc<Batch>>],
     batch: Batch,
     counters: &Counters,
     cut: Option<&CancellationToken>,
+    sent: &mut [u64],
 ) -> bool {
     Counters::add(&counters.records_in, batch.len());
     batch.expect_sinks(sinks.len());
     let n = batch.len();
     let batch = Arc::new(batch);
-    for sink in sinks {
+    for (sink, given) in sinks.iter().zip(sent.iter_mut()) {
         let sent = match cut {
             Some(cut) => tokio::select! {
                 biased;
@@ -120,7 +175,7 @@ async fn forward(
             None => Some(sink.send(batch.clone()).await),
         };
         match sent {
-            Some(Ok(())) => {}
+            Some(Ok(())) => *given += 1,
             Some(Err(_)) => tracing::error!("a sink stopped early; its records are not delivered"),
             None => {
                 Counters::add(&counters.records_dropped, n);

@@ -165,6 +165,9 @@ pub fn path_for(input: &Path) -> PathBuf {
         .join(format!("{}.offset", file_name(input)))
 }
 
+/// The mode a checkpoint is created with (narrowed by the umask), as `File::create` gives.
+pub const CHECKPOINT_MODE: u32 = 0o666;
+
 /// Where hooklog kept the checkpoint before [`DIR`]: `.<name>.hooklog-offset` in the same folder.
 pub fn legacy_path_for(input: &Path) -> PathBuf {
     input.with_file_name(format!(".{}.hooklog-offset", file_name(input)))
@@ -233,7 +236,8 @@ impl Checkpoint {
     }
 
     fn read_saved(&self, path: &Path) -> Vec<Position> {
-        let Ok(bytes) = std::fs::read(path) else {
+        // Never through a symlink a peer planted in the shared folder.
+        let Ok(bytes) = crate::source::nofollow::read(path) else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -315,12 +319,15 @@ impl Checkpoint {
 
     /// Opens (creates) the checkpoint file, and its folder the first time.
     fn open(&self) -> std::io::Result<File> {
+        // Never through a symlink a peer planted in the shared folder: it could make hooklog
+        // write over a file of the peer's choosing.
         let open = || {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&self.path)
+            if let Some(dir) = self.path.parent() {
+                crate::source::nofollow::reclaim_own(dir)?;
+            }
+            crate::source::nofollow::reclaim_own(&self.path)?;
+            crate::source::nofollow::open_write(&self.path, CHECKPOINT_MODE)
+                .map_err(std::io::Error::from)
         };
         match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -24,6 +24,7 @@ use crate::batch::{Ack, Batch};
 use crate::framing::Framer;
 use crate::record::Encoder;
 use crate::source::checkpoint::{self, Checkpoint, Fingerprint, Position};
+use crate::source::nofollow::{self, OpenError};
 use crate::source::{BATCH_BYTES, SourceContext};
 
 /// The safety-net poll: catches what inotify missed (events lost on an overflowing inotify
@@ -222,7 +223,8 @@ impl FileSource {
                 self.check_replaced(&mut files, i)?;
                 self.drain(&mut files, i)?;
                 let t = &files.list[i];
-                let same = std::fs::metadata(&self.path)
+                // The path itself, not what a symlink put in its place points to.
+                let same = std::fs::symlink_metadata(&self.path)
                     .is_ok_and(|m| (m.dev(), m.ino()) == (t.dev, t.ino));
                 if !same {
                     // Renamed away, replaced or deleted: keep reading it while following the
@@ -293,9 +295,16 @@ impl FileSource {
                 tracing::debug!(path = %self.path.display(), file = %name.display(), "a newer file has the inode of a file read before: not read");
                 continue;
             }
-            let Ok(mut file) = File::open(name) else {
+            // The entry was listed as a regular file; what is opened must still be that file.
+            let Ok(mut file) = nofollow::open_read(name) else {
                 continue;
             };
+            if file
+                .metadata()
+                .map_or(true, |f| (f.dev(), f.ino()) != (p.dev, p.ino))
+            {
+                continue;
+            }
             let intact =
                 m.len() >= p.offset && p.fingerprint.is_none_or(|fp| fp.matches(&file, p.offset));
             let offset = if intact {
@@ -364,13 +373,16 @@ impl FileSource {
         files: &mut Files,
         saved: Option<&[Position]>,
     ) -> anyhow::Result<Option<Tracked>> {
-        // Anything but a regular file (a folder put in its place, a FIFO whose open would block)
-        // is waited out like a missing file, and so is a file hooklog may not open just now.
-        let before = match std::fs::metadata(&self.path) {
+        // Anything but a regular file (a symlink a peer planted, a folder put in its place, a
+        // FIFO whose open would block) is waited out like a missing file, with one warning, and
+        // so is a file hooklog may not open just now.
+        let before = match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Ok(self.unusable(&e.to_string())),
-            Ok(m) if !m.is_file() => return Ok(self.unusable("not a regular file")),
-            Ok(m) => m,
+            Ok(m) => match nofollow::refusal(m.file_type()) {
+                Some(why) => return Ok(self.unusable(why)),
+                None => m,
+            },
         };
         // Name a new file in the checkpoint before opening it, so that no moment exists when
         // hooklog has it open and a SIGKILL leaves a checkpoint that does not know it (it could
@@ -397,10 +409,12 @@ impl FileSource {
                 },
             );
         }
-        let mut file = match File::open(&self.path) {
+        // Swapped between the look and the open: O_NOFOLLOW and the type of what was opened.
+        let mut file = match nofollow::open_read(&self.path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Ok(self.unusable(&e.to_string())),
+            Err(OpenError::NotFound) => return Ok(None),
+            Err(OpenError::Refused(why)) => return Ok(self.unusable(why)),
+            Err(OpenError::Io(e)) => return Ok(self.unusable(&e.to_string())),
         };
         self.warned_unusable.store(false, Ordering::Relaxed);
         let m = file.metadata()?;

@@ -3,7 +3,9 @@
 
 pub mod checkpoint;
 pub mod file;
+pub mod nofollow;
 pub mod socket;
+pub mod socket_guard;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

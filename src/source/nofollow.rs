@@ -1,0 +1,163 @@
+//! Opening files in the shared folder without following a symlink a peer planted there.
+//!
+//! Every container of the pod may write the shared emptyDir, so a peer can replace
+//! `prestop.log` (or a checkpoint) by a symlink to `/proc/self/environ` or a mounted secret.
+//! hooklog opens the last component with `O_NOFOLLOW` (a symlink fails with `ELOOP`) and
+//! `O_NONBLOCK` (a FIFO put in its place cannot hang the open), then checks the type of what it
+//! opened with `fstat`: anything but a regular file is refused. The folders on the way are the
+//! user's (`--file`'s parent is resolved once at start-up, `config.rs`).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+
+/// Why a path was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Nothing at the path.
+    #[error("not found")]
+    NotFound,
+    /// Something hooklog does not open: a symlink, a folder, a FIFO, a device.
+    #[error("{0}")]
+    Refused(&'static str),
+    /// Any other failure (permissions, I/O).
+    #[error(transparent)]
+    Io(io::Error),
+}
+
+impl From<io::Error> for OpenError {
+    fn from(e: io::Error) -> Self {
+        match e.raw_os_error() {
+            _ if e.kind() == io::ErrorKind::NotFound => OpenError::NotFound,
+            Some(nix::libc::ELOOP) => OpenError::Refused(SYMLINK),
+            _ => OpenError::Io(e),
+        }
+    }
+}
+
+/// The refusal of a symlink, as it is logged.
+pub const SYMLINK: &str = "a symbolic link (not followed: a peer may point it anywhere)";
+
+/// The refusal of anything else that is not a regular file.
+pub const NOT_REGULAR: &str = "not a regular file";
+
+/// Why a file of this type is refused, or none for a regular file.
+pub fn refusal(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some(SYMLINK)
+    } else {
+        Some(NOT_REGULAR)
+    }
+}
+
+fn flags() -> i32 {
+    (OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).bits()
+}
+
+fn checked(file: File) -> Result<File, OpenError> {
+    match refusal(file.metadata()?.file_type()) {
+        None => Ok(file),
+        Some(why) => Err(OpenError::Refused(why)),
+    }
+}
+
+/// Opens the regular file at `path` for reading, never through a symlink.
+pub fn open_read(path: &Path) -> Result<File, OpenError> {
+    checked(
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(flags())
+            .open(path)?,
+    )
+}
+
+/// Opens (creating it with `mode` when missing) the regular file at `path` for writing in place,
+/// never through a symlink.
+pub fn open_write(path: &Path, mode: u32) -> Result<File, OpenError> {
+    checked(
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(mode)
+            .custom_flags(flags())
+            .open(path)?,
+    )
+}
+
+/// Removes a symlink at `path`, one of hooklog's own paths (the checkpoints' folder `.hooklog`
+/// and the files in it): a peer may plant one there to send hooklog's writes into a file or
+/// folder of its choosing. `unlink` removes the link itself, never what it points to. Anything
+/// else at the path is left alone.
+pub fn reclaim_own(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            tracing::warn!(path = %path.display(), "a symbolic link at one of hooklog's own paths: removed");
+            std::fs::remove_file(path)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Reads the whole regular file at `path`, never through a symlink.
+pub fn read(path: &Path) -> Result<Vec<u8>, OpenError> {
+    use std::io::Read;
+    let mut f = open_read(path)?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::NotFound => io::ErrorKind::NotFound.into(),
+            OpenError::Refused(why) => io::Error::new(io::ErrorKind::InvalidInput, why),
+            OpenError::Io(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_symlinks_fifos_and_folders_and_opens_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "AWS_SECRET_ACCESS_KEY=x").unwrap();
+        let link = dir.path().join("prestop.log");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        assert!(matches!(open_read(&link), Err(OpenError::Refused(SYMLINK))));
+        assert!(matches!(
+            open_write(&link, 0o600),
+            Err(OpenError::Refused(SYMLINK))
+        ));
+        assert!(matches!(read(&link), Err(OpenError::Refused(SYMLINK))));
+        assert_eq!(std::fs::read(&secret).unwrap(), b"AWS_SECRET_ACCESS_KEY=x");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(
+            open_read(&fifo),
+            Err(OpenError::Refused(NOT_REGULAR))
+        ));
+        assert!(matches!(
+            open_read(dir.path()),
+            Err(OpenError::Refused(NOT_REGULAR))
+        ));
+        assert!(matches!(
+            open_read(&dir.path().join("none")),
+            Err(OpenError::NotFound)
+        ));
+        assert_eq!(read(&secret).unwrap(), b"AWS_SECRET_ACCESS_KEY=x");
+        let new = dir.path().join("new");
+        open_write(&new, 0o600).unwrap();
+        assert!(new.is_file());
+    }
+}

@@ -1,0 +1,566 @@
+//! The daemon against hostile peers (issue 17): a slow reader under a tight grace, symlinks
+//! planted in the shared folder, forged container names by the hundred and the hundred thousand.
+//! The real binary, real files and signals; every test names the case it pins.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+
+/// `hooklog run ARGS` with stdout and stderr piped, not yet read.
+fn spawn_run(args: &[&str]) -> Child {
+    hooklog()
+        .arg("run")
+        .args(args)
+        .envs(POD_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hooklog")
+}
+
+/// Collects a child's stderr as text, and whether it has said `ready`.
+fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let out = text.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+            out.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    text
+}
+
+/// Waits for the child's `hooklog ready` line.
+fn wait_ready(stderr: &Arc<Mutex<String>>) {
+    assert!(
+        wait_until(Duration::from_secs(10), || stderr
+            .lock()
+            .unwrap()
+            .contains("hooklog ready")),
+        "not ready: {}",
+        stderr.lock().unwrap()
+    );
+}
+
+/// Waits for exit under `limit` (killing it past that); returns how long it took.
+fn wait_exit(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return (st, start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("hooklog did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A reader of stdout that keeps only the line count, the byte count and the last lines: a
+/// flood's records are not held in the test's memory.
+struct Tail {
+    lines: Arc<Mutex<(usize, Vec<String>)>>,
+    handle: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Tail {
+    /// Reads `child`'s stdout `chunk` bytes at a time, pausing `pause` between reads (zero for
+    /// full speed); keeps the last 3 lines and the very end of the stream.
+    fn spawn(child: &mut Child, chunk: usize, pause: Duration) -> Tail {
+        let mut stdout = child.stdout.take().expect("stdout piped");
+        let lines = Arc::new(Mutex::new((0usize, Vec::<String>::new())));
+        let seen = lines.clone();
+        let handle = std::thread::spawn(move || {
+            let mut buf = vec![0u8; chunk];
+            let mut partial = Vec::new();
+            loop {
+                let n = match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                partial.extend_from_slice(&buf[..n]);
+                let mut g = seen.lock().unwrap();
+                while let Some(i) = partial.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = partial.drain(..=i).collect();
+                    g.0 += 1;
+                    g.1.push(String::from_utf8_lossy(&line[..i]).into_owned());
+                    if g.1.len() > 3 {
+                        g.1.remove(0);
+                    }
+                }
+                drop(g);
+                if !pause.is_zero() {
+                    std::thread::sleep(pause);
+                }
+            }
+            partial
+        });
+        Tail { lines, handle }
+    }
+
+    fn count(&self) -> usize {
+        self.lines.lock().unwrap().0
+    }
+
+    /// Waits for the end of stdout: the last lines, and what came after the last newline.
+    fn finish(self) -> (usize, Vec<String>, Vec<u8>) {
+        let rest = self.handle.join().expect("stdout reader");
+        let (n, last) = self.lines.lock().unwrap().clone();
+        (n, last, rest)
+    }
+}
+
+/// A `hook.finished` record as the wrapper writes it, for container `name`.
+fn finished(name: &str, outcome: &str) -> String {
+    format!(
+        "{{\"event\":\"hook.finished\",\"container_name\":\"{name}\",\"hook\":\"preStop\",\"outcome\":\"{outcome}\",\"exit_code\":0,\"duration_ms\":5}}\n"
+    )
+}
+
+/// Runs `hooklog run --file BIG ARGS` over a 20 MB backlog with stdout read at about 2 MB/s,
+/// sends SIGTERM 0.5 s after it is ready, and checks that it exits within `limit` of the
+/// signal with stdout ending on one whole `hooks.summary` that says it was cut short.
+fn slow_reader_under_tight_grace(args: &[&str], limit: Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.log");
+    let line = format!("{{\"msg\":\"{}\"}}\n", "b".repeat(190));
+    std::fs::write(&file, line.repeat(100_000)).unwrap();
+    let mut all = vec!["--file", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let mut child = spawn_run(&all);
+    let stderr = collect_stderr(&mut child);
+    // About 2 MB/s: 20 KB every 10 ms.
+    let tail = Tail::spawn(&mut child, 20 * 1024, Duration::from_millis(10));
+    wait_ready(&stderr);
+    std::thread::sleep(Duration::from_millis(500));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let (status, took) = wait_exit(&mut child, Duration::from_secs(10));
+    let (n, last, rest) = tail.finish();
+    let stderr = stderr.lock().unwrap().clone();
+    assert!(status.success(), "{status:?}\n{stderr}");
+    assert!(took < limit, "took {took:?} with {args:?}\n{stderr}");
+    assert!(
+        rest.is_empty(),
+        "stdout ends mid-record after {n} lines: ...{:?}\n{stderr}",
+        String::from_utf8_lossy(&rest[rest.len().saturating_sub(200)..])
+    );
+    let summary: Value = serde_json::from_str(last.last().expect("some output")).unwrap();
+    assert_eq!(summary["event"], "hooks.summary", "{summary}\n{stderr}");
+    assert_eq!(summary["cut_short"], true, "{summary}");
+    assert!(summary["undelivered"].as_u64().unwrap() > 0, "{summary}");
+    assert!(n < 100_001, "the whole backlog came out: {n} lines");
+    eprintln!(
+        "{args:?}: exit {took:?} after SIGTERM, {n} lines out, undelivered {}",
+        summary["undelivered"]
+    );
+}
+
+/// Issue 17, case 5: `--grace 1s`, a 20 MB backlog, stdout read at about 2 MB/s and SIGTERM
+/// 0.5 s in. hooklog exited at 1.08 s with stdout torn mid-record and no `hooks.summary` (3 of 3
+/// runs). Now the stdout sink stops at a record end at the cut, and the summary is the last
+/// record, whole.
+#[test]
+fn a_tight_grace_with_a_slow_reader_still_ends_on_a_whole_summary() {
+    slow_reader_under_tight_grace(&["--grace", "1s"], Duration::from_millis(1500));
+}
+
+/// Issue 17, case 5, as a native sidecar: the kubelet may SIGKILL 2 s after its SIGTERM. Behind
+/// a slow reader hooklog wrote the summary but exited at 2.05 s (2 of 2 runs), past that window;
+/// now it leaves at about 1.8 s: the cut reserve of 250 ms (an eighth of the window) is enough.
+#[test]
+fn a_tight_grace_with_a_slow_reader_as_a_native_sidecar_still_ends_on_a_whole_summary() {
+    slow_reader_under_tight_grace(
+        &["--grace", "30s", "--native-sidecar"],
+        Duration::from_millis(2000),
+    );
+}
+
+/// Issue 17, case 10: 300 made-up `container_name`s pushed the summary past the line cap, so it
+/// came out as split text. Now at most 64 peers are learned from input (those `--peers` names
+/// are always kept), the rest is counted, and the summary lists what fits: one whole record.
+#[test]
+fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut text = String::new();
+    for i in 0..300 {
+        text.push_str(&finished(
+            &format!("forged-{i:03}-{}", "x".repeat(40)),
+            "failed",
+        ));
+    }
+    text.push_str(&finished("app", "ok"));
+    std::fs::write(&file, &text).unwrap();
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--peers",
+            "app",
+            "--grace",
+            "10s",
+            "--linger",
+            "100ms",
+            "--max-line-bytes",
+            "2048",
+        ],
+        &POD_ENV,
+    );
+    d.wait_records(301, Duration::from_secs(20));
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    let records = d.records();
+    let summaries: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["hooklog"]["input"] == "hooklog")
+        .collect();
+    assert_eq!(summaries.len(), 1, "{summaries:#?}");
+    let s = summaries[0];
+    assert_eq!(s["event"], "hooks.summary", "split or missing: {s}");
+    assert!(s.get("split").is_none(), "{s}");
+    assert!(
+        d.stdout.lines().last().unwrap().len() <= 2048,
+        "summary over the cap"
+    );
+    // The real peer counts, and nothing learned past the cap does.
+    assert_eq!(s["counts"]["ok"], 1, "{s}");
+    assert_eq!(s["counts"]["failed"], 64, "{s}");
+    assert_eq!(s["peer_events_dropped"], 300 - 64, "{s}");
+    assert!(s["peers_omitted"].as_u64().unwrap() > 0, "{s}");
+    let warned = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("WARN") && l.contains("past the cap"))
+        .count();
+    assert_eq!(warned, 1, "{:#?}", d.stderr.lines());
+}
+
+/// VmHWM of process `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// Issue 17, case 10: 300k forged names (a 28 MB file) took RSS to 78 MiB, past the 64Mi limit
+/// inject sets (1M: 246 MiB). The peers learned from input are bounded, so memory is too.
+#[test]
+fn three_hundred_thousand_forged_names_keep_memory_bounded() {
+    const NAMES: usize = 300_000;
+    /// Well under inject's 64Mi limit: what hooklog holds for a flood of any size.
+    const LIMIT_KIB: u64 = 32 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        for i in 0..NAMES {
+            f.write_all(finished(&format!("forged-{i}"), "ok").as_bytes())
+                .unwrap();
+        }
+    }
+    let mut child = spawn_run(&[
+        "--file",
+        file.to_str().unwrap(),
+        "--grace",
+        "20s",
+        "--linger",
+        "100ms",
+    ]);
+    let stderr = collect_stderr(&mut child);
+    let tail = Tail::spawn(&mut child, 256 * 1024, Duration::ZERO);
+    wait_ready(&stderr);
+    assert!(
+        wait_until(Duration::from_secs(120), || tail.count() >= NAMES),
+        "{} of {NAMES} records out\n{}",
+        tail.count(),
+        stderr.lock().unwrap()
+    );
+    let peak = peak_rss_kib(child.id());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let (status, _) = wait_exit(&mut child, Duration::from_secs(30));
+    let (_, last, rest) = tail.finish();
+    assert!(status.success());
+    assert!(rest.is_empty());
+    let summary: Value = serde_json::from_str(last.last().unwrap()).unwrap();
+    assert_eq!(summary["event"], "hooks.summary");
+    assert_eq!(summary["counts"]["ok"], 64, "{summary}");
+    assert_eq!(summary["peer_events_dropped"], (NAMES - 64) as u64);
+    assert!(
+        peak < LIMIT_KIB,
+        "peak RSS {peak} KiB for {NAMES} forged names (limit {LIMIT_KIB} KiB)"
+    );
+    eprintln!("peak RSS with {NAMES} forged names: {peak} KiB");
+}
+
+/// Plants a symlink at `link` pointing to `target`, replacing whatever is there (as `ln -sf`:
+/// a rename over the path, atomic).
+fn plant_symlink(target: &Path, link: &Path) {
+    let tmp = link.with_extension("planting");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    std::fs::rename(&tmp, link).unwrap();
+}
+
+/// Issue 17, case 9: a peer replaced `prestop.log` by a symlink, and the daemon shipped what it
+/// pointed to (`/proc/self/environ`: `AWS_SECRET_ACCESS_KEY=…`), every second. Now it opens
+/// nothing through a symlink in the shared folder, warns once, and follows the path again once
+/// a regular file is back.
+#[test]
+fn a_symlink_swapped_in_for_the_file_is_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    let private = dir.path().join("private");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&private).unwrap();
+    let secret = private.join("environ");
+    std::fs::write(&secret, "AWS_SECRET_ACCESS_KEY=leaked\n").unwrap();
+    let file = shared.join("prestop.log");
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--grace",
+            "5s",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    std::fs::write(&file, "before\n").unwrap();
+    d.wait_records(1, Duration::from_secs(10));
+    plant_symlink(&secret, &file);
+    d.expect(
+        Duration::from_secs(10),
+        "a warning about the symlink",
+        || d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+    );
+    // Two safety-net polls (POLL_INTERVAL, 1 s) with the link in place: a daemon that follows
+    // it would have read the secret by now, and warned again.
+    std::thread::sleep(Duration::from_millis(2200));
+    let tmp = shared.join("prestop.log.new");
+    std::fs::write(&tmp, "after\n").unwrap();
+    std::fs::rename(&tmp, &file).unwrap();
+    d.expect(
+        Duration::from_secs(10),
+        "the regular file read again",
+        || d.stdout.lines().iter().any(|l| l.contains("\"after\"")),
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let out = d.stdout.lines().join("\n");
+    assert!(
+        !out.contains("AWS_SECRET"),
+        "the secret was shipped:\n{out}"
+    );
+    let warnings = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("symbolic link"))
+        .count();
+    assert_eq!(warnings, 1, "{:#?}", d.stderr.lines());
+}
+
+/// Issue 17, case 9: symlinks planted before hooklog starts. The checkpoint's path pointed at a
+/// file of the peer's choosing made hooklog write its checkpoint there; the socket's path
+/// pointed anywhere kept hooklog from starting ("exists and is not a socket"). Now neither is
+/// followed: the checkpoint is not written through the link, the link at the socket path is
+/// replaced by hooklog's socket, and the file's link is waited out.
+#[test]
+fn symlinks_planted_before_start_are_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(shared.join(".hooklog")).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let file = shared.join("prestop.log");
+    let sock = shared.join("hooklog.sock");
+    let other = shared.join("other.log");
+    plant_symlink(&victim, &shared.join(".hooklog/prestop.log.offset"));
+    plant_symlink(&victim, &sock);
+    plant_symlink(&victim, &other);
+    std::fs::write(&file, "one\n").unwrap();
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--file",
+            other.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--grace",
+            "5s",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    d.wait_records(1, Duration::from_secs(10));
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).expect("hooklog's socket");
+    c.write_all(b"via socket\n").unwrap();
+    drop(c);
+    d.wait_records(2, Duration::from_secs(10));
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let out = d.stdout.lines().join("\n");
+    assert!(!out.contains("precious"), "{out}");
+    assert!(
+        d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+        "{:#?}",
+        d.stderr.lines()
+    );
+}
+
+/// Issue 17: as a native sidecar hooklog does not wait for peer hooks (they are over when the
+/// kubelet signals it), yet stderr said "shutdown: waiting for peer hooks". It says what it does.
+#[test]
+fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut d = Daemon::start(
+        &["--file", file.to_str().unwrap(), "--native-sidecar"],
+        &POD_ENV,
+    );
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let lines = d.stderr.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains("waiting for peer hooks")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("shutdown: native sidecar")),
+        "{lines:#?}"
+    );
+}
+
+/// Issue 17, case 9: any container may delete the socket file or put a symlink in its place;
+/// hooklog went on listening on a socket no wrapper could reach. Now the path is bound again
+/// within `socket_guard::CHECK_EVERY` (5 s), with a warning, and the link is never followed.
+#[test]
+fn a_deleted_or_replaced_socket_is_bound_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--grace",
+            "5s",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    let send = |line: &str| {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).expect("hooklog's socket");
+        c.write_all(line.as_bytes()).unwrap();
+    };
+    let is_socket = || {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+    };
+    std::fs::remove_file(&sock).unwrap();
+    d.expect(
+        Duration::from_secs(15),
+        "the deleted socket bound again",
+        is_socket,
+    );
+    send("after delete\n");
+    d.wait_records(1, Duration::from_secs(10));
+    plant_symlink(&victim, &sock);
+    d.expect(
+        Duration::from_secs(15),
+        "the symlink replaced by a socket",
+        is_socket,
+    );
+    send("after symlink\n");
+    d.wait_records(2, Duration::from_secs(10));
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let rebound = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("bound it again"))
+        .count();
+    assert_eq!(rebound, 2, "{:#?}", d.stderr.lines());
+}
+
+/// Issue 17, item "the summary is bounded whatever the annotations and peers": 20 KB of pod
+/// annotations (capped at 1 KiB per record), 40 peers with the longest names Kubernetes allows,
+/// all failed, and `--max-line-bytes 2048`: the summary listed every peer and came out as
+/// split text. Now it lists what fits and is one whole record.
+#[test]
+fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let podinfo = dir.path().join("podinfo");
+    std::fs::create_dir(&podinfo).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
+    let mut annotations = String::new();
+    for i in 0..20 {
+        annotations.push_str(&format!(
+            "vault.example.com/template-{i}=\"{}\"\n",
+            "t".repeat(1000)
+        ));
+    }
+    std::fs::write(podinfo.join("annotations"), annotations).unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut text = String::new();
+    for i in 0..40 {
+        let name = format!("c{i:02}-{}", "n".repeat(59));
+        assert_eq!(name.len(), 63);
+        text.push_str(&finished(&name, "failed"));
+    }
+    std::fs::write(&file, &text).unwrap();
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--podinfo",
+            podinfo.to_str().unwrap(),
+            "--max-line-bytes",
+            "2048",
+            "--grace",
+            "5s",
+            "--linger",
+            "100ms",
+        ],
+        &POD_ENV,
+    );
+    d.wait_records(40, Duration::from_secs(10));
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let last = d.stdout.lines().last().unwrap().clone();
+    assert!(last.len() <= 2048, "{} bytes", last.len());
+    let s: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(s["event"], "hooks.summary", "{s}");
+    assert_eq!(s["counts"]["failed"], 40, "{s}");
+    let listed = s["peers"].as_object().unwrap().len() as u64;
+    assert_eq!(listed + s["peers_omitted"].as_u64().unwrap(), 40, "{s}");
+    assert!(s["message"].as_str().unwrap().contains("more)"), "{s}");
+}
