@@ -17,5 +17,6 @@ mod rotation;
 mod socket;
 mod tail;
 mod torture;
+mod webhook;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;

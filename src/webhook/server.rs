@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -24,6 +24,8 @@ use super::review::{self, Policy, Scope, Verdict};
 /// (`--max-request-body-bytes`, k8s.io/apiserver's default 3 * 1024 * 1024), so a pod's review
 /// (the pod, no old object on CREATE) fits with room; a larger body is not read further.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Most bytes of an oversized body read (and dropped) before the connection is given up.
+pub const MAX_DISCARD: usize = 4 * MAX_BODY;
 /// The whole TLS handshake. The API server's webhook timeout is 10 s here (`timeoutSeconds`):
 /// a handshake slower than that is answered by nobody.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -172,29 +174,32 @@ async fn handle(
 }
 
 /// The body, at most [`MAX_BODY`] bytes; else what came first (for the uid) and why it stopped.
-async fn read_body(body: Incoming) -> Result<Bytes, (Bytes, String)> {
-    let mut limited = Limited::new(body, MAX_BODY);
-    let mut first = bytes::BytesMut::new();
-    loop {
-        match limited.frame().await {
-            None => return Ok(first.freeze()),
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    first.extend_from_slice(&data);
-                }
+/// The rest of a larger body is read and dropped, up to [`MAX_DISCARD`], so that the answer
+/// reaches a client still writing (closing on unread bytes resets the connection, answer and all).
+async fn read_body(mut body: Incoming) -> Result<Bytes, (Bytes, String)> {
+    let mut kept = bytes::BytesMut::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                kept.truncate(4096);
+                return Err((kept.freeze(), format!("body not read: {e}")));
             }
-            Some(Err(e)) => {
-                first.truncate(4096);
-                let why = if e
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    format!("body larger than {MAX_BODY} bytes")
-                } else {
-                    format!("body not read: {e}")
-                };
-                return Err((first.freeze(), why));
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        total += data.len();
+        if total <= MAX_BODY {
+            kept.extend_from_slice(&data);
+        } else {
+            kept.truncate(4096);
+            if total > MAX_DISCARD {
+                break;
             }
         }
     }
+    if total > MAX_BODY {
+        return Err((kept.freeze(), format!("body larger than {MAX_BODY} bytes")));
+    }
+    Ok(kept.freeze())
 }
