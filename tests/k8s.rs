@@ -975,7 +975,10 @@ fn webhook_manifests_validate_strictly_from_1_29_to_the_newest_schema() {
     for v in &versions {
         cmd.args(["-k", v]);
     }
-    let out = cmd.args(&files).output().expect("python3 -m kubernetes_validate");
+    let out = cmd
+        .args(&files)
+        .output()
+        .expect("python3 -m kubernetes_validate");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -989,7 +992,10 @@ fn webhook_manifests_validate_strictly_from_1_29_to_the_newest_schema() {
 
 #[test]
 fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
-    let docs: Vec<Value> = webhook_manifests().iter().flat_map(|f| documents(f)).collect();
+    let docs: Vec<Value> = webhook_manifests()
+        .iter()
+        .flat_map(|f| documents(f))
+        .collect();
     let find = |kind: &str| -> Vec<&Value> { docs.iter().filter(|d| d["kind"] == kind).collect() };
     let deploy = find("Deployment")[0];
     let service = find("Service")[0];
@@ -1005,7 +1011,10 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
     assert_eq!(deploy["spec"]["replicas"], 2);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     let labels = &deploy["spec"]["template"]["metadata"]["labels"];
-    for selector in [&pdb["spec"]["selector"]["matchLabels"], &service["spec"]["selector"]] {
+    for selector in [
+        &pdb["spec"]["selector"]["matchLabels"],
+        &service["spec"]["selector"],
+    ] {
         for (k, v) in selector.as_object().unwrap() {
             assert_eq!(&labels[k], v, "{k}");
         }
@@ -1022,7 +1031,13 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
         .expect("a webhook subcommand")
         .clone();
     let mut argv: Vec<String> = vec!["hooklog".into()];
-    argv.extend(c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()));
+    argv.extend(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
     for e in c["env"].as_array().unwrap() {
         let name = e["name"].as_str().unwrap();
         let arg = webhook
@@ -1032,17 +1047,25 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
         let value = match e["value"].as_str() {
             Some(v) => v.to_string(),
             None => {
-                assert_eq!(e["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace");
+                assert_eq!(
+                    e["valueFrom"]["fieldRef"]["fieldPath"],
+                    "metadata.namespace"
+                );
                 namespace.to_string()
             }
         };
         argv.push(format!("--{}={value}", arg.get_long().unwrap()));
     }
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let Sub::Webhook(args) = cli.command else { panic!("{argv:?}") };
+    let Sub::Webhook(args) = cli.command else {
+        panic!("{argv:?}")
+    };
     assert_eq!(args.own_namespace.as_deref(), Some(namespace));
     let port = &c["ports"][0];
-    assert_eq!(args.listen.port() as u64, port["containerPort"].as_u64().unwrap());
+    assert_eq!(
+        args.listen.port() as u64,
+        port["containerPort"].as_u64().unwrap()
+    );
     let mount = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
     assert!(args.tls_cert_file.starts_with(mount) && args.tls_key_file.starts_with(mount));
 
@@ -1074,12 +1097,23 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
             .find(|e| e["key"] == "kubernetes.io/metadata.name" && e["operator"] == "NotIn")
             .unwrap_or_else(|| panic!("{name} excludes no namespace"));
         for ns in [namespace, "kube-system", "kube-public", "kube-node-lease"] {
-            assert!(excluded["values"].as_array().unwrap().contains(&json!(ns)), "{name}: {ns}");
+            assert!(
+                excluded["values"].as_array().unwrap().contains(&json!(ns)),
+                "{name}: {ns}"
+            );
         }
-        let pods = h["rules"].as_array().unwrap().iter().any(|r| r["resources"] == json!(["pods"]));
+        let pods = h["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["pods"]));
         if pods {
             // Pods cannot change after creation: CREATE only, and once more after later webhooks.
-            assert_eq!(h["rules"], json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]), "{name}");
+            assert_eq!(
+                h["rules"],
+                json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
+                "{name}"
+            );
             assert_eq!(h["reinvocationPolicy"], "IfNeeded", "{name}");
         }
     }
@@ -1087,5 +1121,8 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
         .iter()
         .map(|h| h["clientConfig"]["service"]["path"].as_str().unwrap())
         .collect();
-    assert_eq!(paths, BTreeSet::from(["/mutate", "/mutate/namespace-enabled"]));
+    assert_eq!(
+        paths,
+        BTreeSet::from(["/mutate", "/mutate/namespace-enabled"])
+    );
 }

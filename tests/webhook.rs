@@ -67,7 +67,13 @@ pub struct Webhook {
 impl Webhook {
     /// Starts `hooklog webhook --listen 127.0.0.1:0 ARGS` and waits until it serves.
     pub fn start(certs: &Certs, args: &[&str]) -> Webhook {
+        Self::start_with(certs, args, &[])
+    }
+
+    /// [`Webhook::start`] with more environment variables.
+    pub fn start_with(certs: &Certs, args: &[&str], env: &[(&str, &str)]) -> Webhook {
         let mut cmd = hooklog();
+        cmd.envs(env.iter().copied());
         cmd.args(["webhook", "--listen", "127.0.0.1:0", "--image", IMAGE])
             .arg("--tls-cert-file")
             .arg(&certs.cert_file)
@@ -102,7 +108,11 @@ impl Webhook {
             });
             port.is_some()
         });
-        assert!(started, "webhook did not start: {:#?}", stderr.lock().unwrap());
+        assert!(
+            started,
+            "webhook did not start: {:#?}",
+            stderr.lock().unwrap()
+        );
         Webhook {
             child,
             port: port.unwrap(),
@@ -137,11 +147,25 @@ pub fn https(
     path: &str,
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
+    request(port, ca_pem, method, path, &[], body)
+}
+
+/// [`https`] with more headers.
+pub fn request(
+    port: u16,
+    ca_pem: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), String> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -155,10 +179,14 @@ pub fn https(
     let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
     tls.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
     // A server that stops reading (a body over its bound) may close before all is written.
     let _ = tls.write_all(body);
@@ -179,7 +207,37 @@ pub fn https(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or("no status")?;
-    Ok((status, answer[split + 4..].to_vec()))
+    let body = answer[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Ok((status, dechunk(&body)?));
+    }
+    Ok((status, body))
+}
+
+/// An HTTP/1.1 chunked body, joined (the API server sends large answers so).
+fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk without its size line")?;
+        let size_text = String::from_utf8_lossy(&rest[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| format!("chunk size {size_text:?}: {e}"))?;
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if rest.len() < size + 2 {
+            return Err("a chunk cut short".into());
+        }
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
 }
 
 /// An AdmissionReview as the API server sends it for a pod CREATE (admission.k8s.io/v1; the
@@ -258,7 +316,11 @@ pub fn injected(pod: &Value, args: &[&str]) -> Value {
         .write_all(serde_json::to_string_pretty(pod).unwrap().as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let source = hooklog::manifest::load::parse("inject", text).unwrap();
     source.documents[0].value.clone()
@@ -297,7 +359,11 @@ fn an_opted_in_pod_is_patched_into_what_inject_classic_makes_of_it() {
 
     // The namespace has the label: the configuration's namespace-enabled webhook calls.
     let pod = web_pod(json!({}));
-    let answer = w.review(&certs.ca_pem, "/mutate/namespace-enabled", &pod_review("u-1", "shop", &pod));
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-1", "shop", &pod),
+    );
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(answer["kind"], "AdmissionReview");
     assert_eq!(answer["response"]["uid"], "u-1");
@@ -312,7 +378,9 @@ fn an_opted_in_pod_is_patched_into_what_inject_classic_makes_of_it() {
         injected(&pod, &["--sidecar", "classic"])
     );
     assert!(
-        w.log().iter().any(|l| l.contains("injected") && l.contains("shop/web-5d9c7b8f6d-")),
+        w.log()
+            .iter()
+            .any(|l| l.contains("injected") && l.contains("shop/web-5d9c7b8f6d-")),
         "{:#?}",
         w.log()
     );
@@ -325,13 +393,19 @@ fn opted_out_pods_are_untouched_and_nothing_is_said() {
     let w = Webhook::start(&certs, &["--sidecar", "classic"]);
     for (path, annotations) in [
         ("/mutate", json!({})),
-        ("/mutate/namespace-enabled", json!({"hooklog.dev/inject": "disabled"})),
+        (
+            "/mutate/namespace-enabled",
+            json!({"hooklog.dev/inject": "disabled"}),
+        ),
         ("/mutate", json!({"hooklog.dev/inject": "disabled"})),
     ] {
         let pod = web_pod(annotations.clone());
         let answer = w.review(&certs.ca_pem, path, &pod_review("u-3", "shop", &pod));
         assert_eq!(answer["response"]["allowed"], true);
-        assert!(answer["response"].get("patch").is_none(), "{path} {annotations}: {answer}");
+        assert!(
+            answer["response"].get("patch").is_none(),
+            "{path} {annotations}: {answer}"
+        );
         assert!(warnings(&answer).is_empty(), "{answer}");
     }
 }
@@ -340,7 +414,10 @@ fn opted_out_pods_are_untouched_and_nothing_is_said() {
 fn skipped_pods_get_an_injection_skipped_warning_and_a_log_line() {
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic", "--own-namespace", "hooklog"]);
+    let w = Webhook::start(
+        &certs,
+        &["--sidecar", "classic", "--own-namespace", "hooklog"],
+    );
     let on = json!({"hooklog.dev/inject": "enabled"});
     let mut host = web_pod(on.clone());
     host["spec"]["hostNetwork"] = json!(true);
@@ -348,13 +425,25 @@ fn skipped_pods_get_an_injection_skipped_warning_and_a_log_line() {
     job["spec"]["restartPolicy"] = json!("Never");
     job["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "uid": "6a3f2b8e-0000-4000-8000-000000000002", "controller": true}]);
     for (namespace, pod, why) in [
-        ("kube-system", web_pod(on.clone()), "kube-system is a system namespace"),
+        (
+            "kube-system",
+            web_pod(on.clone()),
+            "kube-system is a system namespace",
+        ),
         ("kube-node-lease", web_pod(on.clone()), "system namespace"),
-        ("hooklog", web_pod(on.clone()), "the webhook's own namespace"),
+        (
+            "hooklog",
+            web_pod(on.clone()),
+            "the webhook's own namespace",
+        ),
         ("shop", host, "hostNetwork"),
         ("shop", job, "a Job's pod"),
     ] {
-        let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u-4", namespace, &pod));
+        let answer = w.review(
+            &certs.ca_pem,
+            "/mutate",
+            &pod_review("u-4", namespace, &pod),
+        );
         assert_eq!(answer["response"]["allowed"], true);
         assert!(answer["response"].get("patch").is_none(), "{why}: {answer}");
         let ws = warnings(&answer);
@@ -392,7 +481,8 @@ fn an_annotation_on_the_deployment_instead_of_its_template_is_reported() {
     });
     let mut review: Value = serde_json::from_slice(&pod_review("u-6", "shop", &deploy)).unwrap();
     review["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
-    review["request"]["resource"] = json!({"group": "apps", "version": "v1", "resource": "deployments"});
+    review["request"]["resource"] =
+        json!({"group": "apps", "version": "v1", "resource": "deployments"});
     let answer = w.review(&certs.ca_pem, "/mutate", review.to_string().as_bytes());
     assert!(answer["response"].get("patch").is_none());
     let ws = warnings(&answer);
@@ -403,7 +493,10 @@ fn an_annotation_on_the_deployment_instead_of_its_template_is_reported() {
         "{ws:?}"
     );
     assert!(
-        wait_until(Duration::from_secs(5), || w.log().iter().any(|l| l.contains("InjectionSkipped") && l.contains("shop/web"))),
+        wait_until(Duration::from_secs(5), || w
+            .log()
+            .iter()
+            .any(|l| l.contains("InjectionSkipped") && l.contains("shop/web"))),
         "{:#?}",
         w.log()
     );
@@ -456,7 +549,10 @@ fn bad_input_is_admitted_unchanged_with_a_warning_never_a_500() {
 fn native_sidecars_for_a_1_29_cluster_as_inject_makes_them_jobs_included() {
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "auto", "--kubernetes-version", "1.29"]);
+    let w = Webhook::start(
+        &certs,
+        &["--sidecar", "auto", "--kubernetes-version", "1.29"],
+    );
     assert!(
         w.log().iter().any(|l| l.contains("sidecar=Native")),
         "{:#?}",
@@ -466,12 +562,17 @@ fn native_sidecars_for_a_1_29_cluster_as_inject_makes_them_jobs_included() {
     job["spec"]["restartPolicy"] = json!("Never");
     job["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "uid": "6a3f2b8e-0000-4000-8000-000000000002", "controller": true}]);
     for pod in [web_pod(json!({})), job] {
-        let answer = w.review(&certs.ca_pem, "/mutate/namespace-enabled", &pod_review("u-10", "shop", &pod));
+        let answer = w.review(
+            &certs.ca_pem,
+            "/mutate/namespace-enabled",
+            &pod_review("u-10", "shop", &pod),
+        );
         let got = patched(&pod, &answer);
         assert_eq!(got, injected(&pod, &["--kubernetes-version", "1.29"]));
         let init = got["spec"]["initContainers"].as_array().unwrap();
         assert!(
-            init.iter().any(|c| c["name"] == "hooklog" && c["restartPolicy"] == "Always"),
+            init.iter()
+                .any(|c| c["name"] == "hooklog" && c["restartPolicy"] == "Always"),
             "{got:#}"
         );
     }
@@ -485,7 +586,13 @@ fn a_renewed_certificate_is_served_without_a_restart_and_admissions_keep_working
     let pod = web_pod(json!({}));
     let want = injected(&pod, &["--sidecar", "classic"]);
     let review = pod_review("u-11", "shop", &pod);
-    assert_eq!(patched(&pod, &w.review(&old.ca_pem, "/mutate/namespace-enabled", &review)), want);
+    assert_eq!(
+        patched(
+            &pod,
+            &w.review(&old.ca_pem, "/mutate/namespace-enabled", &review)
+        ),
+        want
+    );
 
     // cert-manager renews: a new CA and certificate in the same files.
     let new = Certs::make(dir.path(), "hooklog CA 2");
@@ -498,8 +605,25 @@ fn a_renewed_certificate_is_served_without_a_restart_and_admissions_keep_working
         served_new = https(w.port, &new.ca_pem, "GET", "/readyz", b"").is_ok_and(|(s, _)| s == 200);
         served_new
     });
-    assert!(renewed, "the new certificate was never served: {:#?}", w.log());
-    assert!(https(w.port, &old.ca_pem, "GET", "/readyz", b"").is_err(), "still the old certificate");
-    assert!(w.log().iter().any(|l| l.contains("serving certificate reloaded")));
-    assert_eq!(patched(&pod, &w.review(&new.ca_pem, "/mutate/namespace-enabled", &review)), want);
+    assert!(
+        renewed,
+        "the new certificate was never served: {:#?}",
+        w.log()
+    );
+    assert!(
+        https(w.port, &old.ca_pem, "GET", "/readyz", b"").is_err(),
+        "still the old certificate"
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("serving certificate reloaded"))
+    );
+    assert_eq!(
+        patched(
+            &pod,
+            &w.review(&new.ca_pem, "/mutate/namespace-enabled", &review)
+        ),
+        want
+    );
 }

@@ -10,13 +10,10 @@ use crate::manifest::budget::SidecarMode;
 use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
 use crate::manifest::podspec;
 
-/// The opt-in key: a namespace label, or a pod (template) annotation that overrides it.
-pub const OPT_IN: &str = "hooklog.dev/inject";
+pub use crate::manifest::layout::{OPT_IN, SYSTEM_NAMESPACES};
 /// The prefix of every warning about a pod or template that asked for hooklog and did not get it
 /// (the name users search for, as Linkerd's and Vault's users asked).
 pub const SKIPPED: &str = "InjectionSkipped";
-/// Namespaces never injected: the control plane's own.
-pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 /// Longest warning kept: "Warnings over 256 characters ... may be truncated" (Kubernetes API
 /// concepts, "Warnings"; AdmissionResponse.warnings).
 const MAX_WARNING: usize = 256;

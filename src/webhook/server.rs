@@ -187,7 +187,9 @@ async fn read_body(mut body: Incoming) -> Result<Bytes, (Bytes, String)> {
                 return Err((kept.freeze(), format!("body not read: {e}")));
             }
         };
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         total += data.len();
         if total <= MAX_BODY {
             kept.extend_from_slice(&data);
