@@ -348,6 +348,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             Sub::Install(_) => "install",
             Sub::Emit(_) => "emit",
             Sub::Check(_) | Sub::Inject(_) | Sub::Uninject(_) => "manifest",
+            Sub::Webhook(_) => "webhook",
         };
         kinds.entry(f.file.clone()).or_default().insert(kind);
     }
