@@ -73,10 +73,11 @@ pub fn review(body: &[u8], scope: Scope, policy: &Policy) -> Reviewed {
             );
         }
     };
-    let api_version = match review["apiVersion"].as_str() {
-        Some(v @ ("admission.k8s.io/v1" | "admission.k8s.io/v1beta1")) => v,
-        _ => "admission.k8s.io/v1",
-    };
+    // The answer's version is the request's (the API server checks); v1 for anything else.
+    let api_version = review["apiVersion"]
+        .as_str()
+        .filter(|v| matches!(*v, "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"))
+        .unwrap_or("admission.k8s.io/v1");
     let request = &review["request"];
     let uid = request["uid"].as_str().unwrap_or_default().to_string();
     if review["kind"] != "AdmissionReview" || !request.is_object() || uid.is_empty() {
