@@ -431,8 +431,11 @@ fn with_the_webhook_down_ignore_admits_uninjected_check_says_so_and_fail_rejects
     // failurePolicy Fail: the same pod is refused while the webhook is down.
     t.register(&t.configuration(port, &[&certs.ca_pem], "Fail"));
     let mut refused = Value::Null;
+    let mut attempt = 0;
+    // Until the API server uses the new policy, a pod is still admitted: each try a new name.
     let rejected = wait_until(CONFIG_ACTIVE, || {
-        let (status, v) = t.create(&t.ns_in, &pod("refused"), false);
+        attempt += 1;
+        let (status, v) = t.create(&t.ns_in, &pod(&format!("refused-{attempt}")), false);
         refused = v;
         status >= 400
     });
