@@ -168,7 +168,8 @@ def main() -> int:
                 "admissionReviewVersions": ["v1"],
                 "clientConfig": {"url": f"https://127.0.0.1:{port[0]}/mutate/namespace-enabled", "caBundle": bundle},
                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {"hooklog-bench": name, "hooklog.dev/inject": "enabled"}},
+                "namespaceSelector": {"matchLabels": {"hooklog-bench": name},
+                                      "matchExpressions": [{"key": "hooklog.dev/inject", "operator": "In", "values": ["enabled"]}]},
                 "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10, "reinvocationPolicy": "IfNeeded",
             }],
         }
@@ -179,7 +180,7 @@ def main() -> int:
             s, v = api.call("POST", f"/api/v1/namespaces/{name}-in/pods?dryRun=All", pod("probe"))
             if s == 201 and any(c["name"] == "hooklog" for c in v["spec"]["containers"]):
                 break
-            assert time.monotonic() < deadline, f"the webhook is never called: {s} {v}"
+            assert time.monotonic() < deadline, f"the webhook is never called: {s} {v}; its log: {log}"
             time.sleep(0.2)
         time.sleep(1)
         idle = memory_kib(proc.pid)
