@@ -2,10 +2,11 @@
 //! with the same core as `hooklog inject` ([`crate::manifest::inject`]), so a pod the API server
 //! stores is what `inject` makes of it.
 //!
-//! [`review`] decides and writes the JSONPatch (pure), [`server`] is the HTTPS side, [`tls`] the
+//! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side, [`tls`] the
 //! serving certificate (reloaded when its files change), [`version`] the API server's version for
 //! `--sidecar auto`.
 
+pub mod patch;
 pub mod review;
 pub mod server;
 pub mod tls;

@@ -281,11 +281,8 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
             .join("; ");
         return skipped(why);
     }
-    let patch = json_patch::diff(object, &pod);
-    match serde_json::to_value(&patch) {
-        Ok(p) => (Verdict::Injected, Some(p), vec![]),
-        Err(e) => skipped(format!("cannot write the patch: {e}")),
-    }
+    let patch = super::patch::diff(object, &pod);
+    (Verdict::Injected, Some(Value::Array(patch)), vec![])
 }
 
 #[cfg(test)]
