@@ -1,5 +1,5 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, and `check`, `inject`, `uninject`
-//! for manifests. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, `check`, `inject`, `uninject`
+//! for manifests, and `webhook` for the cluster. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,7 +30,10 @@ Examples:
   # Before deploy: find broken preStop hooks, then add hooklog to every pod template
   hooklog check k8s/
   hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
-  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -";
+  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
+
+  # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
+  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key";
 
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
