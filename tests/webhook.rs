@@ -627,3 +627,97 @@ fn a_renewed_certificate_is_served_without_a_restart_and_admissions_keep_working
         want
     );
 }
+
+#[test]
+fn sigterm_ends_the_webhook_at_once_with_its_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let mut w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let pod = web_pod(json!({}));
+    w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-12", "shop", &pod),
+    );
+    let started = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &w.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exit = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            exit = w.child.try_wait().unwrap();
+            exit.is_some()
+        }),
+        "still running 10 s after SIGTERM: {:#?}",
+        w.log()
+    );
+    assert!(exit.unwrap().success(), "{:#?}", w.log());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        wait_until(Duration::from_secs(2), || w
+            .log()
+            .iter()
+            .any(|l| l.contains("webhook stopped")
+                && l.contains("reviews=1")
+                && l.contains("injected=1"))),
+        "{:#?}",
+        w.log()
+    );
+}
+
+/// A client that sends headers and then stalls holds nothing for long: after the body timeout
+/// (10 s, the API server's own webhook timeout) it gets its allowed answer, and others are served
+/// meanwhile.
+#[test]
+fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(certs.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", w.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let started = std::time::Instant::now();
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{\"apiVersion\"")
+        .unwrap();
+    tls.flush().unwrap();
+    // Meanwhile another review is answered at once.
+    let pod = web_pod(json!({}));
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-13", "shop", &pod),
+    );
+    assert!(answer["response"]["patch"].is_string());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("\"allowed\":true") && text.contains("body not read within"),
+        "{text}"
+    );
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+}
