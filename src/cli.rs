@@ -1,5 +1,5 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, and `check`, `inject`, `uninject`
-//! for manifests. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
+//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, `check`, `inject`, `uninject`
+//! for manifests, and `webhook` for the cluster. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,7 +30,10 @@ Examples:
   # Before deploy: find broken preStop hooks, then add hooklog to every pod template
   hooklog check k8s/
   hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
-  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -";
+  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
+
+  # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
+  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key";
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -168,6 +171,11 @@ pub enum Command {
         after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -"
     )]
     Uninject(UninjectArgs),
+    /// A mutating admission webhook: injects hooklog into pods as they are created.
+    #[command(
+        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 \\\n    --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS."
+    )]
+    Webhook(WebhookArgs),
 }
 
 /// Where records go.
@@ -474,6 +482,72 @@ pub struct InjectArgs {
     /// Remove what inject added instead (as `hooklog uninject`).
     #[arg(long, env = "HOOKLOG_INJECT_UNDO")]
     pub undo: bool,
+}
+
+/// `hooklog webhook`'s sidecar form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WebhookSidecar {
+    /// An init container with `restartPolicy: Always` (Kubernetes 1.29+).
+    Native,
+    /// A regular container that waits for its peers (clusters before 1.29).
+    Classic,
+    /// Native from 1.29 on, classic below: `--kubernetes-version`, or the API server's
+    /// `/version` when hooklog runs in a cluster.
+    Auto,
+}
+
+/// `hooklog webhook`.
+#[derive(Debug, Args)]
+pub struct WebhookArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, env = "HOOKLOG_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: std::net::SocketAddr,
+
+    /// The serving certificate chain (PEM); re-read when it changes (cert-manager renewals).
+    #[arg(long, env = "HOOKLOG_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: PathBuf,
+
+    /// The serving certificate's private key (PEM); re-read when it changes.
+    #[arg(long, env = "HOOKLOG_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: PathBuf,
+
+    /// The hooklog image for the init container and the sidecar.
+    #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
+    pub image: String,
+
+    /// Native or classic sidecar, or `auto`: decided by the cluster's version.
+    #[arg(long, env = "HOOKLOG_SIDECAR", value_enum, default_value_t = WebhookSidecar::Auto)]
+    pub sidecar: WebhookSidecar,
+
+    /// The cluster's Kubernetes version (`1.28`), for `--sidecar auto`; without it the API
+    /// server is asked.
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    pub kubernetes_version: Option<(u32, u32)>,
+
+    /// Give a container without a preStop the hook `hooklog sleep DURATION`, as inject does.
+    /// Repeatable.
+    #[arg(
+        long = "prestop-sleep",
+        env = "HOOKLOG_PRESTOP_SLEEP",
+        value_delimiter = ',',
+        value_name = "CONTAINER=DURATION",
+        value_parser = parse_prestop_sleep
+    )]
+    pub prestop_sleep: Vec<(String, String)>,
+
+    /// The webhook's own namespace: its pods are never injected (default: the pod's own
+    /// namespace, from the Downward API's `POD_NAMESPACE`).
+    #[arg(long, env = "HOOKLOG_WEBHOOK_NAMESPACE")]
+    pub own_namespace: Option<String>,
+
+    /// The service account's mount, whose `ca.crt` and `token` `--sidecar auto` asks the API
+    /// server's version with.
+    #[arg(
+        long,
+        env = "HOOKLOG_SERVICEACCOUNT_DIR",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
+    )]
+    pub serviceaccount_dir: PathBuf,
 }
 
 /// `hooklog uninject`.

@@ -11,6 +11,8 @@
 //!   through [`client`].
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
 //! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
+//! - [`webhook`] (`hooklog webhook`): a mutating admission webhook giving pods what `inject`
+//!   gives them, as the API server creates them.
 //!
 //! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
 //! [`duration`] and [`timefmt`] read and write times.
@@ -32,3 +34,4 @@ pub mod sink;
 pub mod source;
 pub mod timefmt;
 pub mod tools;
+pub mod webhook;

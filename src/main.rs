@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hooklog::cli::{Command, LogFormat};
 use hooklog::config::RunConfig;
-use hooklog::{daemon, hook, lifecycle, manifest, tools};
+use hooklog::{daemon, hook, lifecycle, manifest, tools, webhook};
 
 /// musl's own allocator is slow for hooklog's many small, short-lived allocations (the static
 /// binary, the one in the image, ran 2.8x slower per line than the glibc build).
@@ -45,13 +45,16 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let default_level = if matches!(cli.command, Command::Run(_)) {
+    let default_level = if matches!(cli.command, Command::Run(_) | Command::Webhook(_)) {
         "info"
     } else {
         "warn"
     };
     init_tracing(cli.log_format, default_level);
-    if !matches!(cli.command, Command::Run(_) | Command::Hook(_)) {
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Hook(_) | Command::Webhook(_)
+    ) {
         lifecycle::signal::release();
     }
     ExitCode::from(match cli.command {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Check(args) => manifest::check_command(args),
         Command::Inject(args) => manifest::inject_command(args),
         Command::Uninject(args) => manifest::uninject_command(&args.paths),
+        Command::Webhook(args) => serve_webhook(args),
     })
 }
 
@@ -141,6 +145,38 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
     };
     let result = rt.block_on(async { daemon::run(cfg, lifecycle::signal::terminate()).await });
     // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
+    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("hooklog: {e:#}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
+    let cfg = match webhook::WebhookConfig::from_args(args) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("hooklog: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .thread_name("hooklog-webhook")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hooklog: cannot start the runtime: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    // The handler is installed inside the runtime, which tokio signals need.
+    let result = rt.block_on(async { webhook::run(cfg, lifecycle::signal::terminate()).await });
     rt.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(()) => 0,

@@ -20,7 +20,7 @@ fn help_shows_an_example_for_each_subcommand() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for sub in [
-        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject",
+        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject", "webhook",
     ] {
         assert!(
             help.contains(&format!("hooklog {sub} ")),
@@ -155,7 +155,7 @@ fn podinfo_labels_and_annotations_enrich_records() {
 fn docs_flags_page_documents_every_flag_and_env_var() {
     let page = include_str!("../docs/flags.md");
     for sub in [
-        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject",
+        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject", "webhook",
     ] {
         let out = hooklog().args([sub, "--help"]).output().unwrap();
         let help = String::from_utf8_lossy(&out.stdout).into_owned();

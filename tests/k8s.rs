@@ -348,6 +348,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
             Sub::Install(_) => "install",
             Sub::Emit(_) => "emit",
             Sub::Check(_) | Sub::Inject(_) | Sub::Uninject(_) => "manifest",
+            Sub::Webhook(_) => "webhook",
         };
         kinds.entry(f.file.clone()).or_default().insert(kind);
     }
@@ -950,4 +951,180 @@ fn alarm_template_alarms_on_the_metric_its_filter_makes() {
             "parameter {p} is never used"
         );
     }
+}
+
+fn webhook_dir() -> PathBuf {
+    k8s_dir().join("webhook")
+}
+
+/// k8s/webhook/: the admission webhook's manifests.
+fn webhook_manifests() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(webhook_dir())
+        .expect("read k8s/webhook/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    files
+}
+
+#[test]
+fn webhook_manifests_validate_strictly_from_1_29_to_the_newest_schema() {
+    let versions = validator_versions();
+    let files = webhook_manifests();
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
+    for v in &versions {
+        cmd.args(["-k", v]);
+    }
+    let out = cmd
+        .args(&files)
+        .output()
+        .expect("python3 -m kubernetes_validate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resources: usize = files.iter().map(|f| documents(f).len()).sum();
+    let passed = stdout.lines().filter(|l| l.contains(" passed ")).count();
+    assert_eq!(passed, resources * versions.len(), "{stdout}");
+}
+
+#[test]
+fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
+    let docs: Vec<Value> = webhook_manifests()
+        .iter()
+        .flat_map(|f| documents(f))
+        .collect();
+    let find = |kind: &str| -> Vec<&Value> { docs.iter().filter(|d| d["kind"] == kind).collect() };
+    let deploy = find("Deployment")[0];
+    let service = find("Service")[0];
+    let pdb = find("PodDisruptionBudget")[0];
+    let mwc = find("MutatingWebhookConfiguration")[0];
+    let namespace = deploy["metadata"]["namespace"].as_str().unwrap();
+
+    // No Role, no ClusterRole: the webhook's only API call (`GET /version`) needs none.
+    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
+        assert!(find(kind).is_empty(), "{kind}: the webhook needs no RBAC");
+    }
+    // Two replicas that a drain cannot take down together; non-root, read-only root.
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let labels = &deploy["spec"]["template"]["metadata"]["labels"];
+    for selector in [
+        &pdb["spec"]["selector"]["matchLabels"],
+        &service["spec"]["selector"],
+    ] {
+        for (k, v) in selector.as_object().unwrap() {
+            assert_eq!(&labels[k], v, "{k}");
+        }
+    }
+    let pod = &deploy["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+
+    // The container's command line (flags and env) is one `hooklog webhook` accepts.
+    let webhook = Cli::command()
+        .find_subcommand("webhook")
+        .expect("a webhook subcommand")
+        .clone();
+    let mut argv: Vec<String> = vec!["hooklog".into()];
+    argv.extend(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    for e in c["env"].as_array().unwrap() {
+        let name = e["name"].as_str().unwrap();
+        let arg = webhook
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|v| v == name))
+            .unwrap_or_else(|| panic!("hooklog webhook reads no {name}"));
+        let value = match e["value"].as_str() {
+            Some(v) => v.to_string(),
+            None => {
+                assert_eq!(
+                    e["valueFrom"]["fieldRef"]["fieldPath"],
+                    "metadata.namespace"
+                );
+                namespace.to_string()
+            }
+        };
+        argv.push(format!("--{}={value}", arg.get_long().unwrap()));
+    }
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    let Sub::Webhook(args) = cli.command else {
+        panic!("{argv:?}")
+    };
+    assert_eq!(args.own_namespace.as_deref(), Some(namespace));
+    let port = &c["ports"][0];
+    assert_eq!(
+        args.listen.port() as u64,
+        port["containerPort"].as_u64().unwrap()
+    );
+    let mount = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    assert!(args.tls_cert_file.starts_with(mount) && args.tls_key_file.starts_with(mount));
+
+    // Every webhook: the Service, a path the server routes, and the issue's settings.
+    assert_eq!(
+        mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{namespace}/hooklog-webhook")
+    );
+    let hooks = mwc["webhooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 3);
+    for h in hooks {
+        let name = h["name"].as_str().unwrap();
+        let svc = &h["clientConfig"]["service"];
+        assert_eq!(svc["name"], service["metadata"]["name"], "{name}");
+        assert_eq!(svc["namespace"], namespace, "{name}");
+        assert_eq!(svc["port"], service["spec"]["ports"][0]["port"], "{name}");
+        assert!(
+            ["/mutate", "/mutate/namespace-enabled"].contains(&svc["path"].as_str().unwrap()),
+            "{name}"
+        );
+        assert_eq!(h["failurePolicy"], "Ignore", "{name}");
+        assert_eq!(h["sideEffects"], "None", "{name}");
+        assert_eq!(h["timeoutSeconds"], 10, "{name}");
+        assert_eq!(h["admissionReviewVersions"], json!(["v1"]), "{name}");
+        let excluded = h["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == "kubernetes.io/metadata.name" && e["operator"] == "NotIn")
+            .unwrap_or_else(|| panic!("{name} excludes no namespace"));
+        for ns in [namespace, "kube-system", "kube-public", "kube-node-lease"] {
+            assert!(
+                excluded["values"].as_array().unwrap().contains(&json!(ns)),
+                "{name}: {ns}"
+            );
+        }
+        let pods = h["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["pods"]));
+        if pods {
+            // Pods cannot change after creation: CREATE only, and once more after later webhooks.
+            assert_eq!(
+                h["rules"],
+                json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]),
+                "{name}"
+            );
+            assert_eq!(h["reinvocationPolicy"], "IfNeeded", "{name}");
+        }
+    }
+    let paths: BTreeSet<&str> = hooks
+        .iter()
+        .map(|h| h["clientConfig"]["service"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from(["/mutate", "/mutate/namespace-enabled"])
+    );
 }

@@ -19,5 +19,8 @@ mod rotation;
 mod socket;
 mod tail;
 mod torture;
+mod webhook;
+// After webhook: uses its helpers.
+mod apiserver;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;

@@ -22,6 +22,11 @@ pub const FILE: &str = "/hooklog/prestop.log";
 /// The pod annotation holding what `uninject` cannot recognise by itself: the keys inject
 /// created, and the commands it rewrote.
 pub const ANNOTATION: &str = "hooklog.dev/injected";
+/// `hooklog webhook`'s opt-in: a namespace label `enabled`, or a pod annotation `enabled` or
+/// `disabled` that overrides it.
+pub const OPT_IN: &str = "hooklog.dev/inject";
+/// Namespaces the webhook never injects: the control plane's own.
+pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 
 /// `hooklog hook`'s flags in inject's prefix.
 const SOCKET_FLAG: &str = "--socket";

@@ -1,6 +1,7 @@
 //! `hooklog check`: the rules, one file per family, run over every pod template; each finding
 //! has a severity, a stable rule id, the object, container and field path, a message and a fix.
 
+mod adoption;
 mod fargate;
 pub mod image;
 mod jobs;
@@ -76,6 +77,7 @@ pub const RULES: &[Rule] = &[
     fargate::DAEMONSET,
     version::NATIVE_SLEEP,
     version::NATIVE_SIDECAR,
+    adoption::MISSED_INJECTION,
 ];
 
 /// One finding.
@@ -189,6 +191,7 @@ fn path_to_pointer(path: &str) -> String {
 /// Checks every pod template of every source. Objects that are not pod templates pass silently.
 pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
+    let opted_in = adoption::opted_in_namespaces(sources);
     for source in sources {
         for doc in &source.documents {
             for t in podspec::templates(&doc.value) {
@@ -201,7 +204,10 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
                     object: &t.object,
                     findings: Vec::new(),
                 };
-                check_pod(&pod(&t, spec), opts, &mut sink);
+                let pod = pod(&t, spec);
+                check_pod(&pod, opts, &mut sink);
+                let metadata = doc.value.pointer(&t.metadata_pointer);
+                adoption::check_pod(&pod, metadata, &opted_in, &mut sink);
                 out.extend(sink.findings);
             }
         }

@@ -1,0 +1,80 @@
+//! Live pods that `hooklog webhook` should have injected and did not: created while it was down
+//! or unreachable (`failurePolicy: Ignore` admits them as they are). Read from what the API server
+//! lists: `kubectl get namespaces,pods -A -o yaml | hooklog check -` (the namespaces tell which
+//! are opted in; without them, a pod's own annotation still does).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{Pod, Rule, Severity, Sink};
+use crate::manifest::layout::{ANNOTATION, OPT_IN, SYSTEM_NAMESPACES};
+use crate::manifest::load::Source;
+use crate::manifest::podspec;
+
+pub const MISSED_INJECTION: Rule = Rule {
+    id: "missed-injection",
+    severity: Severity::Warning,
+    description: "A pod that opted in to `hooklog webhook` (its namespace's label or its own annotation hooklog.dev/inject) runs without hooklog: it was created while the webhook was down or unreachable.",
+};
+
+/// Namespaces labelled `hooklog.dev/inject=enabled`, among the objects read.
+pub fn opted_in_namespaces(sources: &[Source]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for doc in sources.iter().flat_map(|s| &s.documents) {
+        for (_, obj) in podspec::objects(&doc.value) {
+            if obj["kind"] == "Namespace"
+                && obj["metadata"]["labels"][OPT_IN] == "enabled"
+                && let Some(name) = obj["metadata"]["name"].as_str()
+            {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A Pod (not a template: the webhook injects pods as they are created) that opted in, is not
+/// one the webhook skips, and has no hooklog.
+pub fn check_pod(
+    pod: &Pod,
+    metadata: Option<&Value>,
+    opted_in: &BTreeSet<String>,
+    sink: &mut Sink,
+) {
+    if pod.object.kind != "Pod" {
+        return;
+    }
+    let namespace = pod.object.namespace.as_deref().unwrap_or("default");
+    let annotations = metadata.map(|m| &m["annotations"]);
+    let annotation = annotations.and_then(|a| a[OPT_IN].as_str());
+    let by_namespace = opted_in.contains(namespace);
+    let selected = match annotation {
+        Some("enabled") => true,
+        Some(_) => false,
+        None => by_namespace,
+    };
+    if !selected
+        || SYSTEM_NAMESPACES.contains(&namespace)
+        || pod.spec["hostNetwork"] == true
+        || annotations.is_some_and(|a| a[ANNOTATION].is_string())
+        || pod.sidecar.is_some()
+    {
+        return;
+    }
+    let why = if annotation.is_some() {
+        format!("its annotation {OPT_IN}: enabled")
+    } else {
+        format!("namespace {namespace} has the label {OPT_IN}=enabled")
+    };
+    sink.add(
+        &MISSED_INJECTION,
+        None,
+        pod.spec_path,
+        format!(
+            "pod {} opted in to hooklog ({why}) but has no hooklog: it was created while the webhook was down or unreachable (failurePolicy Ignore admits such pods as they are)",
+            pod.object.qualified_name()
+        ),
+        "check the webhook (`kubectl -n hooklog get pods`, its log says what it skipped and why), then delete the pod so that its controller creates it again through the webhook",
+    );
+}

@@ -1,0 +1,486 @@
+//! One AdmissionReview in, one out: decides whether a pod gets hooklog, and turns what
+//! [`crate::manifest::inject`] makes of it into a JSONPatch. Pure: no I/O, so every decision has
+//! a unit test. Whatever comes in, the answer allows the object: a webhook that refuses (or
+//! fails) blocks deploys under `failurePolicy: Fail`.
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::manifest::budget::SidecarMode;
+use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
+use crate::manifest::podspec;
+
+pub use crate::manifest::layout::{OPT_IN, SYSTEM_NAMESPACES};
+/// The prefix of every warning about a pod or template that asked for hooklog and did not get it
+/// (the name users search for, as Linkerd's and Vault's users asked).
+pub const SKIPPED: &str = "InjectionSkipped";
+/// Longest warning kept: "Warnings over 256 characters ... may be truncated" (Kubernetes API
+/// concepts, "Warnings"; AdmissionResponse.warnings).
+const MAX_WARNING: usize = 256;
+
+/// Which webhook of the configuration called: the two are told apart by URL path, because a
+/// webhook sees the pod but not its namespace's labels (reading them would need cluster-wide
+/// `get namespaces`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `/mutate/namespace-enabled`: the namespace has the label `hooklog.dev/inject=enabled`, so
+    /// pods are injected unless their annotation says `disabled`.
+    NamespaceEnabled,
+    /// `/mutate`: any other namespace; only pods annotated `enabled` are injected.
+    Other,
+}
+
+/// What the webhook was told.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Image, sidecar form and `--prestop-sleep`, as `hooklog inject` takes them.
+    pub inject: inject::Options,
+    /// The webhook's own namespace: its pods never get hooklog.
+    pub own_namespace: Option<String>,
+}
+
+/// What happened, for hooklog's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Injected,
+    /// Asked for (namespace or annotation) and not done; the reason is also a warning.
+    Skipped(String),
+    /// Not asked for: nothing to say to the user.
+    NotSelected(&'static str),
+    /// Not a review we can act on (the reason is a warning too).
+    Invalid(String),
+}
+
+/// The answer to one review.
+#[derive(Debug)]
+pub struct Reviewed {
+    /// The AdmissionReview to send back.
+    pub response: Value,
+    pub verdict: Verdict,
+    /// `namespace/name` (or `generateName`) of the object, for the log.
+    pub object: String,
+}
+
+/// Reviews `body`, an AdmissionReview; never fails.
+pub fn review(body: &[u8], scope: Scope, policy: &Policy) -> Reviewed {
+    let review: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            return invalid(
+                "admission.k8s.io/v1",
+                uid_in_prefix(body).unwrap_or_default(),
+                format!("not JSON: {e}"),
+            );
+        }
+    };
+    // The answer's version is the request's (the API server checks); v1 for anything else.
+    let api_version = review["apiVersion"]
+        .as_str()
+        .filter(|v| matches!(*v, "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"))
+        .unwrap_or("admission.k8s.io/v1");
+    let request = &review["request"];
+    let uid = request["uid"].as_str().unwrap_or_default().to_string();
+    if review["kind"] != "AdmissionReview" || !request.is_object() || uid.is_empty() {
+        return invalid(
+            api_version,
+            uid,
+            "not an AdmissionReview with a request and its uid".into(),
+        );
+    }
+    let object = &request["object"];
+    let namespace = request["namespace"]
+        .as_str()
+        .or(object["metadata"]["namespace"].as_str())
+        .unwrap_or_default();
+    let name = request["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or(object["metadata"]["name"].as_str())
+        .or(object["metadata"]["generateName"].as_str())
+        .unwrap_or("(unnamed)");
+    let display = format!("{namespace}/{name}");
+    let kind = &request["kind"];
+    let is_pod = kind["group"] == "" && kind["version"] == "v1" && kind["kind"] == "Pod";
+    let (verdict, patch, warnings) = if !object.is_object() {
+        let why = "the request has no object".to_string();
+        (Verdict::Invalid(why.clone()), None, vec![why])
+    } else if !is_pod {
+        workload(object, kind)
+    } else if request["operation"] != "CREATE" {
+        (Verdict::NotSelected("not a CREATE"), None, vec![])
+    } else {
+        pod(object, namespace, scope, policy)
+    };
+    let mut response = json!({ "uid": uid, "allowed": true });
+    if let Some(p) = patch {
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(p.to_string().as_bytes()));
+    }
+    if !warnings.is_empty() {
+        response["warnings"] = json!(warnings.into_iter().map(clip).collect::<Vec<_>>());
+    }
+    Reviewed {
+        response: json!({ "apiVersion": api_version, "kind": "AdmissionReview", "response": response }),
+        verdict,
+        object: display,
+    }
+}
+
+/// The answer to a review that cannot be read: allowed, no patch, one warning.
+pub fn invalid(api_version: &str, uid: String, why: String) -> Reviewed {
+    Reviewed {
+        response: json!({
+            "apiVersion": api_version,
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": uid,
+                "allowed": true,
+                "warnings": [clip(format!("hooklog webhook: {why}; admitted unchanged"))],
+            }
+        }),
+        verdict: Verdict::Invalid(why),
+        object: String::new(),
+    }
+}
+
+/// The request's uid from the first bytes of a body too large (or too broken) to parse: the API
+/// server writes `request.uid` first, and only an answer with that uid counts as one.
+pub fn uid_in_prefix(body: &[u8]) -> Option<String> {
+    const NEEDLE: &[u8] = b"\"uid\":\"";
+    let head = &body[..body.len().min(4096)];
+    let start = head.windows(NEEDLE.len()).position(|w| w == NEEDLE)? + NEEDLE.len();
+    let len = head[start..].iter().position(|b| *b == b'"')?;
+    let uid = std::str::from_utf8(&head[start..start + len]).ok()?;
+    // A Kubernetes UID is a UUID: letters, digits and dashes.
+    uid.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        .then(|| uid.to_string())
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > MAX_WARNING {
+        let mut end = MAX_WARNING - 3;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}
+
+type Decision = (Verdict, Option<Value>, Vec<String>);
+
+fn skipped(why: String) -> Decision {
+    let warning = format!("{SKIPPED}: {why}");
+    (Verdict::Skipped(why), None, vec![warning])
+}
+
+/// A workload (Deployment, Job, ...): never changed, but an opt-in annotation on the object
+/// instead of its pod template is the mistake users make most (Linkerd #4125, Vault #525): said
+/// at `kubectl apply` time, where they look.
+fn workload(object: &Value, kind: &Value) -> Decision {
+    let kind = kind["kind"].as_str().unwrap_or("object");
+    let templates = podspec::templates(object);
+    let Some(t) = templates.first() else {
+        let why = format!("a {kind} is not a Pod; nothing to do");
+        return (
+            Verdict::NotSelected("not a Pod"),
+            None,
+            vec![format!("hooklog webhook: {why}")],
+        );
+    };
+    let on_object = object["metadata"]["annotations"][OPT_IN].as_str();
+    let on_template = object
+        .pointer(&t.metadata_pointer)
+        .and_then(|m| m["annotations"][OPT_IN].as_str());
+    match (on_object, on_template) {
+        (Some(v), None) => skipped(format!(
+            "the {kind}'s metadata.annotations has {OPT_IN}: {v}, which its pods do not see; put it on {}.annotations",
+            t.metadata_pointer.trim_start_matches('/').replace('/', ".")
+        )),
+        _ => (Verdict::NotSelected("a workload"), None, vec![]),
+    }
+}
+
+/// A pod being created: the opt-in, the skips, then inject and the patch.
+fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decision {
+    let annotation = object["metadata"]["annotations"][OPT_IN].as_str();
+    let selected = match (annotation, scope) {
+        (Some("disabled"), _) => {
+            return (Verdict::NotSelected("annotation disabled"), None, vec![]);
+        }
+        (Some("enabled"), _) | (None, Scope::NamespaceEnabled) => true,
+        (Some(other), _) => {
+            return skipped(format!(
+                "annotation {OPT_IN}: {other:?} is neither \"enabled\" nor \"disabled\""
+            ));
+        }
+        (None, Scope::Other) => false,
+    };
+    if !selected {
+        return (Verdict::NotSelected("not opted in"), None, vec![]);
+    }
+    if SYSTEM_NAMESPACES.contains(&namespace) {
+        return skipped(format!("{namespace} is a system namespace"));
+    }
+    if policy.own_namespace.as_deref() == Some(namespace) {
+        return skipped(format!("{namespace} is the webhook's own namespace"));
+    }
+    let spec = &object["spec"];
+    if spec["hostNetwork"] == true {
+        return skipped("hostNetwork pod (its ports are the node's)".into());
+    }
+    if object["metadata"]["annotations"][RECORD_ANNOTATION].is_string() {
+        return (Verdict::Skipped("already injected".into()), None, vec![]);
+    }
+    if policy.inject.mode == SidecarMode::Classic {
+        let restart = spec["restartPolicy"].as_str().unwrap_or("Always");
+        let job = object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o["kind"] == "Job" && o["controller"] == true);
+        if job || restart != "Always" {
+            return skipped(format!(
+                "{}: a classic sidecar never ends and would keep it running (native sidecars, Kubernetes 1.29+, do end)",
+                if job {
+                    "a Job's pod".to_string()
+                } else {
+                    format!("restartPolicy {restart}")
+                }
+            ));
+        }
+    }
+    let mut pod = object.clone();
+    // The review's object may lack `kind` (it is implied by the request's); inject finds pod
+    // templates by kind.
+    pod["kind"] = json!("Pod");
+    pod["apiVersion"] = json!("v1");
+    let report = match inject::inject(&mut pod, &policy.inject) {
+        Ok(r) => r,
+        Err(e) => return skipped(e.why),
+    };
+    for key in ["kind", "apiVersion"] {
+        match object.get(key) {
+            Some(v) => pod[key] = v.clone(),
+            None => {
+                if let Some(m) = pod.as_object_mut() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    if &pod == object {
+        // inject's own words: why it left the pod as it was (a grace period too short, ...).
+        let why = report
+            .iter()
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return skipped(why);
+    }
+    let patch = super::patch::diff(object, &pod);
+    (Verdict::Injected, Some(Value::Array(patch)), vec![])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(mode: SidecarMode) -> Policy {
+        Policy {
+            inject: inject::Options {
+                image: "hooklog:test".into(),
+                mode,
+                prestop_sleep: vec![],
+            },
+            own_namespace: Some("hooklog".into()),
+        }
+    }
+
+    fn review_of(object: Value, namespace: &str) -> Vec<u8> {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "0df28fbd-5f5f-11e8-bc74-36e6bb280816",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": namespace,
+                "operation": "CREATE",
+                "object": object,
+            }
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn pod(annotations: Value, spec_extra: Value) -> Value {
+        let mut spec = json!({"containers": [{"name": "app", "image": "nginx"}]});
+        for (k, v) in spec_extra.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        json!({"metadata": {"generateName": "web-", "annotations": annotations}, "spec": spec})
+    }
+
+    fn apply(object: &Value, r: &Reviewed) -> Value {
+        let b64 = r.response["response"]["patch"].as_str().expect("a patch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("base64");
+        let p: json_patch::Patch = serde_json::from_slice(&bytes).expect("a JSONPatch");
+        let mut out = object.clone();
+        json_patch::patch(&mut out, &p).expect("applies");
+        out
+    }
+
+    #[test]
+    fn an_enabled_namespace_injects_as_inject_does() {
+        let p = policy(SidecarMode::Classic);
+        let object = pod(json!({}), json!({}));
+        let r = review(
+            &review_of(object.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            &p,
+        );
+        assert_eq!(r.verdict, Verdict::Injected);
+        assert_eq!(r.response["response"]["patchType"], "JSONPatch");
+        let mut want = object.clone();
+        want["kind"] = json!("Pod");
+        inject::inject(&mut want, &p.inject).expect("injects");
+        let mut got = apply(&object, &r);
+        got["kind"] = json!("Pod");
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_pod_annotation_wins_over_the_namespace() {
+        let p = policy(SidecarMode::Classic);
+        let off = pod(json!({OPT_IN: "disabled"}), json!({}));
+        let r = review(&review_of(off, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(r.verdict, Verdict::NotSelected("annotation disabled"));
+        assert!(r.response["response"].get("patch").is_none());
+        let on = pod(json!({OPT_IN: "enabled"}), json!({}));
+        let r = review(&review_of(on, "shop"), Scope::Other, &p);
+        assert_eq!(r.verdict, Verdict::Injected);
+        let none = pod(json!({}), json!({}));
+        let r = review(&review_of(none, "shop"), Scope::Other, &p);
+        assert_eq!(r.verdict, Verdict::NotSelected("not opted in"));
+    }
+
+    #[test]
+    fn skips_say_why() {
+        let p = policy(SidecarMode::Classic);
+        let on = json!({OPT_IN: "enabled"});
+        for (object, ns, why) in [
+            (
+                pod(on.clone(), json!({})),
+                "kube-system",
+                "system namespace",
+            ),
+            (pod(on.clone(), json!({})), "hooklog", "own namespace"),
+            (
+                pod(on.clone(), json!({"hostNetwork": true})),
+                "shop",
+                "hostNetwork",
+            ),
+            (
+                pod(on.clone(), json!({"restartPolicy": "Never"})),
+                "shop",
+                "restartPolicy Never",
+            ),
+            (pod(json!({OPT_IN: "yes"}), json!({})), "shop", "neither"),
+        ] {
+            let r = review(&review_of(object, ns), Scope::Other, &p);
+            let Verdict::Skipped(reason) = &r.verdict else {
+                panic!("{why}: {:?}", r.verdict)
+            };
+            assert!(reason.contains(why), "{reason}");
+            let w = r.response["response"]["warnings"][0]
+                .as_str()
+                .expect("a warning");
+            assert!(w.starts_with("InjectionSkipped: "), "{w}");
+            assert!(r.response["response"].get("patch").is_none());
+        }
+    }
+
+    #[test]
+    fn a_native_sidecar_may_go_into_a_jobs_pod() {
+        let p = policy(SidecarMode::Native);
+        let mut object = pod(
+            json!({OPT_IN: "enabled"}),
+            json!({"restartPolicy": "Never"}),
+        );
+        object["metadata"]["ownerReferences"] = json!([{"kind": "Job", "name": "batch", "controller": true, "apiVersion": "batch/v1", "uid": "x"}]);
+        let r = review(&review_of(object.clone(), "shop"), Scope::Other, &p);
+        assert_eq!(r.verdict, Verdict::Injected);
+        let got = apply(&object, &r);
+        assert_eq!(got["spec"]["initContainers"][1]["restartPolicy"], "Always");
+        let c = policy(SidecarMode::Classic);
+        let r = review(&review_of(object, "shop"), Scope::Other, &c);
+        assert!(matches!(&r.verdict, Verdict::Skipped(w) if w.contains("Job")));
+    }
+
+    #[test]
+    fn a_second_review_of_an_injected_pod_changes_nothing() {
+        let p = policy(SidecarMode::Classic);
+        let object = pod(json!({}), json!({}));
+        let r = review(
+            &review_of(object.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            &p,
+        );
+        let injected = apply(&object, &r);
+        let again = review(&review_of(injected, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(again.verdict, Verdict::Skipped("already injected".into()));
+        assert!(again.response["response"].get("patch").is_none());
+    }
+
+    #[test]
+    fn an_annotation_on_the_deployment_is_reported() {
+        let p = policy(SidecarMode::Classic);
+        let deploy = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {OPT_IN: "enabled"}},
+            "spec": {"template": {"metadata": {}, "spec": {"containers": [{"name": "app"}]}}}
+        });
+        let mut body: Value = serde_json::from_slice(&review_of(deploy, "shop")).expect("json");
+        body["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        let r = review(body.to_string().as_bytes(), Scope::Other, &p);
+        let w = r.response["response"]["warnings"][0]
+            .as_str()
+            .expect("a warning");
+        assert!(w.starts_with("InjectionSkipped: "), "{w}");
+        assert!(w.contains("spec.template.metadata.annotations"), "{w}");
+        assert!(r.response["response"].get("patch").is_none());
+    }
+
+    #[test]
+    fn bad_input_is_allowed_with_a_warning() {
+        let p = policy(SidecarMode::Classic);
+        for body in [
+            &b"{"[..],
+            b"[]",
+            b"{\"kind\":\"AdmissionReview\",\"request\":{}}",
+        ] {
+            let r = review(body, Scope::Other, &p);
+            assert!(matches!(r.verdict, Verdict::Invalid(_)), "{:?}", r.verdict);
+            assert_eq!(r.response["response"]["allowed"], true);
+            assert!(r.response["response"]["warnings"][0].is_string());
+        }
+        let cut = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"ab-12","kind":"#;
+        assert_eq!(uid_in_prefix(cut).as_deref(), Some("ab-12"));
+        assert_eq!(
+            review(cut, Scope::Other, &p).response["response"]["uid"],
+            "ab-12"
+        );
+    }
+
+    #[test]
+    fn long_warnings_are_clipped_on_a_char_boundary() {
+        let s = clip("é".repeat(300));
+        assert!(s.len() <= MAX_WARNING && s.ends_with("..."));
+    }
+}

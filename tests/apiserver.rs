@@ -1,0 +1,496 @@
+//! `hooklog webhook` behind a real kube-apiserver 1.20.2 (built from Debian's source package)
+//! and Debian's etcd, both on 127.0.0.1 (scripts/apiserver.sh, started by scripts/test.sh, which
+//! exports HOOKLOG_TEST_APISERVER, _TOKEN and _CA). The webhook is registered by
+//! `clientConfig.url` with its `caBundle` (loopback addresses cannot be a Service's endpoints).
+//! Each test has namespaces and a MutatingWebhookConfiguration of its own, the webhooks
+//! selecting only that test's namespaces, so tests run side by side.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::util::{hooklog, in_ci, wait_until};
+use crate::webhook::{Certs, Webhook, injected, request};
+
+/// How long the API server may take to start calling a webhook configuration just created (its
+/// informer's resync; under a second idle).
+const CONFIG_ACTIVE: Duration = Duration::from_secs(30);
+
+/// The API server the tier started.
+pub struct Api {
+    pub port: u16,
+    pub token: String,
+    pub ca_pem: String,
+    pub ca_file: String,
+}
+
+impl Api {
+    /// The tier's API server, or `None` (with a message) when it is not running; on CI its
+    /// absence fails the test.
+    pub fn from_env() -> Option<Api> {
+        let Ok(url) = std::env::var("HOOKLOG_TEST_APISERVER") else {
+            assert!(
+                !in_ci(),
+                "HOOKLOG_TEST_APISERVER is not set: scripts/test.sh starts the API server tier (scripts/apiserver.sh start)"
+            );
+            eprintln!(
+                "skipped: no API server tier (bash scripts/apiserver.sh start STATE; then export STATE/env)"
+            );
+            return None;
+        };
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port in HOOKLOG_TEST_APISERVER");
+        let ca_file =
+            std::env::var("HOOKLOG_TEST_APISERVER_CA").expect("HOOKLOG_TEST_APISERVER_CA");
+        Some(Api {
+            port,
+            token: std::env::var("HOOKLOG_TEST_APISERVER_TOKEN")
+                .expect("HOOKLOG_TEST_APISERVER_TOKEN"),
+            ca_pem: std::fs::read_to_string(&ca_file).expect("the API server's CA"),
+            ca_file,
+        })
+    }
+
+    /// One call: `(status, body as JSON)`.
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let auth = format!("Bearer {}", self.token);
+        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        let (status, answer) = request(
+            self.port,
+            &self.ca_pem,
+            method,
+            path,
+            &[("Authorization", &auth)],
+            &bytes,
+        )
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let value = serde_json::from_slice(&answer)
+            .unwrap_or_else(|_| json!(String::from_utf8_lossy(&answer)));
+        (status, value)
+    }
+
+    fn ok(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, v) = self.call(method, path, body);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v:#}"
+        );
+        v
+    }
+}
+
+/// A test's namespaces (`<name>-in`, labelled `hooklog.dev/inject=enabled`, and `<name>-out`) and
+/// webhook configuration; removed on drop.
+pub struct Tier<'a> {
+    pub api: &'a Api,
+    pub name: String,
+    pub ns_in: String,
+    pub ns_out: String,
+}
+
+impl<'a> Tier<'a> {
+    pub fn new(api: &'a Api, name: &str) -> Tier<'a> {
+        let name = format!("{name}-{}", std::process::id());
+        let t = Tier {
+            api,
+            ns_in: format!("{name}-in"),
+            ns_out: format!("{name}-out"),
+            name,
+        };
+        for (ns, inject) in [(&t.ns_in, true), (&t.ns_out, false)] {
+            let mut labels = json!({"hooklog-test": t.name});
+            if inject {
+                labels["hooklog.dev/inject"] = json!("enabled");
+            }
+            api.ok(
+                "POST",
+                "/api/v1/namespaces",
+                Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})),
+            );
+        }
+        t
+    }
+
+    /// The configuration k8s/webhook/ ships, for this test's namespaces, pointing at 127.0.0.1.
+    pub fn configuration(&self, port: u16, ca_pems: &[&str], failure_policy: &str) -> Value {
+        let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pems.concat());
+        let hook = |name: &str, path: &str, inject: Value| {
+            json!({
+                "name": format!("{name}.{}.hooklog.dev", self.name),
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": bundle},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"hooklog-test": self.name}, "matchExpressions": [inject]},
+                "failurePolicy": failure_policy,
+                "sideEffects": "None",
+                "timeoutSeconds": 10,
+                "reinvocationPolicy": "IfNeeded",
+            })
+        };
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": self.name},
+            "webhooks": [
+                hook("namespace", "/mutate/namespace-enabled", json!({"key": "hooklog.dev/inject", "operator": "In", "values": ["enabled"]})),
+                hook("pod", "/mutate", json!({"key": "hooklog.dev/inject", "operator": "NotIn", "values": ["enabled", "disabled"]})),
+            ]
+        })
+    }
+
+    /// Creates or replaces the webhook configuration.
+    pub fn register(&self, config: &Value) {
+        let path = format!(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+            self.name
+        );
+        let (status, old) = self.api.call("GET", &path, None);
+        if status == 200 {
+            let mut config = config.clone();
+            config["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            self.api.ok("PUT", &path, Some(&config));
+        } else {
+            self.api.ok(
+                "POST",
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                Some(config),
+            );
+        }
+    }
+
+    /// POSTs `pod` into `ns` (`?dryRun=All` when `dry`): `(status, answer)`.
+    pub fn create(&self, ns: &str, pod: &Value, dry: bool) -> (u16, Value) {
+        let q = if dry { "?dryRun=All" } else { "" };
+        self.api.call(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/pods{q}"),
+            Some(pod),
+        )
+    }
+
+    /// Waits until a dry-run pod in the opted-in namespace comes back injected: the API server
+    /// calls the configuration now.
+    pub fn wait_active(&self) {
+        let probe = pod("probe");
+        let active = wait_until(CONFIG_ACTIVE, || {
+            let (status, v) = self.create(&self.ns_in, &probe, true);
+            status == 201 && has_hooklog(&v)
+        });
+        assert!(active, "the API server never called the webhook");
+    }
+}
+
+impl Drop for Tier<'_> {
+    fn drop(&mut self) {
+        // Best effort: a failed test leaves its namespaces, which the next run's names avoid.
+        let _ = self.api.call(
+            "DELETE",
+            &format!(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+                self.name
+            ),
+            None,
+        );
+        for ns in [&self.ns_in, &self.ns_out] {
+            let _ = self
+                .api
+                .call("DELETE", &format!("/api/v1/namespaces/{ns}"), None);
+        }
+    }
+}
+
+/// A pod as a user writes it, with a preStop for hooklog to wire.
+pub fn pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 40,
+            "containers": [{
+                "name": "app",
+                "image": "nginx:1.25",
+                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 5; nginx -s quit"]}}}
+            }]
+        }
+    })
+}
+
+pub fn has_hooklog(pod: &Value) -> bool {
+    let names = |k: &str| -> Vec<String> {
+        pod["spec"][k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect()
+    };
+    names("containers").contains(&"hooklog".to_string())
+        || names("initContainers").contains(&"hooklog".to_string())
+}
+
+/// The API server's CA and the static token, as a pod's service account mount holds them, so
+/// that `--sidecar auto` asks this API server its version.
+fn serviceaccount(api: &Api, dir: &std::path::Path) -> std::path::PathBuf {
+    let sa = dir.join("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::copy(&api.ca_file, sa.join("ca.crt")).unwrap();
+    std::fs::write(sa.join("token"), &api.token).unwrap();
+    sa
+}
+
+/// A webhook with `--sidecar auto`, learning the version from the API server (1.20: classic).
+fn auto_webhook(api: &Api, certs: &Certs, dir: &std::path::Path) -> Webhook {
+    let sa = serviceaccount(api, dir);
+    let port = api.port.to_string();
+    let w = Webhook::start_with(
+        certs,
+        &[
+            "--sidecar",
+            "auto",
+            "--serviceaccount-dir",
+            sa.to_str().unwrap(),
+        ],
+        &[
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", &port),
+        ],
+    );
+    assert!(
+        w.log().iter().any(|l| l.contains("sidecar=Classic")),
+        "{:#?}",
+        w.log()
+    );
+    w
+}
+
+#[test]
+fn a_pod_in_an_opted_in_namespace_is_stored_as_inject_classic_makes_it() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = auto_webhook(&api, &certs, dir.path());
+    let t = Tier::new(&api, "stored");
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
+    t.wait_active();
+
+    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
+    assert_eq!(status, 201, "{stored:#}");
+    assert!(has_hooklog(&stored), "{stored:#}");
+    let (_, got) = api.call(
+        "GET",
+        &format!("/api/v1/namespaces/{}/pods/web", t.ns_in),
+        None,
+    );
+    assert_eq!(got["spec"], stored["spec"]);
+
+    // The same pod where nobody injects, as the API server defaults it; `hooklog inject` of that;
+    // and inject's output as the API server defaults it in turn (it defaults what a webhook adds).
+    let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
+    assert_eq!(status, 201, "{plain:#}");
+    assert!(!has_hooklog(&plain));
+    let mut by_inject = injected(&plain, &["--sidecar", "classic"]);
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "resourceVersion",
+        "managedFields",
+        "selfLink",
+    ] {
+        by_inject["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    let (status, want) = t.create(&t.ns_out, &by_inject, true);
+    assert_eq!(status, 201, "{want:#}");
+    assert_eq!(got["spec"], want["spec"]);
+    assert_eq!(
+        got["metadata"]["annotations"],
+        want["metadata"]["annotations"]
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("injected") && l.contains(&format!("{}/web", t.ns_in)))
+    );
+}
+
+#[test]
+fn an_opted_out_pod_is_stored_untouched() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let t = Tier::new(&api, "untouched");
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Fail"));
+    t.wait_active();
+    let mut off = pod("off");
+    off["metadata"]["annotations"] = json!({"hooklog.dev/inject": "disabled"});
+    for (ns, p) in [(&t.ns_out, pod("plain")), (&t.ns_in, off)] {
+        let (status, stored) = t.create(ns, &p, false);
+        assert_eq!(status, 201, "{stored:#}");
+        assert!(!has_hooklog(&stored), "{stored:#}");
+        assert_eq!(stored["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert!(
+            stored["metadata"]["annotations"]
+                .get("hooklog.dev/injected")
+                .is_none()
+        );
+    }
+    // Asked (under Fail, an unanswered call would have refused the pods), and left them.
+    let log = w.log();
+    for name in ["plain", "off"] {
+        assert!(
+            !log.iter()
+                .any(|l| l.contains("injected") && l.contains(&format!("/{name}"))),
+            "{log:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_server_side_dry_run_returns_the_injected_pod_and_stores_nothing() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let t = Tier::new(&api, "dryrun");
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
+    t.wait_active();
+    let (status, preview) = t.create(&t.ns_in, &pod("preview"), true);
+    assert_eq!(status, 201, "{preview:#}");
+    assert!(has_hooklog(&preview), "{preview:#}");
+    let (status, _) = api.call(
+        "GET",
+        &format!("/api/v1/namespaces/{}/pods/preview", t.ns_in),
+        None,
+    );
+    assert_eq!(status, 404, "a dry run stored the pod");
+}
+
+#[test]
+fn with_the_webhook_down_ignore_admits_uninjected_check_says_so_and_fail_rejects() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let mut w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let t = Tier::new(&api, "down");
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
+    t.wait_active();
+    let port = w.port;
+    w.child.kill().unwrap();
+    w.child.wait().unwrap();
+
+    let (status, missed) = t.create(&t.ns_in, &pod("missed"), false);
+    assert_eq!(status, 201, "Ignore must admit: {missed:#}");
+    assert!(!has_hooklog(&missed), "{missed:#}");
+
+    // `kubectl get namespaces,pods -A -o yaml | hooklog check -`: the List the API server gives.
+    let namespaces = api.ok(
+        "GET",
+        &format!("/api/v1/namespaces?labelSelector=hooklog-test%3D{}", t.name),
+        None,
+    );
+    let pods = api.ok("GET", &format!("/api/v1/namespaces/{}/pods", t.ns_in), None);
+    let mut items: Vec<Value> = Vec::new();
+    for (list, kind) in [(&namespaces, "Namespace"), (&pods, "Pod")] {
+        for mut item in list["items"].as_array().unwrap().clone() {
+            item["apiVersion"] = json!("v1");
+            item["kind"] = json!(kind);
+            items.push(item);
+        }
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let out = {
+        use std::io::Write;
+        let mut child = hooklog()
+            .args(["check", "--format", "json", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(list.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let text = report.to_string();
+    assert!(
+        text.contains("missed-injection") && text.contains(&format!("{}/missed", t.ns_in)),
+        "{report:#}"
+    );
+
+    // failurePolicy Fail: the same pod is refused while the webhook is down.
+    t.register(&t.configuration(port, &[&certs.ca_pem], "Fail"));
+    let mut refused = Value::Null;
+    let mut attempt = 0;
+    // Until the API server uses the new policy, a pod is still admitted: each try a new name.
+    let rejected = wait_until(CONFIG_ACTIVE, || {
+        attempt += 1;
+        let (status, v) = t.create(&t.ns_in, &pod(&format!("refused-{attempt}")), false);
+        refused = v;
+        status >= 400
+    });
+    assert!(rejected, "Fail admitted the pod: {refused:#}");
+    assert!(
+        refused.to_string().contains("failed calling webhook"),
+        "{refused:#}"
+    );
+}
+
+#[test]
+fn a_certificate_renewal_during_admissions_keeps_them_working() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let old = Certs::make(dir.path(), "hooklog CA 1");
+    let w = Webhook::start(&old, &["--sidecar", "classic"]);
+    let t = Tier::new(&api, "renewal");
+    // The bundle holds the CA to come too, as cert-manager's cainjector puts it before renewing.
+    let new_ca_dir = tempfile::tempdir().unwrap();
+    let staged = Certs::make(new_ca_dir.path(), "hooklog CA 2");
+    t.register(&t.configuration(w.port, &[&old.ca_pem, &staged.ca_pem], "Fail"));
+    t.wait_active();
+    // Renewal: the second CA's certificate replaces the files the webhook serves.
+    for f in ["tls.crt", "tls.key"] {
+        std::fs::copy(
+            new_ca_dir.path().join(f),
+            dir.path().join(format!("{f}.tmp")),
+        )
+        .unwrap();
+        std::fs::rename(dir.path().join(format!("{f}.tmp")), dir.path().join(f)).unwrap();
+    }
+    let start = Instant::now();
+    let mut n = 0;
+    while !w
+        .log()
+        .iter()
+        .any(|l| l.contains("serving certificate reloaded"))
+        || n < 5
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no reload: {:#?}",
+            w.log()
+        );
+        let (status, p) = t.create(&t.ns_in, &pod(&format!("during-{n}")), false);
+        assert_eq!(
+            status, 201,
+            "admission {n} failed during the renewal: {p:#}"
+        );
+        assert!(has_hooklog(&p), "{p:#}");
+        n += 1;
+    }
+    // Only the new CA from now on: still admitted, still injected.
+    t.register(&t.configuration(w.port, &[&staged.ca_pem], "Fail"));
+    let (status, p) = t.create(&t.ns_in, &pod("after"), false);
+    assert_eq!(status, 201, "{p:#}");
+    assert!(has_hooklog(&p));
+}

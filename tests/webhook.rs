@@ -1,0 +1,723 @@
+//! `hooklog webhook` at the AdmissionReview level: the real binary serving HTTPS on 127.0.0.1,
+//! with a CA and serving certificate the test makes, answering reviews shaped as the API server
+//! sends them; every patched pod is compared with what `hooklog inject` makes of the same pod.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::util::{hooklog, wait_until};
+
+const IMAGE: &str = "registry.example/hooklog:test";
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// A CA and a serving certificate for 127.0.0.1 it signed, as PEM files in `dir`.
+pub struct Certs {
+    pub ca_pem: String,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+impl Certs {
+    /// A new CA (named `cn`) and a serving certificate for `127.0.0.1` and `localhost`, written
+    /// to `dir/tls.crt` and `dir/tls.key` (replaced as a whole, as the kubelet swaps a Secret's
+    /// files).
+    pub fn make(dir: &Path, cn: &str) -> Certs {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(DnType::CommonName, cn);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "hooklog-webhook");
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        let cert_file = dir.join("tls.crt");
+        let key_file = dir.join("tls.key");
+        for (path, text) in [(&cert_file, cert.pem()), (&key_file, key.serialize_pem())] {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, path).unwrap();
+        }
+        Certs {
+            ca_pem: ca.pem(),
+            cert_file,
+            key_file,
+        }
+    }
+}
+
+/// A running `hooklog webhook`, its stderr collected, killed on drop.
+pub struct Webhook {
+    pub child: Child,
+    pub port: u16,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Webhook {
+    /// Starts `hooklog webhook --listen 127.0.0.1:0 ARGS` and waits until it serves.
+    pub fn start(certs: &Certs, args: &[&str]) -> Webhook {
+        Self::start_with(certs, args, &[])
+    }
+
+    /// [`Webhook::start`] with more environment variables.
+    pub fn start_with(certs: &Certs, args: &[&str], env: &[(&str, &str)]) -> Webhook {
+        let mut cmd = hooklog();
+        cmd.envs(env.iter().copied());
+        cmd.args(["webhook", "--listen", "127.0.0.1:0", "--image", IMAGE])
+            .arg("--tls-cert-file")
+            .arg(&certs.cert_file)
+            .arg("--tls-key-file")
+            .arg(&certs.key_file)
+            .args(args)
+            .env("RUST_LOG", "info");
+        Self::spawn(cmd)
+    }
+
+    pub fn spawn(mut cmd: Command) -> Webhook {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hooklog webhook");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let lines = stderr.clone();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut port = None;
+        let started = wait_until(STARTUP, || {
+            port = stderr.lock().unwrap().iter().find_map(|l| {
+                let at = l.find("webhook serving")?;
+                let addr = l[at..].split("listen=").nth(1)?.split(' ').next()?;
+                addr.rsplit(':').next()?.parse::<u16>().ok()
+            });
+            port.is_some()
+        });
+        assert!(
+            started,
+            "webhook did not start: {:#?}",
+            stderr.lock().unwrap()
+        );
+        Webhook {
+            child,
+            port: port.unwrap(),
+            stderr,
+        }
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// POSTs a review to `path` and returns the AdmissionReview answered.
+    pub fn review(&self, ca_pem: &str, path: &str, body: &[u8]) -> Value {
+        let (status, answer) = https(self.port, ca_pem, "POST", path, body).expect("an answer");
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        serde_json::from_slice(&answer).expect("an AdmissionReview")
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTPS request to 127.0.0.1:`port`, verified against `ca_pem`: `(status, body)`.
+pub fn https(
+    port: u16,
+    ca_pem: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), String> {
+    request(port, ca_pem, method, path, &[], body)
+}
+
+/// [`https`] with more headers.
+pub fn request(
+    port: u16,
+    ca_pem: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, Vec<u8>), String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    tls.write_all(head.as_bytes()).map_err(|e| e.to_string())?;
+    // A server that stops reading (a body over its bound) may close before all is written.
+    let _ = tls.write_all(body);
+    let _ = tls.flush();
+    let mut answer = Vec::new();
+    if let Err(e) = tls.read_to_end(&mut answer) {
+        if answer.is_empty() {
+            return Err(e.to_string());
+        }
+    }
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("no HTTP answer: {}", String::from_utf8_lossy(&answer)))?;
+    let head = String::from_utf8_lossy(&answer[..split]).to_string();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no status")?;
+    let body = answer[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Ok((status, dechunk(&body)?));
+    }
+    Ok((status, body))
+}
+
+/// An HTTP/1.1 chunked body, joined (the API server sends large answers so).
+fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk without its size line")?;
+        let size_text = String::from_utf8_lossy(&rest[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| format!("chunk size {size_text:?}: {e}"))?;
+        rest = &rest[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if rest.len() < size + 2 {
+            return Err("a chunk cut short".into());
+        }
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
+/// An AdmissionReview as the API server sends it for a pod CREATE (admission.k8s.io/v1; the
+/// fields 1.20 and 1.29 both send).
+pub fn pod_review(uid: &str, namespace: &str, pod: &Value) -> Vec<u8> {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": pod,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A pod as a ReplicaSet creates it (defaults filled in by the API server before admission).
+pub fn web_pod(annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "web-5d9c7b8f6d-",
+            "namespace": "shop",
+            "labels": {"app": "web", "pod-template-hash": "5d9c7b8f6d"},
+            "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c7b8f6d", "uid": "6a3f2b8e-0000-4000-8000-000000000001", "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": {
+            "containers": [{
+                "name": "app",
+                "image": "nginx:1.25",
+                "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 5; nginx -s quit"]}}},
+                "resources": {},
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+                "imagePullPolicy": "IfNotPresent"
+            }],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "enableServiceLinks": true
+        }
+    })
+}
+
+/// What `hooklog inject ARGS` makes of `pod`, read back as JSON.
+pub fn injected(pod: &Value, args: &[&str]) -> Value {
+    let mut child = hooklog()
+        .args(["inject", "--image", IMAGE])
+        .args(args)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string_pretty(pod).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let source = hooklog::manifest::load::parse("inject", text).unwrap();
+    source.documents[0].value.clone()
+}
+
+/// `object` with the answer's JSONPatch applied (unchanged when there is none).
+pub fn patched(object: &Value, answer: &Value) -> Value {
+    let mut out = object.clone();
+    if let Some(b64) = answer["response"]["patch"].as_str() {
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        let p: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        json_patch::patch(&mut out, &p).unwrap();
+    }
+    out
+}
+
+fn warnings(answer: &Value) -> Vec<String> {
+    answer["response"]["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn an_opted_in_pod_is_patched_into_what_inject_classic_makes_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let want = injected(&web_pod(json!({})), &["--sidecar", "classic"]);
+    assert_ne!(want, web_pod(json!({})), "inject changed nothing");
+
+    // The namespace has the label: the configuration's namespace-enabled webhook calls.
+    let pod = web_pod(json!({}));
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-1", "shop", &pod),
+    );
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(patched(&pod, &answer), want);
+
+    // Any namespace, the pod's annotation asks.
+    let pod = web_pod(json!({"hooklog.dev/inject": "enabled"}));
+    let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u-2", "shop", &pod));
+    assert_eq!(
+        patched(&pod, &answer),
+        injected(&pod, &["--sidecar", "classic"])
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("injected") && l.contains("shop/web-5d9c7b8f6d-")),
+        "{:#?}",
+        w.log()
+    );
+}
+
+#[test]
+fn opted_out_pods_are_untouched_and_nothing_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    for (path, annotations) in [
+        ("/mutate", json!({})),
+        (
+            "/mutate/namespace-enabled",
+            json!({"hooklog.dev/inject": "disabled"}),
+        ),
+        ("/mutate", json!({"hooklog.dev/inject": "disabled"})),
+    ] {
+        let pod = web_pod(annotations.clone());
+        let answer = w.review(&certs.ca_pem, path, &pod_review("u-3", "shop", &pod));
+        assert_eq!(answer["response"]["allowed"], true);
+        assert!(
+            answer["response"].get("patch").is_none(),
+            "{path} {annotations}: {answer}"
+        );
+        assert!(warnings(&answer).is_empty(), "{answer}");
+    }
+}
+
+#[test]
+fn skipped_pods_get_an_injection_skipped_warning_and_a_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(
+        &certs,
+        &["--sidecar", "classic", "--own-namespace", "hooklog"],
+    );
+    let on = json!({"hooklog.dev/inject": "enabled"});
+    let mut host = web_pod(on.clone());
+    host["spec"]["hostNetwork"] = json!(true);
+    let mut job = web_pod(on.clone());
+    job["spec"]["restartPolicy"] = json!("Never");
+    job["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "uid": "6a3f2b8e-0000-4000-8000-000000000002", "controller": true}]);
+    for (namespace, pod, why) in [
+        (
+            "kube-system",
+            web_pod(on.clone()),
+            "kube-system is a system namespace",
+        ),
+        ("kube-node-lease", web_pod(on.clone()), "system namespace"),
+        (
+            "hooklog",
+            web_pod(on.clone()),
+            "the webhook's own namespace",
+        ),
+        ("shop", host, "hostNetwork"),
+        ("shop", job, "a Job's pod"),
+    ] {
+        let answer = w.review(
+            &certs.ca_pem,
+            "/mutate",
+            &pod_review("u-4", namespace, &pod),
+        );
+        assert_eq!(answer["response"]["allowed"], true);
+        assert!(answer["response"].get("patch").is_none(), "{why}: {answer}");
+        let ws = warnings(&answer);
+        assert!(
+            ws.len() == 1 && ws[0].starts_with("InjectionSkipped: ") && ws[0].contains(why),
+            "{why}: {ws:?}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(5), || w
+                .log()
+                .iter()
+                .any(|l| l.contains("InjectionSkipped") && l.contains(why))),
+            "{why}: {:#?}",
+            w.log()
+        );
+    }
+
+    // Already injected (a reinvocation, or a pod injected by `hooklog inject`): unchanged.
+    let done = injected(&web_pod(on.clone()), &["--sidecar", "classic"]);
+    let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u-5", "shop", &done));
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+}
+
+#[test]
+fn an_annotation_on_the_deployment_instead_of_its_template_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "annotations": {"hooklog.dev/inject": "enabled"}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1.25"}]}}}
+    });
+    let mut review: Value = serde_json::from_slice(&pod_review("u-6", "shop", &deploy)).unwrap();
+    review["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+    review["request"]["resource"] =
+        json!({"group": "apps", "version": "v1", "resource": "deployments"});
+    let answer = w.review(&certs.ca_pem, "/mutate", review.to_string().as_bytes());
+    assert!(answer["response"].get("patch").is_none());
+    let ws = warnings(&answer);
+    assert!(
+        ws.len() == 1
+            && ws[0].starts_with("InjectionSkipped: ")
+            && ws[0].contains("spec.template.metadata.annotations"),
+        "{ws:?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || w
+            .log()
+            .iter()
+            .any(|l| l.contains("InjectionSkipped") && l.contains("shop/web"))),
+        "{:#?}",
+        w.log()
+    );
+}
+
+#[test]
+fn bad_input_is_admitted_unchanged_with_a_warning_never_a_500() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let configmap = {
+        let mut r: Value = serde_json::from_slice(&pod_review(
+            "u-7",
+            "shop",
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}),
+        ))
+        .unwrap();
+        r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+        r.to_string().into_bytes()
+    };
+    // Over the 4 MiB bound, with the uid first as the API server writes it.
+    let mut huge = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-8","object":{"x":""#.to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 5 * 1024 * 1024));
+    huge.extend(br#""}}}"#);
+    for (body, uid, why) in [
+        (b"{\"apiVersion\": \"admission.k8s.io/v1\", \"kind\": \"AdmissionRev".to_vec(), "", "not JSON"),
+        (b"[1, 2, 3]".to_vec(), "", "not an AdmissionReview"),
+        (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-9"}}"#.to_vec(), "u-9", "no object"),
+        (configmap, "u-7", "not a Pod"),
+        (huge, "u-8", "larger than"),
+    ] {
+        let answer = w.review(&certs.ca_pem, "/mutate", &body);
+        assert_eq!(answer["response"]["allowed"], true, "{why}");
+        assert_eq!(answer["response"]["uid"], uid, "{why}");
+        assert!(answer["response"].get("patch").is_none(), "{why}");
+        let ws = warnings(&answer);
+        assert!(ws.len() == 1 && ws[0].contains(why), "{why}: {ws:?}");
+    }
+    // Still serving.
+    let (status, body) = https(w.port, &certs.ca_pem, "GET", "/healthz", b"").unwrap();
+    assert_eq!((status, body.as_slice()), (200, &b"ok\n"[..]));
+    let (status, _) = https(w.port, &certs.ca_pem, "GET", "/readyz", b"").unwrap();
+    assert_eq!(status, 200);
+}
+
+/// 1.20, the newest API server Debian builds, has no native sidecars: this path is tested with
+/// reviews as a 1.29+ API server sends them (the same `admission.k8s.io/v1` review, `kind`
+/// `{"group": "", "version": "v1", "kind": "Pod"}`), the webhook told the cluster's version.
+#[test]
+fn native_sidecars_for_a_1_29_cluster_as_inject_makes_them_jobs_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(
+        &certs,
+        &["--sidecar", "auto", "--kubernetes-version", "1.29"],
+    );
+    assert!(
+        w.log().iter().any(|l| l.contains("sidecar=Native")),
+        "{:#?}",
+        w.log()
+    );
+    let mut job = web_pod(json!({}));
+    job["spec"]["restartPolicy"] = json!("Never");
+    job["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "migrate", "uid": "6a3f2b8e-0000-4000-8000-000000000002", "controller": true}]);
+    for pod in [web_pod(json!({})), job] {
+        let answer = w.review(
+            &certs.ca_pem,
+            "/mutate/namespace-enabled",
+            &pod_review("u-10", "shop", &pod),
+        );
+        let got = patched(&pod, &answer);
+        assert_eq!(got, injected(&pod, &["--kubernetes-version", "1.29"]));
+        let init = got["spec"]["initContainers"].as_array().unwrap();
+        assert!(
+            init.iter()
+                .any(|c| c["name"] == "hooklog" && c["restartPolicy"] == "Always"),
+            "{got:#}"
+        );
+    }
+}
+
+#[test]
+fn a_renewed_certificate_is_served_without_a_restart_and_admissions_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = Certs::make(dir.path(), "hooklog CA 1");
+    let w = Webhook::start(&old, &["--sidecar", "classic"]);
+    let pod = web_pod(json!({}));
+    let want = injected(&pod, &["--sidecar", "classic"]);
+    let review = pod_review("u-11", "shop", &pod);
+    assert_eq!(
+        patched(
+            &pod,
+            &w.review(&old.ca_pem, "/mutate/namespace-enabled", &review)
+        ),
+        want
+    );
+
+    // cert-manager renews: a new CA and certificate in the same files.
+    let new = Certs::make(dir.path(), "hooklog CA 2");
+    let both = format!("{}{}", old.ca_pem, new.ca_pem);
+    let mut served_new = false;
+    let renewed = wait_until(Duration::from_secs(20), || {
+        // Every admission during the renewal succeeds (the API server trusts both CAs).
+        let answer = w.review(&both, "/mutate/namespace-enabled", &review);
+        assert_eq!(patched(&pod, &answer), want);
+        served_new = https(w.port, &new.ca_pem, "GET", "/readyz", b"").is_ok_and(|(s, _)| s == 200);
+        served_new
+    });
+    assert!(
+        renewed,
+        "the new certificate was never served: {:#?}",
+        w.log()
+    );
+    assert!(
+        https(w.port, &old.ca_pem, "GET", "/readyz", b"").is_err(),
+        "still the old certificate"
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("serving certificate reloaded"))
+    );
+    assert_eq!(
+        patched(
+            &pod,
+            &w.review(&new.ca_pem, "/mutate/namespace-enabled", &review)
+        ),
+        want
+    );
+}
+
+#[test]
+fn sigterm_ends_the_webhook_at_once_with_its_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let mut w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let pod = web_pod(json!({}));
+    w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-12", "shop", &pod),
+    );
+    let started = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &w.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exit = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            exit = w.child.try_wait().unwrap();
+            exit.is_some()
+        }),
+        "still running 10 s after SIGTERM: {:#?}",
+        w.log()
+    );
+    assert!(exit.unwrap().success(), "{:#?}", w.log());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        wait_until(Duration::from_secs(2), || w
+            .log()
+            .iter()
+            .any(|l| l.contains("webhook stopped")
+                && l.contains("reviews=1")
+                && l.contains("injected=1"))),
+        "{:#?}",
+        w.log()
+    );
+}
+
+/// A client that sends headers and then stalls holds nothing for long: after the body timeout
+/// (10 s, the API server's own webhook timeout) it gets its allowed answer, and others are served
+/// meanwhile.
+#[test]
+fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(certs.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", w.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let started = std::time::Instant::now();
+    tls.write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{\"apiVersion\"")
+        .unwrap();
+    tls.flush().unwrap();
+    // Meanwhile another review is answered at once.
+    let pod = web_pod(json!({}));
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-13", "shop", &pod),
+    );
+    assert!(answer["response"]["patch"].is_string());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("\"allowed\":true") && text.contains("body not read within"),
+        "{text}"
+    );
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+}
