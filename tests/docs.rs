@@ -88,6 +88,20 @@ const EXAMPLES: &[(&str, Example)] = &[
     ("what-comes-out", Example::Run(&[], Order::AnyButLast)),
     ("cloudwatch-emf", Example::Run(&[], Order::Exact)),
     (
+        "webhook-opt-in",
+        Example::NotRun(
+            "needs kubectl against the API server tier (scripts/apiserver.sh); tests/apiserver.rs \
+             makes the same requests over HTTP and checks the same outcomes",
+        ),
+    ),
+    (
+        "webhook-missed",
+        Example::NotRun(
+            "needs kubectl against the API server tier; tests/apiserver.rs checks `hooklog check` \
+             on the List the API server gives for a pod created while the webhook was down",
+        ),
+    ),
+    (
         "fargate-summary",
         Example::NotRun(
             "needs an EKS Fargate cluster; tests/kubelet.rs checks the summary a real kubelet's \
