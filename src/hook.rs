@@ -4,7 +4,6 @@
 //! failure; the command's output is also passed through to hooklog's own stdout and stderr.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use crate::cli::HookArgs;
 use crate::client::{LastResort, Reporter};
 use crate::framing::{FrameEnd, Framer};
 use crate::lifecycle::signal::Stopping;
+use crate::passthrough::PassThrough;
 
 /// Exit status when the command cannot be found (as shells report it).
 pub const EXIT_NOT_FOUND: u8 = 127;
@@ -50,6 +50,10 @@ const OUTPUT_QUEUE_LINES: usize = 64;
 /// within `client::SOCKET_STALL`, then the file takes the rest): the most logging adds to a
 /// hook's run time.
 const REPORT_FINISH: Duration = Duration::from_secs(2);
+
+/// After the hook, how long the pass-through of its output to hooklog's own stdout and stderr
+/// may take; a stream nobody reads is left behind when it runs out.
+const PASS_THROUGH_FINISH: Duration = Duration::from_millis(500);
 
 /// Bytes of the command (its arguments JSON-escaped, with their quotes and commas) that
 /// `hook.started` carries, in `command` and again in `message`. Twice this plus the record's
@@ -152,7 +156,7 @@ async fn run_async(args: HookArgs) -> u8 {
                     shown.join(" ")
                 )),
             );
-            reporter.send(&Value::Object(started).to_string());
+            reporter.send_everywhere(&Value::Object(started).to_string());
         },
         |stream, line, partial| {
             let mut m = base("hook.output");
@@ -180,7 +184,7 @@ async fn run_async(args: HookArgs) -> u8 {
             args.hook_name, result.outcome, result.message
         )),
     );
-    reporter.send(&Value::Object(finished).to_string());
+    reporter.send_everywhere(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
         eprintln!(
             "hooklog: {} hook {}: {}",
@@ -199,9 +203,10 @@ async fn run_async(args: HookArgs) -> u8 {
 }
 
 /// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each
-/// output line to `on_line(stream, text, partial)`. Each signal `stopping` receives is forwarded
-/// to the command's process group. While `reporter` has no room, output is left in the command's pipes; the timeout
-/// and signals go on regardless.
+/// output line to `on_line(stream, text, partial)` and passes it through to hooklog's own
+/// stdout or stderr (from threads of their own: a stream nobody reads holds up nothing). Each
+/// signal `stopping` receives is forwarded to the command's process group. While `reporter` has
+/// no room, output is left in the command's pipes; the timeout and signals go on regardless.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
@@ -261,6 +266,7 @@ pub async fn execute(
     }
     drop(tx);
 
+    let mut passed = PassThrough::start();
     let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
@@ -268,7 +274,7 @@ pub async fn execute(
         tokio::select! {
             status = child.wait() => break status,
             Some((stream, line, partial)) = lines.recv(), if reporter.has_room() => {
-                pass_through(stream, &line, partial);
+                passed.write(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
             _ = reporter.room(), if !reporter.has_room() => {}
@@ -293,9 +299,11 @@ pub async fn execute(
     while let Ok(Some((stream, line, partial))) =
         tokio::time::timeout_at(drain_until, lines.recv()).await
     {
-        pass_through(stream, &line, partial);
+        passed.write(stream, &line, partial);
         on_line(stream, &line, partial);
     }
+    // Blocking, but bounded and after the command: the timers have nothing left to do.
+    passed.finish(PASS_THROUGH_FINISH);
     judge(&name, status, timed_out)
 }
 
@@ -395,18 +403,6 @@ async fn recv_opt(s: &mut Option<Stopping>) -> Signal {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The command's output also goes to hooklog's own stdout and stderr, as if hooklog were not
-/// there (the kubelet keeps a failed hook's output in its event).
-fn pass_through(stream: &str, line: &str, partial: bool) {
-    let end = if partial { "" } else { "\n" };
-    // Nobody to tell if our own stdout or stderr is gone.
-    let _ = if stream == "stdout" {
-        write!(std::io::stdout().lock(), "{line}{end}")
-    } else {
-        write!(std::io::stderr().lock(), "{line}{end}")
-    };
 }
 
 async fn read_lines(
