@@ -546,9 +546,9 @@ fn open_shared(path: &Path) -> std::io::Result<File> {
     match f {
         Ok(f) if f.metadata()?.file_type().is_file() => Ok(f),
         Ok(_) => Err(refuse("not a regular file")),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            Err(refuse("a symlink, which hooklog does not follow in the shared folder"))
-        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Err(refuse(
+            "a symlink, which hooklog does not follow in the shared folder",
+        )),
         Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
             Err(refuse("not a regular file (a FIFO)"))
         }

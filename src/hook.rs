@@ -32,9 +32,14 @@ pub const EXIT_INTERNAL: u8 = 70;
 /// Time between SIGTERM and SIGKILL when the timeout fires.
 const KILL_AFTER: Duration = Duration::from_secs(2);
 
-/// After the command exits, how long to wait for the rest of its output (a background child may
-/// hold the pipes open forever).
+/// After the command exits, how long its pipes may stay open without a line before the rest of
+/// its output is given up (a background child may hold them open forever).
 const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// After the command exits, the longest its remaining output is read for, at the daemon's pace:
+/// a pipe (64 KiB) and the queue behind it, about 10,000 short lines, take well under a second
+/// even in a debug build.
+const OUTPUT_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// A reported output line is cut into pieces of at most this many bytes.
 const OUTPUT_LINE_MAX: usize = 8 * 1024;
@@ -273,11 +278,12 @@ pub async fn execute(
     let status: std::io::Result<ExitStatus> = loop {
         tokio::select! {
             status = child.wait() => break status,
-            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() => {
+            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() && passed.has_room() => {
                 passed.write(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
             _ = reporter.room(), if !reporter.has_room() => {}
+            _ = passed.room(), if !passed.has_room() => {}
             _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
                 timed_out = true;
                 send(pid, Signal::SIGTERM);
@@ -294,11 +300,24 @@ pub async fn execute(
         // What the timed-out command left behind goes too.
         send(pid, Signal::SIGKILL);
     }
-    // The rest of the output, unless something else holds the pipes open.
-    let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
-    while let Ok(Some((stream, line, partial))) =
-        tokio::time::timeout_at(drain_until, lines.recv()).await
-    {
+    // The rest of the output, at the pace of its readers as before, until the pipes close, or
+    // stay open without a line for OUTPUT_DRAIN (something else holds them), or OUTPUT_DRAIN_MAX.
+    let drain_by = tokio::time::Instant::now() + OUTPUT_DRAIN_MAX;
+    loop {
+        if !(reporter.has_room() && passed.has_room()) {
+            tokio::select! {
+                _ = reporter.room(), if !reporter.has_room() => {}
+                _ = passed.room(), if !passed.has_room() => {}
+                _ = tokio::time::sleep_until(drain_by) => break,
+            }
+            continue;
+        }
+        let idle_by = (tokio::time::Instant::now() + OUTPUT_DRAIN).min(drain_by);
+        let Ok(Some((stream, line, partial))) =
+            tokio::time::timeout_at(idle_by, lines.recv()).await
+        else {
+            break;
+        };
         passed.write(stream, &line, partial);
         on_line(stream, &line, partial);
     }

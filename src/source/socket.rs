@@ -194,7 +194,11 @@ async fn make_room(
         }
         let idle = match idlest {
             Some((id, idle)) if idle >= IDLE_CLOSE_AFTER => {
-                tracing::debug!(max_connections = max, idle_ms = idle.as_millis() as u64, "closing an idle connection to make room");
+                tracing::debug!(
+                    max_connections = max,
+                    idle_ms = idle.as_millis() as u64,
+                    "closing an idle connection to make room"
+                );
                 served.close(id);
                 continue;
             }
@@ -260,7 +264,11 @@ async fn drain_accept_queue(
         read += 1;
     }
     if read > 0 {
-        tracing::debug!(input, connections = read, "read the connections still queued at shutdown");
+        tracing::debug!(
+            input,
+            connections = read,
+            "read the connections still queued at shutdown"
+        );
     }
 }
 
