@@ -70,8 +70,9 @@ impl SourceContext {
     /// wrapper's lifecycle record (it came by the other route) is taken out again.
     pub fn encode(&self, encoder: &mut Encoder, frame: Frame<'_>, time_ms: i64, batch: &mut Batch) {
         let (bytes, records) = (batch.buf.len(), batch.records.len());
+        let line = frame.bytes;
         if let Some(event) = encoder.encode(frame, time_ms, batch) {
-            if !self.once.first(&event) {
+            if !self.once.first(&event, line) {
                 batch.buf.truncate(bytes);
                 batch.records.truncate(records);
                 return;
