@@ -672,6 +672,61 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_the_daemon_closed_is_made_again() {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let file = dir.path().join("prestop.log");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let r = Reporter::new(Some(sock), Some(file.clone()), LastResort::Stderr);
+        listener.set_nonblocking(true).unwrap();
+        let accept = || {
+            let by = Instant::now() + WITHIN;
+            loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(_) if Instant::now() < by => std::thread::sleep(CONNECT_RETRY),
+                    Err(e) => panic!("the reporter did not connect (again): {e}"),
+                }
+            }
+        };
+        let read_one = |conn: std::os::unix::net::UnixStream| {
+            conn.set_nonblocking(false).unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(&conn).read_line(&mut line).unwrap();
+            (conn, line)
+        };
+        r.send("{\"n\":1}");
+        let (first, line) = read_one(accept());
+        assert_eq!(line, "{\"n\":1}\n");
+        // As the daemon closes an idle connection to make room: reading side first, then close.
+        first.shutdown(std::net::Shutdown::Read).unwrap();
+        drop(first);
+        r.send("{\"n\":2}");
+        let (_second, line) = read_one(accept());
+        assert_eq!(line, "{\"n\":2}\n");
+        let d = r.finish(WITHIN);
+        assert_eq!((d.socket, d.file), (2, 0), "{d:?}");
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn a_record_after_a_fragment_starts_on_a_fresh_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        // What a writer cut short by a full disk left.
+        std::fs::write(&file, "{\"cut\":").unwrap();
+        let r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        r.send("{\"n\":1}");
+        r.send("{\"n\":2}");
+        assert_eq!(r.finish(WITHIN).file, 2);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "{\"cut\":\n{\"n\":1}\n{\"n\":2}\n"
+        );
+    }
+
+    #[test]
     fn a_file_the_fallback_creates_is_writable_by_other_users() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
