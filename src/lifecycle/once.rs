@@ -14,11 +14,12 @@ use std::sync::Mutex;
 use crate::record::{HookEvent, HookEventKind};
 
 /// Keys remembered: far more than the hook runs of one pod's shutdown (a handful of containers),
-/// so a forged flood of run ids makes a real copy pass twice at worst. About 100 bytes each.
+/// so a forged flood of run ids makes a real copy pass twice at worst. Keys are hashes, whatever
+/// the length of a run id a peer writes: about 40 bytes each, under 200 KB in all.
 pub const REMEMBERED: usize = 4096;
 
-/// A run's event: its `run_id` and whether it is the end.
-type Key = (String, bool);
+/// A hash of a run's event: its `run_id` and whether it is the end.
+type Key = u64;
 
 /// The lifecycle records already seen.
 #[derive(Debug, Default)]
@@ -26,7 +27,7 @@ pub struct Once {
     /// Each key with a hash of its first line, and the order they came in (the oldest is
     /// forgotten first).
     seen: Mutex<(HashMap<Key, u64>, VecDeque<Key>)>,
-    /// Keyed per process: a peer cannot make two different lines hash alike.
+    /// Keyed per process: a peer cannot make two different keys or lines hash alike.
     hasher: RandomState,
 }
 
@@ -39,10 +40,10 @@ impl Once {
             return true;
         };
         let hash = self.hasher.hash_one(line);
-        let key = (
-            run.id.clone(),
+        let key = self.hasher.hash_one((
+            run.id.as_str(),
             matches!(event.kind, HookEventKind::Finished { .. }),
-        );
+        ));
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let (map, order) = &mut *seen;
         if let Some(first) = map.get(&key) {
@@ -53,7 +54,7 @@ impl Once {
         {
             map.remove(&old);
         }
-        map.insert(key.clone(), hash);
+        map.insert(key, hash);
         order.push_back(key);
         true
     }
