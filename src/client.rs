@@ -6,12 +6,14 @@
 //!
 //! Each record goes out whole by one route; lifecycle records (`hook.started`, `hook.finished`,
 //! [`Reporter::send_everywhere`]) go by the socket and the file both, and the daemon keeps one.
-//! Once the socket has failed (it cannot be reached within [`CONNECT_DEADLINE`], or a write makes
-//! no progress for [`SOCKET_STALL`], [`SOCKET_STUCK`] when there is no file to go to), the rest
-//! of the run's records go to the file. A socket that makes progress is behind, not stuck: it
-//! keeps the hook, and the queue in front of it ([`SOCKET_QUEUE_BYTES`]) slows the command's
-//! output to the daemon's pace. A connection the daemon closed (it closes idle ones when its
-//! connections are all taken) is made again once per record.
+//! Once the socket has failed (it cannot be reached within [`CONNECT_DEADLINE`], a write makes
+//! no progress for [`SOCKET_STALL`], or, with a file to go to, [`SOCKET_QUEUE_BYTES`] wait in
+//! front of it), the rest of the run's records go to the file, which the daemon reads at its own
+//! pace: the file on disk is the buffer, and the hook is not slowed. With no file, a socket that
+//! makes progress is behind, not stuck: it keeps the hook (given up only after [`SOCKET_STUCK`]
+//! without progress), and the queue in front of it slows the command's output to the daemon's
+//! pace. A connection the daemon closed (it closes idle ones when its connections are all taken)
+//! is made again once per record.
 //!
 //! Writes to the shared file never glue records: the file is opened without following a symlink
 //! and only if it is a regular file, and a record is written on a fresh line when the file does
@@ -40,10 +42,11 @@ pub const SOCKET_STALL: Duration = Duration::from_millis(500);
 /// longer. A daemon whose reads take this long (its own stdout blocked) is stuck, not behind.
 pub const SOCKET_STUCK: Duration = Duration::from_secs(5);
 
-/// Bytes queued in front of a working socket before `has_room` says no and the hook stops reading
-/// its command's output until the daemon catches up: this is what slows the command to the
-/// daemon's pace. Small, so that what is queued when the command ends is delivered well within
-/// the hook's finish deadline (at 100,000 records/s, a daemon's debug build, about 0.1 s).
+/// Bytes queued in front of a working socket before the rest goes to the file (with a file), or
+/// before `has_room` says no and the hook stops reading its command's output until the daemon
+/// catches up (without one): what slows a socket-only command to the daemon's pace. Small, so
+/// that what is queued when the command ends is delivered well within the hook's finish deadline
+/// (at 100,000 records/s, a daemon's debug build, about 0.1 s).
 pub const SOCKET_QUEUE_BYTES: usize = 1024 * 1024;
 
 /// Bytes queued in front of the file (once the socket is given up, or when there is none) before
@@ -114,6 +117,8 @@ struct State {
     bytes: usize,
     /// True when the socket is given up (or was never there): the file comes next.
     socket_failed: bool,
+    /// A file is configured: a socket that falls behind is given up for it.
+    has_file: bool,
     /// No more records will come.
     closed: bool,
     /// The thread has delivered everything and ended.
@@ -129,6 +134,7 @@ impl Reporter {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 socket_failed: socket.is_none(),
+                has_file: file.is_some(),
                 ..State::default()
             }),
             wake: Condvar::new(),
@@ -153,7 +159,8 @@ impl Reporter {
     }
 
     /// Queues one record (JSON text without newline) for the first route that takes it. Never
-    /// blocks on delivery; callers that produce many records wait for [`Reporter::has_room`].
+    /// blocks on delivery: with a file, a socket [`SOCKET_QUEUE_BYTES`] behind is given up for
+    /// it; callers that produce many records wait for [`Reporter::has_room`].
     pub fn send(&self, record: &str) {
         self.queue(record, false);
     }
@@ -172,6 +179,13 @@ impl Reporter {
         let mut st = self.shared.lock();
         st.bytes += line.len();
         st.queue.push_back(Entry { line, everywhere });
+        if !st.socket_failed && st.has_file && st.bytes > SOCKET_QUEUE_BYTES {
+            st.socket_failed = true;
+            tracing::warn!(
+                queued = st.bytes,
+                "hooklog socket behind, using the file for the rest of this hook"
+            );
+        }
         drop(st);
         self.shared.wake.notify_all();
     }
