@@ -6,6 +6,9 @@
 //!
 //! Each record goes out whole by one route; lifecycle records (`hook.started`, `hook.finished`,
 //! [`Reporter::send_everywhere`]) go by the socket and the file both, and the daemon keeps one.
+//! The run's last record is copied to the file only once the daemon has read all the socket
+//! carried (the wrapper shuts its side; the daemon closes the connection at that end), or after
+//! [`ACK_WAIT`]: so the copy never overtakes the output before it.
 //! Once the socket has failed (it cannot be reached within [`CONNECT_DEADLINE`], a write makes
 //! no progress for [`SOCKET_STALL`], or, with a file to go to, [`SOCKET_QUEUE_BYTES`] wait in
 //! front of it), the rest of the run's records go to the file, which the daemon reads at its own
@@ -48,6 +51,11 @@ pub const SOCKET_STUCK: Duration = Duration::from_secs(5);
 /// that what is queued when the command ends is delivered well within the hook's finish deadline
 /// (at 100,000 records/s, a daemon's debug build, about 0.1 s).
 pub const SOCKET_QUEUE_BYTES: usize = 1024 * 1024;
+
+/// After the run's last record, how long the daemon may take to read all the socket carried
+/// (it closes the connection once it has) before that record is copied to the file all the
+/// same.
+pub const ACK_WAIT: Duration = Duration::from_millis(500);
 
 /// Bytes queued in front of the file (once the socket is given up, or when there is none) before
 /// `has_room` says no and the hook stops reading its command's output until the file catches up
@@ -106,7 +114,19 @@ struct Entry {
     /// The record with its newline.
     line: Vec<u8>,
     /// Sent by every route (a lifecycle record), not only the first that works.
-    everywhere: bool,
+    everywhere: Copy,
+}
+
+/// When a record taken by the socket is copied to the file too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copy {
+    /// Not at all: one route is enough.
+    Never,
+    /// At once (`hook.started`: before any output of the run, whichever copy the daemon reads).
+    Now,
+    /// Once the daemon has read all the socket carried, or after [`ACK_WAIT`]
+    /// (`hook.finished`: it must not overtake the run's output still in the socket).
+    AfterAck,
 }
 
 #[derive(Debug, Default)]
@@ -162,17 +182,24 @@ impl Reporter {
     /// blocks on delivery: with a file, a socket [`SOCKET_QUEUE_BYTES`] behind is given up for
     /// it; callers that produce many records wait for [`Reporter::has_room`].
     pub fn send(&self, record: &str) {
-        self.queue(record, false);
+        self.queue(record, Copy::Never);
     }
 
     /// Queues a lifecycle record for the socket and the file both (when both are configured):
     /// it reaches the daemon whatever becomes of one route, and the daemon keeps one copy per
     /// `(run_id, event)`.
     pub fn send_everywhere(&self, record: &str) {
-        self.queue(record, true);
+        self.queue(record, Copy::Now);
     }
 
-    fn queue(&self, record: &str, everywhere: bool) {
+    /// [`Reporter::send_everywhere`] for the run's last record: its file copy waits until the
+    /// daemon has read everything the socket carried (or [`ACK_WAIT`]), so that it cannot come
+    /// out ahead of the output before it. Nothing may be sent after it.
+    pub fn send_last_everywhere(&self, record: &str) {
+        self.queue(record, Copy::AfterAck);
+    }
+
+    fn queue(&self, record: &str, everywhere: Copy) {
         let mut line = Vec::with_capacity(record.len() + 1);
         line.extend_from_slice(record.as_bytes());
         line.push(b'\n');
@@ -254,6 +281,7 @@ impl Shared {
 /// The delivering thread: takes records off the queue in order and writes each by the first
 /// route that works, until the queue is closed and empty.
 fn deliver(shared: &Shared, mut routes: Routes) {
+    let mut last_copy: Option<Vec<u8>> = None;
     loop {
         let mut st = shared.lock();
         let entry = loop {
@@ -261,6 +289,14 @@ fn deliver(shared: &Shared, mut routes: Routes) {
                 break e;
             }
             if st.closed {
+                if let Some(line) = last_copy.take() {
+                    drop(st);
+                    routes.await_read(ACK_WAIT);
+                    // The file's copy: the daemon keeps the first it reads.
+                    routes.try_file(&line);
+                    st = shared.lock();
+                    continue;
+                }
                 st.done = true;
                 drop(st);
                 shared.wake.notify_all();
@@ -271,9 +307,15 @@ fn deliver(shared: &Shared, mut routes: Routes) {
         let use_socket = !st.socket_failed;
         drop(st);
         let route = routes.write(&entry.line, use_socket);
-        if entry.everywhere && route == Route::Socket {
-            // The file's copy: the daemon keeps the first it reads.
-            routes.try_file(&entry.line);
+        if route == Route::Socket {
+            match entry.everywhere {
+                Copy::Never => {}
+                // The file's copy: the daemon keeps the first it reads.
+                Copy::Now => {
+                    routes.try_file(&entry.line);
+                }
+                Copy::AfterAck => last_copy = Some(entry.line.clone()),
+            }
         }
         let mut st = shared.lock();
         st.bytes -= entry.line.len();
@@ -387,6 +429,40 @@ impl Routes {
             }
         }
         false
+    }
+
+    /// Shuts the writing side of the connection and waits, at most `within`, for the daemon to
+    /// close it: it does once it has read everything this side sent, to the end it now sees.
+    fn await_read(&mut self, within: Duration) {
+        use std::io::{ErrorKind, Read};
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if conn.shutdown(std::net::Shutdown::Write).is_err() {
+            return;
+        }
+        let by = Instant::now() + within;
+        let mut buf = [0u8; 64];
+        loop {
+            let left = by.saturating_duration_since(Instant::now());
+            // A zero timeout would mean none.
+            if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+                tracing::debug!("the daemon did not read all the socket carried in time");
+                return;
+            }
+            match conn.read(&mut buf) {
+                // Closed (or reset) by the daemon: all read.
+                Ok(0) => return,
+                // The daemon sends nothing; whatever comes is not an answer.
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    tracing::debug!("the daemon did not read all the socket carried in time");
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
     }
 
     fn try_file(&mut self, line: &[u8]) -> bool {

@@ -189,7 +189,8 @@ async fn run_async(args: HookArgs) -> u8 {
             args.hook_name, result.outcome, result.message
         )),
     );
-    reporter.send_everywhere(&Value::Object(finished).to_string());
+    // Last: its file copy waits until the daemon has read the output before it.
+    reporter.send_last_everywhere(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
         eprintln!(
             "hooklog: {} hook {}: {}",
