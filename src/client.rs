@@ -4,9 +4,23 @@
 //! thread of their own delivers them, so the hook's command runs beside its reporting, never
 //! behind it.
 //!
-//! Each record goes out whole by one route. Once the socket has failed (it cannot be reached
-//! within [`CONNECT_DEADLINE`], a write stalls for [`SOCKET_STALL`], or the queue in front of it
-//! passes [`SOCKET_QUEUE_BYTES`]), the rest of the run's records go to the file.
+//! Each record goes out whole by one route; lifecycle records (`hook.started`, `hook.finished`,
+//! [`Reporter::send_everywhere`]) go by the socket and the file both, and the daemon keeps one.
+//! The run's last record is copied to the file only once the daemon has read all the socket
+//! carried (the wrapper shuts its side; the daemon closes the connection at that end), or after
+//! [`ACK_WAIT`]: so the copy never overtakes the output before it.
+//! Once the socket has failed (it cannot be reached within [`CONNECT_DEADLINE`], a write makes
+//! no progress for [`SOCKET_STALL`], or, with a file to go to, [`SOCKET_QUEUE_BYTES`] wait in
+//! front of it), the rest of the run's records go to the file, which the daemon reads at its own
+//! pace: the file on disk is the buffer, and the hook is not slowed. With no file, a socket that
+//! makes progress is behind, not stuck: it keeps the hook (given up only after [`SOCKET_STUCK`]
+//! without progress), and the queue in front of it slows the command's output to the daemon's
+//! pace. A connection the daemon closed (it closes idle ones when its connections are all taken)
+//! is made again once per record.
+//!
+//! Writes to the shared file never glue records: the file is opened without following a symlink
+//! and only if it is a regular file, and a record is written on a fresh line when the file does
+//! not end with one (another writer's record cut short by a full disk).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -23,16 +37,29 @@ pub const CONNECT_DEADLINE: Duration = Duration::from_millis(250);
 /// Pause between two connect attempts while the daemon's accept queue is full.
 const CONNECT_RETRY: Duration = Duration::from_millis(20);
 
-/// Longest one write to the daemon's socket may stall before the socket is given up for the rest
-/// of the run and the record goes to the file.
+/// Longest a write to the daemon's socket may make no progress before the socket is given up for
+/// the rest of the run and the record goes to the file.
 pub const SOCKET_STALL: Duration = Duration::from_millis(500);
 
-/// Bytes queued in front of the socket before it counts as too slow and the file takes over: a
-/// daemon that reads slower than the hook writes would otherwise only be found out later.
+/// The same with no file to go to: the records would go to stderr, so the socket is waited for
+/// longer. A daemon whose reads take this long (its own stdout blocked) is stuck, not behind.
+pub const SOCKET_STUCK: Duration = Duration::from_secs(5);
+
+/// Bytes queued in front of a working socket before the rest goes to the file (with a file), or
+/// before `has_room` says no and the hook stops reading its command's output until the daemon
+/// catches up (without one): what slows a socket-only command to the daemon's pace. Small, so
+/// that what is queued when the command ends is delivered well within the hook's finish deadline
+/// (at 100,000 records/s, a daemon's debug build, about 0.1 s).
 pub const SOCKET_QUEUE_BYTES: usize = 1024 * 1024;
 
-/// Bytes queued in front of the file before `has_room` says no and the hook stops reading its
-/// command's output until the file catches up (a local file write; this bounds memory).
+/// After the run's last record, how long the daemon may take to read all the socket carried
+/// (it closes the connection once it has) before that record is copied to the file all the
+/// same.
+pub const ACK_WAIT: Duration = Duration::from_millis(500);
+
+/// Bytes queued in front of the file (once the socket is given up, or when there is none) before
+/// `has_room` says no and the hook stops reading its command's output until the file catches up
+/// (a local file write; this bounds memory).
 pub const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Mode of the shared file when a hook or `emit` has to create it (the daemon was not up yet):
@@ -81,14 +108,37 @@ struct Shared {
     room: tokio::sync::Notify,
 }
 
+/// One queued record.
+#[derive(Debug)]
+struct Entry {
+    /// The record with its newline.
+    line: Vec<u8>,
+    /// Sent by every route (a lifecycle record), not only the first that works.
+    everywhere: Copy,
+}
+
+/// When a record taken by the socket is copied to the file too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copy {
+    /// Not at all: one route is enough.
+    Never,
+    /// At once (`hook.started`: before any output of the run, whichever copy the daemon reads).
+    Now,
+    /// Once the daemon has read all the socket carried, or after [`ACK_WAIT`]
+    /// (`hook.finished`: it must not overtake the run's output still in the socket).
+    AfterAck,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// Records waiting, each with its newline.
-    queue: VecDeque<Vec<u8>>,
+    /// Records waiting.
+    queue: VecDeque<Entry>,
     /// Bytes in `queue`.
     bytes: usize,
     /// True when the socket is given up (or was never there): the file comes next.
     socket_failed: bool,
+    /// A file is configured: a socket that falls behind is given up for it.
+    has_file: bool,
     /// No more records will come.
     closed: bool,
     /// The thread has delivered everything and ended.
@@ -104,6 +154,7 @@ impl Reporter {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 socket_failed: socket.is_none(),
+                has_file: file.is_some(),
                 ..State::default()
             }),
             wake: Condvar::new(),
@@ -127,30 +178,56 @@ impl Reporter {
         Reporter { shared, thread }
     }
 
-    /// Queues one record (JSON text without newline). Never blocks on delivery: a socket that
-    /// falls [`SOCKET_QUEUE_BYTES`] behind is given up for the file.
+    /// Queues one record (JSON text without newline) for the first route that takes it. Never
+    /// blocks on delivery: with a file, a socket [`SOCKET_QUEUE_BYTES`] behind is given up for
+    /// it; callers that produce many records wait for [`Reporter::has_room`].
     pub fn send(&self, record: &str) {
+        self.queue(record, Copy::Never);
+    }
+
+    /// Queues a lifecycle record for the socket and the file both (when both are configured):
+    /// it reaches the daemon whatever becomes of one route, and the daemon keeps one copy per
+    /// `(run_id, event)`.
+    pub fn send_everywhere(&self, record: &str) {
+        self.queue(record, Copy::Now);
+    }
+
+    /// [`Reporter::send_everywhere`] for the run's last record: its file copy waits until the
+    /// daemon has read everything the socket carried (or [`ACK_WAIT`]), so that it cannot come
+    /// out ahead of the output before it. Nothing may be sent after it.
+    pub fn send_last_everywhere(&self, record: &str) {
+        self.queue(record, Copy::AfterAck);
+    }
+
+    fn queue(&self, record: &str, everywhere: Copy) {
         let mut line = Vec::with_capacity(record.len() + 1);
         line.extend_from_slice(record.as_bytes());
         line.push(b'\n');
         let mut st = self.shared.lock();
         st.bytes += line.len();
-        st.queue.push_back(line);
-        if !st.socket_failed && st.bytes > SOCKET_QUEUE_BYTES {
+        st.queue.push_back(Entry { line, everywhere });
+        if !st.socket_failed && st.has_file && st.bytes > SOCKET_QUEUE_BYTES {
             st.socket_failed = true;
             tracing::warn!(
                 queued = st.bytes,
-                "hooklog socket too slow, using the file for the rest of this hook"
+                "hooklog socket behind, using the file for the rest of this hook"
             );
         }
         drop(st);
         self.shared.wake.notify_all();
     }
 
-    /// False while more than [`QUEUE_BYTES`] wait: the caller should stop producing records
-    /// until [`Reporter::room`] fires.
+    /// False while more than [`SOCKET_QUEUE_BYTES`] wait for a working socket, or
+    /// [`QUEUE_BYTES`] for the file: the caller should stop producing records until
+    /// [`Reporter::room`] fires.
     pub fn has_room(&self) -> bool {
-        self.shared.lock().bytes <= QUEUE_BYTES
+        let st = self.shared.lock();
+        let limit = if st.socket_failed {
+            QUEUE_BYTES
+        } else {
+            SOCKET_QUEUE_BYTES
+        };
+        st.bytes <= limit
     }
 
     /// Resolves after the queue shrank (call `has_room` again).
@@ -204,13 +281,22 @@ impl Shared {
 /// The delivering thread: takes records off the queue in order and writes each by the first
 /// route that works, until the queue is closed and empty.
 fn deliver(shared: &Shared, mut routes: Routes) {
+    let mut last_copy: Option<Vec<u8>> = None;
     loop {
         let mut st = shared.lock();
-        let line = loop {
-            if let Some(l) = st.queue.pop_front() {
-                break l;
+        let entry = loop {
+            if let Some(e) = st.queue.pop_front() {
+                break e;
             }
             if st.closed {
+                if let Some(line) = last_copy.take() {
+                    drop(st);
+                    routes.await_read(ACK_WAIT);
+                    // The file's copy: the daemon keeps the first it reads.
+                    routes.try_file(&line);
+                    st = shared.lock();
+                    continue;
+                }
                 st.done = true;
                 drop(st);
                 shared.wake.notify_all();
@@ -220,9 +306,19 @@ fn deliver(shared: &Shared, mut routes: Routes) {
         };
         let use_socket = !st.socket_failed;
         drop(st);
-        let route = routes.write(&line, use_socket);
+        let route = routes.write(&entry.line, use_socket);
+        if route == Route::Socket {
+            match entry.everywhere {
+                Copy::Never => {}
+                // The file's copy: the daemon keeps the first it reads.
+                Copy::Now => {
+                    routes.try_file(&entry.line);
+                }
+                Copy::AfterAck => last_copy = Some(entry.line.clone()),
+            }
+        }
         let mut st = shared.lock();
-        st.bytes -= line.len();
+        st.bytes -= entry.line.len();
         match route {
             Route::Socket => st.delivery.socket += 1,
             Route::File => st.delivery.file += 1,
@@ -298,26 +394,73 @@ impl Routes {
         let Some(path) = &self.socket else {
             return false;
         };
-        if self.conn.is_none() {
-            match connect(path, CONNECT_DEADLINE) {
-                Ok(c) => self.conn = Some(c),
-                Err(e) => {
-                    if !self.warned_socket {
-                        tracing::warn!(socket = %path.display(), error = %e, "hooklog socket unreachable, using the file");
-                        self.warned_socket = true;
+        let stall = if self.file.is_some() {
+            SOCKET_STALL
+        } else {
+            SOCKET_STUCK
+        };
+        // A second try only when the daemon closed the connection (an idle one, to make room).
+        for attempt in 0..2 {
+            if self.conn.is_none() {
+                match connect(path, CONNECT_DEADLINE) {
+                    Ok(c) => self.conn = Some(c),
+                    Err(e) => {
+                        if !self.warned_socket {
+                            tracing::warn!(socket = %path.display(), error = %e, "hooklog socket unreachable, using the file");
+                            self.warned_socket = true;
+                        }
+                        return false;
                     }
+                }
+            }
+            let Some(conn) = self.conn.as_mut() else {
+                return false;
+            };
+            match write_record(conn, line, stall) {
+                Ok(()) => return true,
+                Err(e) if attempt == 0 && closed_by_peer(&e) => {
+                    tracing::debug!(socket = %path.display(), error = %e, "connection closed by the daemon, connecting again");
+                    self.conn = None;
+                }
+                Err(e) => {
+                    tracing::warn!(socket = %path.display(), error = %e, "hooklog socket stalled, using the file for the rest of this hook");
                     return false;
                 }
             }
         }
-        let Some(conn) = self.conn.as_mut() else {
-            return false;
+        false
+    }
+
+    /// Shuts the writing side of the connection and waits, at most `within`, for the daemon to
+    /// close it: it does once it has read everything this side sent, to the end it now sees.
+    fn await_read(&mut self, within: Duration) {
+        use std::io::{ErrorKind, Read};
+        let Some(mut conn) = self.conn.take() else {
+            return;
         };
-        match write_record(conn, line) {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(socket = %path.display(), error = %e, "hooklog socket stalled, using the file for the rest of this hook");
-                false
+        if conn.shutdown(std::net::Shutdown::Write).is_err() {
+            return;
+        }
+        let by = Instant::now() + within;
+        let mut buf = [0u8; 64];
+        loop {
+            let left = by.saturating_duration_since(Instant::now());
+            // A zero timeout would mean none.
+            if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+                tracing::debug!("the daemon did not read all the socket carried in time");
+                return;
+            }
+            match conn.read(&mut buf) {
+                // Closed (or reset) by the daemon: all read.
+                Ok(0) => return,
+                // The daemon sends nothing; whatever comes is not an answer.
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    tracing::debug!("the daemon did not read all the socket carried in time");
+                    return;
+                }
+                Err(_) => return,
             }
         }
     }
@@ -339,7 +482,15 @@ impl Routes {
         let Some(f) = self.file_handle.as_mut() else {
             return false;
         };
-        // One write per line: O_APPEND keeps concurrent writers' lines whole.
+        // One write per line: O_APPEND keeps concurrent writers' lines whole. A line after one
+        // cut short (a full disk, ours or another writer's) starts on a fresh line.
+        let fresh;
+        let line = if ends_mid_line(f) {
+            fresh = [b"\n", line].concat();
+            &fresh[..]
+        } else {
+            line
+        };
         match f.write_all(line) {
             Ok(()) => true,
             Err(e) => {
@@ -390,27 +541,34 @@ fn connect(path: &Path, within: Duration) -> std::io::Result<UnixStream> {
     }
 }
 
-/// Writes one record. A write that stalls [`SOCKET_STALL`] with nothing written fails, and the
-/// record goes whole to the file. A record the kernel takes in part (only one longer than a
-/// socket buffer segment, tens of KB) is finished if the daemon reads on within another
-/// [`SOCKET_STALL`]; otherwise the daemon keeps a flagged fragment and the file the whole line.
-fn write_record(conn: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
+/// Writes one record. A write that makes no progress for `stall` fails, and the record goes
+/// whole to the file; a daemon that keeps reading, however slowly, keeps it. A record the kernel
+/// took in part (only one longer than a socket buffer segment, tens of KB) leaves the daemon a
+/// flagged fragment, and the file the whole line.
+fn write_record(conn: &mut UnixStream, line: &[u8], stall: Duration) -> std::io::Result<()> {
     use std::io::ErrorKind;
     let mut written = 0;
+    let mut progress = Instant::now();
     while written < line.len() {
+        // Each blocking write returns after SOCKET_STALL at the latest (the socket's timeout).
         match conn.write(&line[written..]) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => written += n,
+            Ok(n) => {
+                written += n;
+                progress = Instant::now();
+            }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(std::io::Error::new(
-                    ErrorKind::TimedOut,
-                    format!(
-                        "a write stalled for {} ms ({written} of {} bytes taken)",
-                        SOCKET_STALL.as_millis(),
-                        line.len()
-                    ),
-                ));
+                if progress.elapsed() >= stall {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        format!(
+                            "no write made progress for {} ms ({written} of {} bytes taken)",
+                            stall.as_millis(),
+                            line.len()
+                        ),
+                    ));
+                }
             }
             Err(e) => return Err(e),
         }
@@ -418,11 +576,45 @@ fn write_record(conn: &mut UnixStream, line: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Opens the shared file for appending. When this call creates it, it gets [`SHARED_FILE_MODE`]
-/// despite the umask; an existing file keeps its mode.
+/// True when the daemon closed the connection (EPIPE, ECONNRESET): it closes idle connections
+/// when all of its `--max-connections` are taken, after reading what they sent.
+fn closed_by_peer(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::NotConnected
+    )
+}
+
+/// True when the file's last byte is not a newline: a record cut short (a full disk, a write
+/// limit) ends it, and the next record must not be glued to that fragment. Unknown (the file
+/// cannot be read: opened for appending only) counts as a whole line.
+fn ends_mid_line(f: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(len) = f.metadata().map(|m| m.len()) else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    len > 0 && f.read_at(&mut last, len - 1).is_ok_and(|n| n == 1) && last[0] != b'\n'
+}
+
+/// Opens the shared file for appending (and reading, to check its last byte, when allowed).
+/// When this call creates it, it gets [`SHARED_FILE_MODE`] despite the umask; an existing file
+/// keeps its mode. A symlink is not followed (a peer could point it at any file of this
+/// container), and anything but a regular file is refused: a FIFO would block the writes.
 fn open_shared(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    match std::fs::OpenOptions::new()
+    let open = |read: bool| {
+        std::fs::OpenOptions::new()
+            .read(read)
+            .append(true)
+            // O_NONBLOCK: opening a FIFO nobody reads fails (ENXIO) instead of waiting forever;
+            // it changes nothing for a regular file.
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(path)
+    };
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
         .append(true)
         .create_new(true)
         .mode(SHARED_FILE_MODE)
@@ -432,10 +624,23 @@ fn open_shared(path: &Path) -> std::io::Result<File> {
             // Without it the file stays as narrow as the umask made it; appending still works
             // for this container, which is what matters here.
             let _ = f.set_permissions(std::fs::Permissions::from_mode(SHARED_FILE_MODE));
-            Ok(f)
+            return Ok(f);
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::OpenOptions::new().append(true).open(path)
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match open(true) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => open(false),
+            r => r,
+        },
+        Err(e) => Err(e),
+    };
+    let refuse = |what: &str| std::io::Error::other(format!("{what}: not opened"));
+    match f {
+        Ok(f) if f.metadata()?.file_type().is_file() => Ok(f),
+        Ok(_) => Err(refuse("not a regular file")),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Err(refuse(
+            "a symlink, which hooklog does not follow in the shared folder",
+        )),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
+            Err(refuse("not a regular file (a FIFO)"))
         }
         Err(e) => Err(e),
     }
@@ -554,6 +759,61 @@ mod tests {
         assert!(got.is_empty() || got.ends_with(b"\n"));
         let in_file = std::fs::read_to_string(file).unwrap().lines().count();
         assert_eq!((from_socket, in_file), (d.socket, d.file));
+    }
+
+    #[test]
+    fn a_connection_the_daemon_closed_is_made_again() {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("h.sock");
+        let file = dir.path().join("prestop.log");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let r = Reporter::new(Some(sock), Some(file.clone()), LastResort::Stderr);
+        listener.set_nonblocking(true).unwrap();
+        let accept = || {
+            let by = Instant::now() + WITHIN;
+            loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(_) if Instant::now() < by => std::thread::sleep(CONNECT_RETRY),
+                    Err(e) => panic!("the reporter did not connect (again): {e}"),
+                }
+            }
+        };
+        let read_one = |conn: std::os::unix::net::UnixStream| {
+            conn.set_nonblocking(false).unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(&conn).read_line(&mut line).unwrap();
+            (conn, line)
+        };
+        r.send("{\"n\":1}");
+        let (first, line) = read_one(accept());
+        assert_eq!(line, "{\"n\":1}\n");
+        // As the daemon closes an idle connection to make room: reading side first, then close.
+        first.shutdown(std::net::Shutdown::Read).unwrap();
+        drop(first);
+        r.send("{\"n\":2}");
+        let (_second, line) = read_one(accept());
+        assert_eq!(line, "{\"n\":2}\n");
+        let d = r.finish(WITHIN);
+        assert_eq!((d.socket, d.file), (2, 0), "{d:?}");
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn a_record_after_a_fragment_starts_on_a_fresh_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        // What a writer cut short by a full disk left.
+        std::fs::write(&file, "{\"cut\":").unwrap();
+        let r = Reporter::new(None, Some(file.clone()), LastResort::Stderr);
+        r.send("{\"n\":1}");
+        r.send("{\"n\":2}");
+        assert_eq!(r.finish(WITHIN).file, 2);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "{\"cut\":\n{\"n\":1}\n{\"n\":2}\n"
+        );
     }
 
     #[test]

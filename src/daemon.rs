@@ -117,6 +117,7 @@ pub async fn run(
     let ctx = SourceContext {
         enrichment: enrichment.clone(),
         peers: peers.clone(),
+        once: Arc::default(),
         activity: activity.clone(),
         tx: tx.clone(),
     };

@@ -4,7 +4,6 @@
 //! failure; the command's output is also passed through to hooklog's own stdout and stderr.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use crate::cli::HookArgs;
 use crate::client::{LastResort, Reporter};
 use crate::framing::{FrameEnd, Framer};
 use crate::lifecycle::signal::Stopping;
+use crate::passthrough::PassThrough;
 
 /// Exit status when the command cannot be found (as shells report it).
 pub const EXIT_NOT_FOUND: u8 = 127;
@@ -32,9 +32,14 @@ pub const EXIT_INTERNAL: u8 = 70;
 /// Time between SIGTERM and SIGKILL when the timeout fires.
 const KILL_AFTER: Duration = Duration::from_secs(2);
 
-/// After the command exits, how long to wait for the rest of its output (a background child may
-/// hold the pipes open forever).
+/// After the command exits, how long its pipes may stay open without a line before the rest of
+/// its output is given up (a background child may hold them open forever).
 const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// After the command exits, the longest its remaining output is read for, at the daemon's pace:
+/// a pipe (64 KiB) and the queue behind it, about 10,000 short lines, take well under a second
+/// even in a debug build.
+const OUTPUT_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// A reported output line is cut into pieces of at most this many bytes.
 const OUTPUT_LINE_MAX: usize = 8 * 1024;
@@ -50,6 +55,10 @@ const OUTPUT_QUEUE_LINES: usize = 64;
 /// within `client::SOCKET_STALL`, then the file takes the rest): the most logging adds to a
 /// hook's run time.
 const REPORT_FINISH: Duration = Duration::from_secs(2);
+
+/// After the hook, how long the pass-through of its output to hooklog's own stdout and stderr
+/// may take; a stream nobody reads is left behind when it runs out.
+const PASS_THROUGH_FINISH: Duration = Duration::from_millis(500);
 
 /// Bytes of the command (its arguments JSON-escaped, with their quotes and commas) that
 /// `hook.started` carries, in `command` and again in `message`. Twice this plus the record's
@@ -152,7 +161,7 @@ async fn run_async(args: HookArgs) -> u8 {
                     shown.join(" ")
                 )),
             );
-            reporter.send(&Value::Object(started).to_string());
+            reporter.send_everywhere(&Value::Object(started).to_string());
         },
         |stream, line, partial| {
             let mut m = base("hook.output");
@@ -180,7 +189,8 @@ async fn run_async(args: HookArgs) -> u8 {
             args.hook_name, result.outcome, result.message
         )),
     );
-    reporter.send(&Value::Object(finished).to_string());
+    // Last: its file copy waits until the daemon has read the output before it.
+    reporter.send_last_everywhere(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
         eprintln!(
             "hooklog: {} hook {}: {}",
@@ -199,9 +209,10 @@ async fn run_async(args: HookArgs) -> u8 {
 }
 
 /// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each
-/// output line to `on_line(stream, text, partial)`. Each signal `stopping` receives is forwarded
-/// to the command's process group. While `reporter` has no room, output is left in the command's pipes; the timeout
-/// and signals go on regardless.
+/// output line to `on_line(stream, text, partial)` and passes it through to hooklog's own
+/// stdout or stderr (from threads of their own: a stream nobody reads holds up nothing). Each
+/// signal `stopping` receives is forwarded to the command's process group. While `reporter` has
+/// no room, output is left in the command's pipes; the timeout and signals go on regardless.
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
@@ -261,17 +272,19 @@ pub async fn execute(
     }
     drop(tx);
 
+    let mut passed = PassThrough::start();
     let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
     let status: std::io::Result<ExitStatus> = loop {
         tokio::select! {
             status = child.wait() => break status,
-            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() => {
-                pass_through(stream, &line, partial);
+            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() && passed.has_room() => {
+                passed.write(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
             _ = reporter.room(), if !reporter.has_room() => {}
+            _ = passed.room(), if !passed.has_room() => {}
             _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
                 timed_out = true;
                 send(pid, Signal::SIGTERM);
@@ -288,14 +301,29 @@ pub async fn execute(
         // What the timed-out command left behind goes too.
         send(pid, Signal::SIGKILL);
     }
-    // The rest of the output, unless something else holds the pipes open.
-    let drain_until = tokio::time::Instant::now() + OUTPUT_DRAIN;
-    while let Ok(Some((stream, line, partial))) =
-        tokio::time::timeout_at(drain_until, lines.recv()).await
-    {
-        pass_through(stream, &line, partial);
+    // The rest of the output, at the pace of its readers as before, until the pipes close, or
+    // stay open without a line for OUTPUT_DRAIN (something else holds them), or OUTPUT_DRAIN_MAX.
+    let drain_by = tokio::time::Instant::now() + OUTPUT_DRAIN_MAX;
+    loop {
+        if !(reporter.has_room() && passed.has_room()) {
+            tokio::select! {
+                _ = reporter.room(), if !reporter.has_room() => {}
+                _ = passed.room(), if !passed.has_room() => {}
+                _ = tokio::time::sleep_until(drain_by) => break,
+            }
+            continue;
+        }
+        let idle_by = (tokio::time::Instant::now() + OUTPUT_DRAIN).min(drain_by);
+        let Ok(Some((stream, line, partial))) =
+            tokio::time::timeout_at(idle_by, lines.recv()).await
+        else {
+            break;
+        };
+        passed.write(stream, &line, partial);
         on_line(stream, &line, partial);
     }
+    // Blocking, but bounded and after the command: the timers have nothing left to do.
+    passed.finish(PASS_THROUGH_FINISH);
     judge(&name, status, timed_out)
 }
 
@@ -395,18 +423,6 @@ async fn recv_opt(s: &mut Option<Stopping>) -> Signal {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The command's output also goes to hooklog's own stdout and stderr, as if hooklog were not
-/// there (the kubelet keeps a failed hook's output in its event).
-fn pass_through(stream: &str, line: &str, partial: bool) {
-    let end = if partial { "" } else { "\n" };
-    // Nobody to tell if our own stdout or stderr is gone.
-    let _ = if stream == "stdout" {
-        write!(std::io::stdout().lock(), "{line}{end}")
-    } else {
-        write!(std::io::stderr().lock(), "{line}{end}")
-    };
 }
 
 async fn read_lines(

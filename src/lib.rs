@@ -8,7 +8,7 @@
 //!   SIGTERM, SIGINT, SIGHUP or SIGQUIT ([`lifecycle::signal`]) it waits for its [`lifecycle::peers`] to finish their hooks,
 //!   then emits a `hooks.summary` record and exits within `--grace`.
 //! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
-//!   through [`client`].
+//!   through [`client`], and passes its output through ([`passthrough`]).
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
 //! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
 //! - [`webhook`] (`hooklog webhook`): a mutating admission webhook giving pods what `inject`
@@ -28,6 +28,7 @@ pub mod framing;
 pub mod hook;
 pub mod lifecycle;
 pub mod manifest;
+pub mod passthrough;
 pub mod pod;
 pub mod record;
 pub mod sink;

@@ -16,6 +16,7 @@ mod kubelet;
 mod lifecycle;
 mod manifest;
 mod rotation;
+mod routes;
 mod socket;
 mod tail;
 mod torture;

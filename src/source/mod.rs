@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::framing::Frame;
+use crate::lifecycle::once::Once;
 use crate::lifecycle::peers::Peers;
 use crate::record::{Encoder, Enrichment};
 
@@ -28,6 +29,8 @@ pub struct SourceContext {
     pub enrichment: Arc<Enrichment>,
     /// Where hook events go.
     pub peers: Arc<Peers>,
+    /// The lifecycle records already read (the wrapper sends them by every route).
+    pub once: Arc<Once>,
     /// When input last arrived, for the quiet period at shutdown.
     pub activity: Arc<Activity>,
     /// Into the pipeline.
@@ -65,9 +68,17 @@ impl SourceContext {
         }
     }
 
-    /// Encodes a frame into `batch` and hands any hook event to the peers.
+    /// Encodes a frame into `batch` and hands any hook event to the peers; a second copy of a
+    /// wrapper's lifecycle record (it came by the other route) is taken out again.
     pub fn encode(&self, encoder: &mut Encoder, frame: Frame<'_>, time_ms: i64, batch: &mut Batch) {
+        let (bytes, records) = (batch.buf.len(), batch.records.len());
+        let line = frame.bytes;
         if let Some(event) = encoder.encode(frame, time_ms, batch) {
+            if !self.once.first(&event, line) {
+                batch.buf.truncate(bytes);
+                batch.records.truncate(records);
+                return;
+            }
             self.peers.observe(event);
         }
     }

@@ -2,13 +2,15 @@
 //! Each connection has its own framer, so concurrent writers never interleave partial lines, and
 //! a writer that leaves mid-line gets its fragment flushed as its own record.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -21,8 +23,8 @@ use crate::source::{BATCH_BYTES, SourceContext};
 /// cap this bounds what connections hold.
 pub const CONN_READ_BUF: usize = 16 * 1024;
 
-/// Most bytes read from one connection once cancelled: what its writer had sent by then is at
-/// most a socket buffer (about 200 KiB); a writer that keeps writing does not hold the shutdown.
+/// Most bytes read from one connection once it is stopped: its reading side is shut first, so
+/// what is left is what its writer had sent by then, at most a socket buffer (about 200 KiB).
 pub const CONN_DRAIN_LIMIT: usize = 1024 * 1024;
 
 /// First pause after `accept` fails for want of resources (out of file descriptors, buffers or
@@ -35,8 +37,14 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// At most one warning about failing `accept`s per this period; the others are counted in it.
 const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// How long a connection must have sent nothing before it may be closed to make room, when every
+/// `--max-connections` slot is taken. Its writer is told (EPIPE on its next write) after what it
+/// sent is read; the wrapper then connects again. A peer holding every slot with idle
+/// connections so delays a real hook's connection by this much at most.
+pub const IDLE_CLOSE_AFTER: Duration = Duration::from_secs(1);
+
 /// Serves one listening socket until cancelled, then lets each connection send what it has
-/// already written and ends.
+/// already written, reads the connections still in the kernel's accept queue, and ends.
 pub async fn run(
     listener: UnixListener,
     path: PathBuf,
@@ -46,21 +54,16 @@ pub async fn run(
 ) {
     let input = format!("socket:{}", path.display());
     let tracker = TaskTracker::new();
-    let slots = Arc::new(Semaphore::new(max_connections.max(1)));
+    let served = Arc::new(Served::default());
+    let max = max_connections.max(1);
     let mut backoff = ACCEPT_BACKOFF_MIN;
     let mut warned_at: Option<tokio::time::Instant> = None;
     let mut unwarned = 0u64;
+    let mut next_id = 0u64;
     loop {
-        // Every slot taken: writers may be waiting in the accept queue, so this input is behind.
-        let behind = (slots.available_permits() == 0).then(|| ctx.activity.behind_while());
-        let permit = tokio::select! {
-            _ = cancel.cancelled() => break,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        drop(behind);
+        if !make_room(&served, max, &ctx, &cancel).await {
+            break;
+        }
         let stream = tokio::select! {
             _ = cancel.cancelled() => break,
             r = listener.accept() => match r {
@@ -81,7 +84,6 @@ pub async fn run(
                     if is_resource_shortage(&e) {
                         // Waiting frees what a retry needs (a connection ends, memory returns);
                         // retrying at once would only spin.
-                        drop(permit);
                         tokio::select! {
                             _ = cancel.cancelled() => break,
                             _ = tokio::time::sleep(backoff) => {}
@@ -92,20 +94,182 @@ pub async fn run(
                 }
             },
         };
+        next_id += 1;
+        let id = next_id;
+        // Closing an idle connection to make room, or the shutdown, ends it.
+        let stop = cancel.child_token();
+        let last = served.add(id, stop.clone());
         let ctx = ctx.clone();
-        let cancel = cancel.clone();
         let input = input.clone();
+        let served = served.clone();
         tracker.spawn(async move {
-            connection(stream, &input, &ctx, cancel).await;
-            drop(permit);
+            connection(stream, &input, &ctx, stop, &last, served.epoch).await;
+            served.remove(id);
         });
     }
-    drop(listener);
-    // Sent but not yet accepted connections are lost with the listener; the daemon only stops
-    // accepting after the peers' hooks ended and the quiet period passed.
+    // No new connections from here (a writer that tries gets ENOENT and uses the file); the
+    // ones already in the accept queue are read before the summary.
+    let _ = std::fs::remove_file(&path); // Best effort: the emptyDir goes away with the pod.
+    drain_accept_queue(listener, &input, &ctx, &cancel, served.epoch).await;
     tracker.close();
     tracker.wait().await;
-    let _ = std::fs::remove_file(&path); // Best effort: the emptyDir goes away with the pod.
+}
+
+/// The connections being served, so that idle ones can be closed when all slots are taken.
+#[derive(Debug)]
+struct Served {
+    /// Reference point for the connections' last activity.
+    epoch: Instant,
+    /// Connection id to its last activity (ms after `epoch`) and the token that closes it.
+    conns: Mutex<HashMap<u64, (Arc<AtomicU64>, CancellationToken)>>,
+    /// Told when a connection ends (a slot is free).
+    ended: Notify,
+}
+
+impl Default for Served {
+    fn default() -> Self {
+        Served {
+            epoch: Instant::now(),
+            conns: Mutex::new(HashMap::new()),
+            ended: Notify::new(),
+        }
+    }
+}
+
+impl Served {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Arc<AtomicU64>, CancellationToken)>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a connection accepted now; returns where it notes its activity.
+    fn add(&self, id: u64, stop: CancellationToken) -> Arc<AtomicU64> {
+        let last = Arc::new(AtomicU64::new(millis_since(self.epoch)));
+        self.lock().insert(id, (last.clone(), stop));
+        last
+    }
+
+    fn remove(&self, id: u64) {
+        if self.lock().remove(&id).is_some() {
+            self.ended.notify_one();
+        }
+    }
+
+    /// How many connections are served, and the one that has sent nothing for longest with how
+    /// long that is.
+    fn idlest(&self) -> (usize, Option<(u64, Duration)>) {
+        let conns = self.lock();
+        let now = millis_since(self.epoch);
+        let idlest = conns
+            .iter()
+            .map(|(id, (last, _))| (*id, last.load(Ordering::Relaxed)))
+            .min_by_key(|(_, last)| *last)
+            .map(|(id, last)| (id, Duration::from_millis(now.saturating_sub(last))));
+        (conns.len(), idlest)
+    }
+
+    /// Closes connection `id`: it reads what its writer sent, then ends. Its slot is free now.
+    fn close(&self, id: u64) {
+        if let Some((_, stop)) = self.lock().remove(&id) {
+            stop.cancel();
+        }
+    }
+}
+
+fn millis_since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_millis() as u64
+}
+
+/// Waits until fewer than `max` connections are served, closing the one idle longest once it
+/// has been idle [`IDLE_CLOSE_AFTER`]. False when cancelled meanwhile.
+async fn make_room(
+    served: &Served,
+    max: usize,
+    ctx: &SourceContext,
+    cancel: &CancellationToken,
+) -> bool {
+    loop {
+        let (count, idlest) = served.idlest();
+        if count < max {
+            return true;
+        }
+        let idle = match idlest {
+            Some((id, idle)) if idle >= IDLE_CLOSE_AFTER => {
+                tracing::debug!(
+                    max_connections = max,
+                    idle_ms = idle.as_millis() as u64,
+                    "closing an idle connection to make room"
+                );
+                served.close(id);
+                continue;
+            }
+            Some((_, idle)) => idle,
+            None => Duration::ZERO,
+        };
+        // Every slot taken by a connection that sent something lately: writers may be waiting
+        // in the accept queue, so this input is behind.
+        let _behind = ctx.activity.behind_while();
+        tokio::select! {
+            _ = cancel.cancelled() => return false,
+            _ = served.ended.notified() => {}
+            _ = tokio::time::sleep(IDLE_CLOSE_AFTER - idle) => {}
+        }
+    }
+}
+
+/// Reads, one after the other, the connections still in the kernel's accept queue at shutdown:
+/// their writers were told their records were taken. The socket's path is gone, so the queue
+/// only shrinks; the daemon's cut bounds the time.
+async fn drain_accept_queue(
+    listener: UnixListener,
+    input: &str,
+    ctx: &SourceContext,
+    cancel: &CancellationToken,
+    epoch: Instant,
+) {
+    let listener = match listener.into_std() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(input, error = %e, "cannot read the connections still queued");
+            return;
+        }
+    };
+    // `into_std` keeps it non-blocking; said again, as an `accept` that waited would hang here.
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::warn!(input, error = %e, "cannot read the connections still queued");
+        return;
+    }
+    let mut read = 0u64;
+    loop {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => {
+                tracing::warn!(input, error = %e, "accept failed at shutdown");
+                break;
+            }
+        };
+        let stream = match stream
+            .set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(stream))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(input, error = %e, "cannot read a queued connection");
+                continue;
+            }
+        };
+        let last = AtomicU64::new(0);
+        connection(stream, input, ctx, cancel.clone(), &last, epoch).await;
+        read += 1;
+    }
+    if read > 0 {
+        tracing::debug!(
+            input,
+            connections = read,
+            "read the connections still queued at shutdown"
+        );
+    }
 }
 
 /// True for `accept` errors that mean "not now": out of file descriptors (EMFILE, ENFILE),
@@ -127,12 +291,24 @@ fn recv_now(stream: &UnixStream, buf: &mut [u8]) -> std::io::Result<usize> {
     recv(stream.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT).map_err(std::io::Error::from)
 }
 
-/// Reads one connection to its end (or, once cancelled, to what it has sent so far).
+/// Shuts the reading side of `stream`: what is queued can still be read, then it reads as
+/// ended, and the writer's next write fails with EPIPE.
+fn shut_reading(stream: &UnixStream) {
+    use nix::sys::socket::{Shutdown, shutdown};
+    use std::os::fd::AsRawFd;
+    // A connection the writer already closed cannot be shut; it reads to its end all the same.
+    let _ = shutdown(stream.as_raw_fd(), Shutdown::Read);
+}
+
+/// Reads one connection to its end (or, once `stop` is cancelled, to what it has sent so far),
+/// noting in `last` when it last sent something (ms after `epoch`).
 async fn connection(
     mut stream: UnixStream,
     input: &str,
     ctx: &SourceContext,
-    cancel: CancellationToken,
+    stop: CancellationToken,
+    last: &AtomicU64,
+    epoch: Instant,
 ) {
     let mut encoder = Encoder::new(ctx.enrichment.clone(), input);
     let mut framer = Framer::new(ctx.max_frame());
@@ -149,6 +325,7 @@ async fn connection(
                 );
                 break;
             }
+            // After the shutdown of the reading side, the end of what was sent reads as 0.
             match recv_now(&stream, &mut buf) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Ok(n) => {
@@ -161,8 +338,11 @@ async fn connection(
             tokio::select! {
                 biased;
                 r = stream.read(&mut buf) => r,
-                _ = cancel.cancelled() => {
+                _ = stop.cancelled() => {
                     cancelled = true;
+                    // The writer's next write fails (EPIPE) from now on, rather than going into a
+                    // buffer nobody reads: a wrapper then connects again or uses the file.
+                    shut_reading(&stream);
                     continue;
                 }
             }
@@ -189,6 +369,8 @@ async fn connection(
                 return;
             }
         }
+        // Again after the pipeline took it: waiting on a full pipeline is not being idle.
+        last.store(millis_since(epoch), Ordering::Relaxed);
     }
     let mut batch = Batch::new();
     let now = crate::timefmt::now_ms();

@@ -1,0 +1,123 @@
+//! One copy of each wrapper lifecycle record: `hooklog hook` sends `hook.started` and
+//! `hook.finished` by the socket and the file both, and the daemon keeps the first copy it reads
+//! of each `(run_id, event)` and drops the others from its output. A copy is the same line byte
+//! for byte: a record that names a run already seen but says something else (a peer guessed the
+//! run id and wrote first) is kept, so it cannot shadow the wrapper's own.
+//!
+//! Memory is bounded: the last [`REMEMBERED`] keys are kept; a copy arriving after its key was
+//! forgotten (thousands of hook runs later) comes out twice, and changes nothing in the summary.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Mutex;
+
+use crate::record::{HookEvent, HookEventKind};
+
+/// Keys remembered: far more than the hook runs of one pod's shutdown (a handful of containers),
+/// so a forged flood of run ids makes a real copy pass twice at worst. Keys are hashes, whatever
+/// the length of a run id a peer writes: about 40 bytes each, under 200 KB in all.
+pub const REMEMBERED: usize = 4096;
+
+/// A hash of a run's event: its `run_id` and whether it is the end.
+type Key = u64;
+
+/// The lifecycle records already seen.
+#[derive(Debug, Default)]
+pub struct Once {
+    /// Each key with a hash of its first line, and the order they came in (the oldest is
+    /// forgotten first).
+    seen: Mutex<(HashMap<Key, u64>, VecDeque<Key>)>,
+    /// Keyed per process: a peer cannot make two different keys or lines hash alike.
+    hasher: RandomState,
+}
+
+impl Once {
+    /// True for the first copy of `event` read from `line` (or an event without a run: nothing
+    /// to tell copies apart by, or a line that differs from the first one of its key); false for
+    /// a copy of a line already seen.
+    pub fn first(&self, event: &HookEvent, line: &[u8]) -> bool {
+        let Some(run) = &event.run else {
+            return true;
+        };
+        let hash = self.hasher.hash_one(line);
+        let key = self.hasher.hash_one((
+            run.id.as_str(),
+            matches!(event.kind, HookEventKind::Finished { .. }),
+        ));
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *seen;
+        if let Some(first) = map.get(&key) {
+            return *first != hash;
+        }
+        if order.len() >= REMEMBERED
+            && let Some(old) = order.pop_front()
+        {
+            map.remove(&old);
+        }
+        map.insert(key, hash);
+        order.push_back(key);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::HookRun;
+
+    fn event(id: &str, finished: bool) -> HookEvent {
+        HookEvent {
+            container: "app".into(),
+            kind: if finished {
+                HookEventKind::Finished {
+                    outcome: "ok".into(),
+                    exit_code: Some(0),
+                    duration_ms: None,
+                }
+            } else {
+                HookEventKind::Started
+            },
+            run: Some(HookRun {
+                id: id.into(),
+                started_ms: 1,
+            }),
+        }
+    }
+
+    #[test]
+    fn keeps_the_first_copy_of_each_run_and_event() {
+        let once = Once::default();
+        assert!(once.first(&event("a", false), b"s"));
+        assert!(once.first(&event("a", true), b"f"));
+        assert!(!once.first(&event("a", false), b"s"));
+        assert!(!once.first(&event("a", true), b"f"));
+        assert!(once.first(&event("b", false), b"s"));
+        let no_run = HookEvent {
+            run: None,
+            ..event("x", false)
+        };
+        assert!(once.first(&no_run, b"n") && once.first(&no_run, b"n"));
+    }
+
+    #[test]
+    fn a_different_line_naming_a_seen_run_is_kept() {
+        let once = Once::default();
+        assert!(once.first(&event("a", true), br#"{"outcome":"ok"}"#));
+        assert!(once.first(&event("a", true), br#"{"outcome":"failed"}"#));
+        assert!(!once.first(&event("a", true), br#"{"outcome":"ok"}"#));
+    }
+
+    #[test]
+    fn remembers_a_bounded_number_of_keys() {
+        let once = Once::default();
+        for i in 0..REMEMBERED * 3 {
+            assert!(once.first(&event(&i.to_string(), false), b"s"));
+        }
+        let seen = once.seen.lock().unwrap();
+        assert_eq!((seen.0.len(), seen.1.len()), (REMEMBERED, REMEMBERED));
+        drop(seen);
+        // The newest are still known, the oldest forgotten.
+        assert!(!once.first(&event(&(REMEMBERED * 3 - 1).to_string(), false), b"s"));
+        assert!(once.first(&event("0", false), b"s"));
+    }
+}

@@ -1,0 +1,275 @@
+//! The hook command's output passed through to hooklog's own stdout and stderr (the kubelet keeps
+//! a failed hook's output in its event), from a thread per stream: a stdout nobody reads blocks
+//! that thread only, never the wrapper's runtime, its `--timeout` or the signals it forwards.
+//!
+//! Each stream has a queue of [`QUEUE_LINES`] lines. A full queue slows the command down like a
+//! full pipe would, as long as its thread makes progress; once one write has been blocked for
+//! [`STALL`] (nobody reads), lines are left out of the pass-through and counted instead. The
+//! records sent to the daemon are not affected.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// Lines queued per stream in front of a slow reader (each at most the hook's 8 KiB line cut:
+/// at most 2 MiB per stream).
+pub const QUEUE_LINES: usize = 256;
+
+/// How long one write to hooklog's stdout or stderr may block before the stream counts as not
+/// read: its lines are then dropped from the pass-through rather than holding up the command.
+pub const STALL: Duration = Duration::from_secs(1);
+
+/// One stream's writer: a queue and the thread that empties it.
+#[derive(Debug)]
+struct Stream {
+    /// Into the thread; `None` once finished or when the stream could not be set up.
+    tx: Option<SyncSender<Vec<u8>>>,
+    /// Shared with the thread.
+    state: Arc<StreamState>,
+    /// Lines left out because the stream was not read.
+    dropped: u64,
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    /// Lines in the queue or being written.
+    queued: AtomicUsize,
+    /// When the write in progress began (ms after `epoch`, plus one), 0 while none is.
+    busy_since: AtomicU64,
+    /// Set once the thread has written (or given up on) everything.
+    done: Mutex<bool>,
+    /// Tells `finish` about `done`.
+    done_cv: Condvar,
+}
+
+/// Hooklog's stdout and stderr, written from threads of their own.
+#[derive(Debug)]
+pub struct PassThrough {
+    stdout: Stream,
+    stderr: Stream,
+    /// Reference point for `busy_since`.
+    epoch: Instant,
+    /// Told each time a line is written (the queue has room again).
+    written: Arc<Notify>,
+}
+
+impl PassThrough {
+    /// Starts the two writers. A stream that cannot be duplicated or given a thread is not
+    /// passed through.
+    pub fn start() -> Self {
+        let epoch = Instant::now();
+        let written = Arc::new(Notify::new());
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().ok();
+        PassThrough {
+            stdout: Stream::start(dup(std::io::stdout().as_fd()), "stdout", epoch, &written),
+            stderr: Stream::start(dup(std::io::stderr().as_fd()), "stderr", epoch, &written),
+            epoch,
+            written,
+        }
+    }
+
+    /// True when a line can be queued now: neither queue is full, or the full one is not read
+    /// (its lines are dropped).
+    pub fn has_room(&self) -> bool {
+        self.stdout.has_room(self.epoch) && self.stderr.has_room(self.epoch)
+    }
+
+    /// Resolves once a line was written, or by the time a full queue's write has stalled
+    /// [`STALL`] (call `has_room` again).
+    pub async fn room(&self) {
+        let notified = self.written.notified();
+        // Without a write in progress now, one may begin right after: look again within STALL.
+        let by = [&self.stdout, &self.stderr]
+            .iter()
+            .filter_map(|s| s.stalled_at(self.epoch))
+            .min()
+            .unwrap_or_else(|| Instant::now() + STALL);
+        // Either way, has_room is asked again.
+        let _ = tokio::time::timeout_at(by.into(), notified).await;
+    }
+
+    /// Queues `line` (with a newline unless `partial`) for `stream` (`stdout` or `stderr`);
+    /// never blocks. When that stream is not read and its queue is full, the line is dropped and
+    /// counted.
+    pub fn write(&mut self, stream: &str, line: &str, partial: bool) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        if !partial {
+            bytes.push(b'\n');
+        }
+        if stream == "stdout" {
+            self.stdout.write(bytes)
+        } else {
+            self.stderr.write(bytes)
+        }
+    }
+
+    /// Ends both queues and waits until what they hold is written, or `within` has passed (a
+    /// stream nobody reads; the process then exits without it). Returns the lines left out of
+    /// stdout's pass-through, and of stderr's.
+    pub fn finish(mut self, within: Duration) -> (u64, u64) {
+        let by = Instant::now() + within;
+        if self.stdout.dropped > 0 {
+            let note = format!(
+                "hooklog: {} lines of the hook's stdout not passed through: hooklog's stdout was not read\n",
+                self.stdout.dropped
+            );
+            self.stderr.write(note.into_bytes());
+        }
+        let dropped = (self.stdout.dropped, self.stderr.dropped);
+        self.stdout.finish(by);
+        self.stderr.finish(by);
+        dropped
+    }
+}
+
+impl Stream {
+    fn start(out: Option<OwnedFd>, name: &str, epoch: Instant, written: &Arc<Notify>) -> Self {
+        let state = Arc::new(StreamState::default());
+        let tx = out.and_then(|fd| {
+            let (tx, rx) = sync_channel(QUEUE_LINES);
+            let state = state.clone();
+            let written = written.clone();
+            std::thread::Builder::new()
+                .name(format!("hooklog-{name}"))
+                .spawn(move || {
+                    write_all(File::from(fd), rx, &state, epoch, &written);
+                    *state.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                    state.done_cv.notify_all();
+                })
+                .ok()
+                .map(|_| tx)
+        });
+        Stream {
+            tx,
+            state,
+            dropped: 0,
+        }
+    }
+
+    /// When the write in progress will have stalled [`STALL`], if the queue is full.
+    fn stalled_at(&self, epoch: Instant) -> Option<Instant> {
+        if self.tx.is_none() || self.state.queued.load(Ordering::Relaxed) < QUEUE_LINES {
+            return None;
+        }
+        match self.state.busy_since.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(epoch + Duration::from_millis(since - 1) + STALL),
+        }
+    }
+
+    fn has_room(&self, epoch: Instant) -> bool {
+        if self.tx.is_none() || self.state.queued.load(Ordering::Relaxed) < QUEUE_LINES {
+            return true;
+        }
+        self.stalled_at(epoch)
+            .is_some_and(|at| Instant::now() >= at)
+    }
+
+    fn write(&mut self, bytes: Vec<u8>) {
+        let Some(tx) = &self.tx else { return };
+        // Full (the caller saw the stream stalled): left out.
+        if self.state.queued.load(Ordering::Relaxed) >= QUEUE_LINES {
+            self.dropped += 1;
+            return;
+        }
+        self.state.queued.fetch_add(1, Ordering::Relaxed);
+        match tx.try_send(bytes) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.state.queued.fetch_sub(1, Ordering::Relaxed);
+                self.dropped += 1;
+            }
+            // The thread stopped writing (the stream is closed): nothing to pass through to.
+            Err(TrySendError::Disconnected(_)) => {
+                self.state.queued.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn finish(&mut self, by: Instant) {
+        if self.tx.take().is_none() {
+            return;
+        }
+        let mut done = self.state.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            let now = Instant::now();
+            if now >= by {
+                return;
+            }
+            done = self
+                .state
+                .done_cv
+                .wait_timeout(done, by - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// Writes what comes until the queue ends, or the stream is gone (EPIPE: nobody to tell).
+fn write_all(
+    mut out: File,
+    rx: Receiver<Vec<u8>>,
+    state: &StreamState,
+    epoch: Instant,
+    written: &Notify,
+) {
+    for bytes in rx {
+        let since = epoch.elapsed().as_millis() as u64 + 1;
+        state.busy_since.store(since, Ordering::Relaxed);
+        let ok = out.write_all(&bytes).is_ok();
+        state.busy_since.store(0, Ordering::Relaxed);
+        state.queued.fetch_sub(1, Ordering::Relaxed);
+        written.notify_one();
+        if !ok {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_nobody_reads_drops_and_counts_once_stalled() {
+        // A pipe nobody reads: its thread blocks once the pipe is full.
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let epoch = Instant::now();
+        let mut s = Stream::start(Some(w), "test", epoch, &Arc::new(Notify::new()));
+        let line = vec![b'x'; 8192];
+        let start = Instant::now();
+        while s.has_room(epoch) && start.elapsed() < Duration::from_secs(10) {
+            s.write(line.clone());
+            if s.state.queued.load(Ordering::Relaxed) >= QUEUE_LINES {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Room again once the write has stalled: lines are now dropped, not queued.
+        assert!(wait(|| s.has_room(epoch)));
+        assert!(start.elapsed() >= STALL, "{:?}", start.elapsed());
+        assert_eq!(s.dropped, 0);
+        s.write(line.clone());
+        assert_eq!(s.dropped, 1);
+        s.finish(Instant::now() + Duration::from_millis(10));
+        drop(r);
+    }
+
+    fn wait(mut f: impl FnMut() -> bool) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
