@@ -11,6 +11,8 @@
 //!   through [`client`].
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
 //! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
+//! - [`registry`]: images read from their registries (manifests, layers' file lists), for
+//!   `check` to look hook commands up in the image they run in.
 //!
 //! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
 //! [`duration`] and [`timefmt`] read and write times.
@@ -28,6 +30,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub mod pod;
 pub mod record;
+pub mod registry;
 pub mod sink;
 pub mod source;
 pub mod timefmt;

@@ -13,6 +13,7 @@ mod k8s;
 mod kubelet;
 mod lifecycle;
 mod manifest;
+mod registry;
 mod rotation;
 mod socket;
 mod tail;
