@@ -1,7 +1,8 @@
 //! `check` reads real images from a real registry: Debian's `docker-registry` (distribution
-//! 2.8) on 127.0.0.1, over plain HTTP and over TLS with htpasswd basic auth (a CA made here, given
-//! through SSL_CERT_FILE). tests/support/oci-push.py builds the images from tar layers and
-//! pushes them over the registry's HTTP API; the registry's access log shows what hooklog fetched.
+//! 2.8) on 127.0.0.1, over plain HTTP, over TLS with htpasswd basic auth (a CA made here, given
+//! through SSL_CERT_FILE), and with Bearer tokens from tests/support/token-server.py.
+//! tests/support/oci-push.py builds the images from tar layers and pushes them over the
+//! registry's HTTP API; the registry's access log shows what hooklog fetched.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -128,9 +129,23 @@ fn make_tls(dir: &Path) -> Tls {
     }
 }
 
+/// How a registry authenticates.
+#[derive(Clone, Copy, PartialEq)]
+enum Auth {
+    None,
+    /// htpasswd (bcrypt) basic auth.
+    Basic,
+    /// Bearer tokens from tests/support/token-server.py (anonymous: pull only).
+    Token,
+}
+
 /// A running registry, killed on drop; its access log in `log`.
 struct Registry {
     child: Child,
+    /// The token server, for `Auth::Token`.
+    token_server: Option<Child>,
+    /// What the token server was asked: `anonymous|USER|denied SCOPE` lines.
+    token_log: PathBuf,
     addr: String,
     log: PathBuf,
     ca: Option<PathBuf>,
@@ -139,7 +154,8 @@ struct Registry {
 }
 
 impl Registry {
-    fn start(tls: bool, basic: bool) -> Registry {
+    fn start(tls: bool, auth: Auth) -> Registry {
+        let basic = auth != Auth::None;
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
@@ -157,7 +173,52 @@ impl Registry {
             ));
             ca = Some(t.ca);
         }
-        if basic {
+        let token_log = dir.path().join("tokens.log");
+        let mut token_server = None;
+        if auth == Auth::Token {
+            let (key, cert) = (dir.path().join("token.key"), dir.path().join("token.pem"));
+            run_ok(
+                Command::new("openssl")
+                    .args([
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "rsa:2048",
+                        "-nodes",
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=hooklog test tokens",
+                    ])
+                    .arg("-keyout")
+                    .arg(&key)
+                    .arg("-out")
+                    .arg(&cert),
+            );
+            let tport = free_port();
+            token_server = Some(
+                Command::new("python3")
+                    .arg(
+                        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/token-server.py"),
+                    )
+                    .arg(tport.to_string())
+                    .args([&key, &cert])
+                    .args(["hooklog-test", "hooklog-test-issuer", USER, PASSWORD])
+                    .arg(&token_log)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn token-server.py"),
+            );
+            assert!(
+                wait_until(START_TIMEOUT, || TcpStream::connect(("127.0.0.1", tport))
+                    .is_ok()),
+                "token-server.py did not listen"
+            );
+            config.push_str(&format!(
+                "auth:\n  token:\n    realm: http://127.0.0.1:{tport}/token\n    service: hooklog-test\n    issuer: hooklog-test-issuer\n    rootcertbundle: {}\n",
+                cert.display()
+            ));
+        } else if basic {
             let out = Command::new("htpasswd")
                 .args(["-Bbn", USER, PASSWORD])
                 .output()
@@ -182,6 +243,8 @@ impl Registry {
             .expect("spawn docker-registry");
         let r = Registry {
             child,
+            token_server,
+            token_log,
             addr,
             log,
             ca,
@@ -244,6 +307,10 @@ impl Drop for Registry {
         // Already gone is fine: nothing to clean up then.
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(t) = &mut self.token_server {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
     }
 }
 
@@ -325,7 +392,7 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
     if !tools_present() {
         return;
     }
-    let reg = Registry::start(false, false);
+    let reg = Registry::start(false, Auth::None);
     let digests = reg.push();
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
@@ -441,7 +508,7 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
     if !tools_present() {
         return;
     }
-    let reg = Registry::start(true, true);
+    let reg = Registry::start(true, Auth::Basic);
     reg.push();
     let tmp = tempfile::tempdir().unwrap();
     let r = &reg.addr;
@@ -566,4 +633,59 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
         )]
     );
     assert_eq!(code, Some(1));
+}
+
+#[test]
+fn bearer_token_challenges_anonymous_and_with_credentials() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(false, Auth::Token);
+    reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = &reg.addr;
+    let m = manifest(
+        tmp.path(),
+        &[("envoy", format!("{r}/envoy:1"), &["sleep", "5"], None)],
+    );
+    let m = m.to_str().unwrap();
+    let want = [(
+        "envoy".to_string(),
+        "hook-command-not-in-image".to_string(),
+        "image".to_string(),
+    )];
+    let tokens = || std::fs::read_to_string(&reg.token_log).unwrap_or_default();
+
+    // Anonymous: the registry's 401 names the token server, which grants pull.
+    let (code, doc, stderr) = check(&tmp.path().join("c1"), &["--insecure-registry", r, m], &[]);
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(image_findings(&doc), want);
+    assert_eq!(code, Some(1));
+    assert!(
+        tokens().contains("anonymous repository:envoy:pull"),
+        "{}",
+        tokens()
+    );
+
+    // With credentials from an auth file: sent to the token server.
+    let auth = tmp.path().join("auth.json");
+    std::fs::write(
+        &auth,
+        serde_json::json!({"auths": {r.as_str(): {"username": USER, "password": PASSWORD}}})
+            .to_string(),
+    )
+    .unwrap();
+    let (code, doc, stderr) = check(
+        &tmp.path().join("c2"),
+        &["--insecure-registry", r, m],
+        &[("REGISTRY_AUTH_FILE", auth.to_str().unwrap())],
+    );
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(image_findings(&doc), want);
+    assert_eq!(code, Some(1));
+    assert!(
+        tokens().contains(&format!("{USER} repository:envoy:pull\n")),
+        "{}",
+        tokens()
+    );
 }

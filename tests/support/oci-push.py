@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -61,10 +62,7 @@ class Registry:
         raise SystemExit(f"{method} {url}: unauthorized")
 
     def fetch_token(self, challenge):
-        params = {}
-        for part in challenge[len("Bearer "):].split(","):
-            k, _, v = part.partition("=")
-            params[k.strip()] = v.strip().strip('"')
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
         realm = params.pop("realm")
         self.token = None
         url = realm + "?" + urllib.parse.urlencode(params)
@@ -237,6 +235,9 @@ def main():
                     class Random(io.RawIOBase):
                         def __init__(self, n):
                             self.left = n
+
+                        def readable(self):
+                            return True
 
                         def readinto(self, b):
                             n = min(len(b), self.left)
