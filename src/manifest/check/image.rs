@@ -475,7 +475,8 @@ fn lookup_for<'a>(pod: &Pod, c: &Container, opts: &'a super::Options) -> Option<
 /// A program the container runs that the image's filesystem decides about: not hooklog's own,
 /// not on one of the container's volumes.
 fn from_image(c: &Container, program: &str) -> bool {
-    !is_hooklog(program) && !(program.starts_with('/') && c.on_volume(program).is_some())
+    let on_volume = program.starts_with('/') && c.on_volume(program).is_some();
+    !is_hooklog(program) && !on_volume
 }
 
 pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, sink: &mut Sink) {
