@@ -98,10 +98,12 @@ pub fn check_command(args: CheckArgs) -> u8 {
         eprintln!("hooklog: cannot write the report: {e}");
         return EXIT_FINDINGS;
     }
-    if findings.iter().any(|f| f.severity >= args.fail_on) {
-        EXIT_FINDINGS
-    } else if unreadable > 0 && args.require_image {
+    // An image that could not be read under --require-image makes the check incomplete: that
+    // outranks its findings.
+    if unreadable > 0 && args.require_image {
         EXIT_UNAVAILABLE
+    } else if findings.iter().any(|f| f.severity >= args.fail_on) {
+        EXIT_FINDINGS
     } else {
         0
     }

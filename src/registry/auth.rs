@@ -25,7 +25,7 @@ pub enum Credentials {
         username: String,
         password: String,
     },
-    /// An identity token (a helper's `<token>` user): sent as a Bearer token.
+    /// An identity token (`identitytoken`, a helper's `<token>` user): an OAuth2 refresh token.
     Token(String),
 }
 

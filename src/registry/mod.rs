@@ -257,7 +257,14 @@ async fn read_image(
     let auth = match creds {
         auth::Credentials::Anonymous => RegistryAuth::Anonymous,
         auth::Credentials::Basic { username, password } => RegistryAuth::Basic(username, password),
-        auth::Credentials::Token(t) => RegistryAuth::Bearer(t),
+        // An identity token is an OAuth2 refresh token, exchanged at the realm with
+        // `grant_type=refresh_token`: oci-client has no such exchange, and sending it as a
+        // registry token would be refused anyway.
+        auth::Credentials::Token(_) => {
+            return Err(format!(
+                "the credentials for {registry} are an identity token (OAuth2 refresh token), which hooklog cannot exchange; give a user and password or a credential helper"
+            ));
+        }
     };
     let (manifest, digest) = timed(
         "manifest",
