@@ -427,6 +427,17 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
             ),
         ],
     );
+    // An exec probe and a container command, in the shell-less image and in busybox.
+    let mut text = std::fs::read_to_string(&m).unwrap();
+    for (name, image) in [
+        ("probe-envoy", img("envoy:1")),
+        ("probe-busybox", img("busybox:1")),
+    ] {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n    command: [\"/bin/sh\", \"-c\", \"exec sleep 3600\"]\n    readinessProbe:\n      exec:\n        command: [\"sh\", \"-c\", \"test -f /tmp/ready\"]\n"
+        ));
+    }
+    std::fs::write(&m, text).unwrap();
     let insecure = ["--insecure-registry", r.as_str(), m.to_str().unwrap()];
     let (code, doc, stderr) = check(&cache, &insecure, &[]);
     assert!(!stderr.contains("cannot read image"), "{stderr}");
@@ -445,6 +456,8 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
             want("envoy"),
             want("multi-arm64"),
             want("opaque"),
+            want("probe-envoy"),
+            want("probe-envoy"),
             want("whiteout")
         ],
         "{doc:#}"
@@ -456,6 +469,20 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
     assert!(
         message.contains(digests["envoy:1"].as_str().unwrap()) && message.contains("linux/amd64"),
         "{message}"
+    );
+    let probe: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["object"]["name"] == "probe-envoy")
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        probe,
+        [
+            "spec.containers[0].command",
+            "spec.containers[0].readinessProbe"
+        ]
     );
     let arm = finding(&doc, "multi-arm64")["message"]
         .as_str()

@@ -16,7 +16,7 @@ use crate::registry::{Arch, Image};
 pub const NOT_IN_IMAGE: Rule = Rule {
     id: "hook-command-not-in-image",
     severity: Severity::Error,
-    description: "An exec hook's command (or the container's own) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
+    description: "An exec hook's command (or an exec probe's, or the container's own) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
 };
 pub const SHELL_LESS: Rule = Rule {
     id: "hook-command-in-shell-less-image",
@@ -544,6 +544,57 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, 
             ),
             fix_for(&argv),
         );
+    }
+}
+
+/// The probes whose `exec.command` runs in the container.
+pub const PROBES: [&str; 3] = ["startupProbe", "readinessProbe", "livenessProbe"];
+
+/// A probe's exec command, if it has one.
+pub fn probe_command(c: &Container, probe: &str) -> Option<Vec<String>> {
+    let argv: Vec<String> = c.value[probe]["exec"]["command"]
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// Exec probes, looked up where the image's filesystem is known: a missing command fails the
+/// probe every time.
+pub fn check_probes(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut Sink) {
+    for probe in PROBES {
+        let Some(argv) = probe_command(c, probe) else {
+            continue;
+        };
+        let Some(l) = lookup_for(pod, c, opts) else {
+            return;
+        };
+        let missing = programs(&argv).into_iter().find_map(|p| {
+            from_image(c, &p)
+                .then(|| lookup(l.tree, &p, &l.path_var, &l.workdir).err())
+                .flatten()
+                .map(|tried| (p, tried))
+        });
+        if let Some((p, tried)) = missing {
+            let effect = match probe {
+                "livenessProbe" => "the kubelet restarts the container after each failureThreshold",
+                "readinessProbe" => "the pod never becomes ready and gets no traffic",
+                _ => "the container never starts up: the kubelet restarts it",
+            };
+            sink.add_from(
+                l.basis,
+                &NOT_IN_IMAGE,
+                Some(&c.name),
+                &format!("{}.{probe}", c.path),
+                format!(
+                    "{probe} runs `{p}`, which is not in {}: tried {}; the probe fails every time: {effect}",
+                    l.label,
+                    tried.join(", ")
+                ),
+                "probe with a program the image has, or an httpGet or tcpSocket probe",
+            );
+        }
     }
 }
 

@@ -273,7 +273,7 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
 }
 
 /// The `(image, arch)` pairs whose filesystem the image rules would look in: images of
-/// containers with an exec hook or a `command`, not given with `--image-root`.
+/// containers with an exec hook or probe or a `command`, not given with `--image-root`.
 pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> {
     let mut out = std::collections::BTreeSet::new();
     for source in sources {
@@ -291,7 +291,10 @@ pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> 
                     let exec_hook = hooks::hooks(&c)
                         .iter()
                         .any(|h| matches!(h.handler, hooks::Handler::Exec(_)));
-                    if exec_hook || !c.argv().0.is_empty() {
+                    let exec_probe = image::PROBES
+                        .iter()
+                        .any(|p| image::probe_command(&c, p).is_some());
+                    if exec_hook || exec_probe || !c.argv().0.is_empty() {
                         out.insert((image.to_string(), arch));
                     }
                 }
@@ -331,6 +334,7 @@ fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
 fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     for c in &pod.containers {
         image::check_container(pod, c, opts, sink);
+        image::check_probes(pod, c, opts, sink);
         for hook in hooks::hooks(c) {
             image::check_hook(pod, c, &hook, opts, sink);
             output::check_hook(pod, c, &hook, opts, sink);
