@@ -1,12 +1,13 @@
 //! Images read from their registries, as the container runtime would pull them: the OCI
-//! distribution API (through `oci-client`) resolves a reference to the manifest of the wanted
-//! platform, and each layer is streamed, decompressed and listed ([`layer`]), never stored, then
-//! the layers are laid over each other with their whiteouts. Credentials come from where the
+//! distribution API ([`client`]) resolves a reference to the manifest of the wanted platform,
+//! and each layer is streamed, decompressed and listed ([`layer`]), never stored, then the
+//! layers are laid over each other with their whiteouts. Credentials come from where the
 //! container tools keep them ([`auth`]); layer lists and configs are cached by digest
-//! ([`cache`]). Knows nothing of manifests: `check` asks for `(image, arch)` pairs.
+//! ([`cache`]). Knows nothing of Kubernetes manifests: `check` asks for `(image, arch)` pairs.
 
 pub mod auth;
 pub mod cache;
+pub mod client;
 pub mod layer;
 
 use std::collections::BTreeMap;
@@ -16,17 +17,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::manifest::{OciDescriptor, OciManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 
-/// Connecting to a registry (a TCP and TLS handshake; reqwest's `connect_timeout`). A registry
-/// that does not answer in this time is unreadable, and `check` falls back to patterns.
+use auth::Credentials;
+use client::{Client, Reference};
+
+/// Connecting to a registry (the TCP connect). A registry that does not answer in this time is
+/// unreadable, and `check` falls back to patterns.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Between two reads of one response (reqwest's `read_timeout`, reset by each chunk): a stalled
-/// layer download ends after this long.
+/// Waiting for a response's headers (after the connect), and between two chunks of its body: a
+/// stalled layer download ends after this long.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// One manifest or config request, token exchange included.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,7 +38,7 @@ pub const IMAGES_IN_FLIGHT: usize = 4;
 pub const LAYERS_IN_FLIGHT: usize = 3;
 /// The largest image config read (configs are a few KB; the OCI distribution spec lets a
 /// registry refuse manifests over 4 MiB, the same bound serves here).
-pub const MAX_CONFIG_BYTES: i64 = 4 << 20;
+pub const MAX_CONFIG_BYTES: usize = 4 << 20;
 /// Progress goes to stderr (a terminal only) once a lookup has taken this long.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -120,6 +120,49 @@ struct ExecConfig {
     working_dir: Option<String>,
 }
 
+/// A manifest or an index (OCI image spec manifest.md and image-index.md; Docker's v2 schema 2
+/// and manifest list have the same fields).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    config: Option<Descriptor>,
+    #[serde(default)]
+    layers: Vec<Descriptor>,
+    #[serde(default)]
+    manifests: Vec<IndexEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    #[serde(default)]
+    size: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct IndexEntry {
+    digest: String,
+    #[serde(default)]
+    platform: Option<Platform>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Platform {
+    architecture: String,
+    os: String,
+}
+
+/// Index media types; the other two of [`client::MANIFEST_TYPES`] are image manifests.
+const INDEX_TYPES: [&str; 2] = [
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
 /// Reads every wanted `(image reference, arch)`, concurrently within [`IMAGES_IN_FLIGHT`]. Each
 /// answer is the image or a one-line reason it could not be read.
 pub fn read_images(
@@ -150,19 +193,10 @@ async fn read_all(
     wanted: &[(String, Arch)],
     settings: &Settings,
 ) -> Vec<((String, Arch), Result<Image, String>)> {
-    // rustls needs one process-wide provider: ring, which the AWS SDK already links. Already
-    // installed is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(settings.insecure.clone()),
-        connect_timeout: Some(CONNECT_TIMEOUT),
-        read_timeout: Some(READ_TIMEOUT),
-        ..Default::default()
-    };
-    let client = match Client::try_from(config) {
+    let client = match Client::new(settings.insecure.clone(), CONNECT_TIMEOUT, READ_TIMEOUT) {
         Ok(c) => c,
         Err(e) => {
-            let why = format!("cannot make a registry client: {}", chain(&e));
+            let why = format!("cannot make a registry client: {e}");
             return wanted
                 .iter()
                 .map(|w| (w.clone(), Err(why.clone())))
@@ -213,7 +247,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// An error with its causes, `a: b: c`.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(s) = cur {
@@ -227,92 +261,69 @@ fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-async fn timed<T, E: std::error::Error>(
-    what: &str,
-    limit: Duration,
-    f: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(limit, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {}", chain(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", limit.as_secs())),
-    }
-}
-
 async fn read_image(
     client: &Client,
     image: &str,
     arch: Arch,
     settings: &Settings,
 ) -> Result<Image, String> {
-    let reference =
-        Reference::try_from(image).map_err(|e| format!("not an image reference: {e}"))?;
-    let registry = reference.resolve_registry().to_string();
+    let r = Reference::parse(image)?;
     let creds = tokio::task::spawn_blocking({
-        let registry = registry.clone();
+        let registry = r.registry.clone();
         move || auth::credentials(&registry)
     })
     .await
     .map_err(|e| format!("credentials: {e}"))??;
-    let auth = match creds {
-        auth::Credentials::Anonymous => RegistryAuth::Anonymous,
-        auth::Credentials::Basic { username, password } => RegistryAuth::Basic(username, password),
+    if let Credentials::Token(_) = creds {
         // An identity token is an OAuth2 refresh token, exchanged at the realm with
-        // `grant_type=refresh_token`: oci-client has no such exchange, and sending it as a
-        // registry token would be refused anyway.
-        auth::Credentials::Token(_) => {
-            return Err(format!(
-                "the credentials for {registry} are an identity token (OAuth2 refresh token), which hooklog cannot exchange; give a user and password or a credential helper"
-            ));
+        // `grant_type=refresh_token`: not done here, and no registry takes it as a token.
+        return Err(format!(
+            "the credentials for {} are an identity token (OAuth2 refresh token), which hooklog cannot exchange; give a user and password or a credential helper",
+            r.registry
+        ));
+    }
+    let (body, media_type, mut digest) =
+        timed(REQUEST_TIMEOUT, client.manifest(&r, &r.reference, &creds)).await?;
+    let mut manifest = parse_manifest(&body, &media_type)?;
+    if is_index(&manifest, &media_type) {
+        let entry = manifest
+            .manifests
+            .iter()
+            .find(|m| {
+                m.platform
+                    .as_ref()
+                    .is_some_and(|p| p.os == "linux" && p.architecture == arch.as_str())
+            })
+            .ok_or_else(|| {
+                let has: Vec<String> = manifest
+                    .manifests
+                    .iter()
+                    .filter_map(|m| m.platform.as_ref())
+                    .map(|p| format!("{}/{}", p.os, p.architecture))
+                    .collect();
+                format!(
+                    "no linux/{} image in its index (it has {})",
+                    arch.as_str(),
+                    has.join(", ")
+                )
+            })?;
+        let pinned = entry.digest.clone();
+        let (body, media_type, d) =
+            timed(REQUEST_TIMEOUT, client.manifest(&r, &pinned, &creds)).await?;
+        manifest = parse_manifest(&body, &media_type)?;
+        if is_index(&manifest, &media_type) {
+            return Err("its index names another index".to_string());
         }
-    };
-    let (manifest, digest) = timed(
-        "manifest",
-        REQUEST_TIMEOUT,
-        client.pull_manifest(&reference, &auth),
-    )
-    .await?;
-    let (manifest, digest) = match manifest {
-        OciManifest::Image(m) => (m, digest),
-        OciManifest::ImageIndex(index) => {
-            let entry = index
-                .manifests
-                .iter()
-                .find(|m| {
-                    m.platform.as_ref().is_some_and(|p| {
-                        p.os.to_string() == "linux" && p.architecture.to_string() == arch.as_str()
-                    })
-                })
-                .ok_or_else(|| {
-                    let has: Vec<String> = index
-                        .manifests
-                        .iter()
-                        .filter_map(|m| m.platform.as_ref())
-                        .map(|p| format!("{}/{}", p.os, p.architecture))
-                        .collect();
-                    format!(
-                        "no linux/{} image in its index (it has {})",
-                        arch.as_str(),
-                        has.join(", ")
-                    )
-                })?;
-            let pinned = reference.clone_with_digest(entry.digest.clone());
-            match timed(
-                "manifest",
-                REQUEST_TIMEOUT,
-                client.pull_manifest(&pinned, &auth),
-            )
-            .await?
-            {
-                (OciManifest::Image(m), _) => (m, entry.digest.clone()),
-                _ => return Err("its index names another index".to_string()),
-            }
-        }
-    };
-    let config = read_config(client, &reference, &manifest.config, settings).await?;
+        digest = d;
+    }
+    let config_desc = manifest
+        .config
+        .clone()
+        .ok_or("its manifest has no config")?;
+    let config = read_config(client, &r, &creds, &config_desc, settings).await?;
     let layers: Vec<Vec<layer::Change>> =
         futures_util::stream::iter(manifest.layers.iter().cloned())
-            .map(|d| read_layer(client, &reference, d, settings))
+            .map(|d| read_layer(client, &r, &creds, d, settings))
             .buffered(LAYERS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await
@@ -343,30 +354,53 @@ async fn read_image(
     })
 }
 
+async fn timed<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(limit, f)
+        .await
+        .map_err(|_| format!("no answer within {}s", limit.as_secs()))?
+}
+
+fn parse_manifest(body: &[u8], media_type: &str) -> Result<Manifest, String> {
+    let m: Manifest =
+        serde_json::from_slice(body).map_err(|e| format!("its manifest is not JSON: {e}"))?;
+    let t = m.media_type.as_deref().unwrap_or(media_type);
+    if !client::MANIFEST_TYPES.contains(&t) {
+        return Err(format!("unknown manifest media type {t:?}"));
+    }
+    Ok(m)
+}
+
+fn is_index(m: &Manifest, media_type: &str) -> bool {
+    INDEX_TYPES.contains(&m.media_type.as_deref().unwrap_or(media_type))
+}
+
 async fn read_config(
     client: &Client,
-    reference: &Reference,
-    d: &OciDescriptor,
+    r: &Reference,
+    creds: &Credentials,
+    d: &Descriptor,
     settings: &Settings,
 ) -> Result<ConfigFile, String> {
     let bytes = match settings.cache.config(&d.digest) {
         Some(b) => b,
         None => {
-            if d.size > MAX_CONFIG_BYTES {
+            if d.size > MAX_CONFIG_BYTES as u64 {
                 return Err(format!(
                     "its config is {} bytes, more than {MAX_CONFIG_BYTES}",
                     d.size
                 ));
             }
-            let mut buf = Vec::new();
-            timed(
-                "config",
+            let b = timed(
                 REQUEST_TIMEOUT,
-                client.pull_blob(reference, d, &mut buf),
+                client.small_blob(r, &d.digest, creds, MAX_CONFIG_BYTES),
             )
-            .await?;
-            settings.cache.put_config(&d.digest, &buf);
-            buf
+            .await
+            .map_err(|e| format!("config: {e}"))?;
+            settings.cache.put_config(&d.digest, &b);
+            b
         }
     };
     serde_json::from_slice(&bytes).map_err(|e| format!("config {}: {e}", d.digest))
@@ -374,8 +408,9 @@ async fn read_config(
 
 async fn read_layer(
     client: &Client,
-    reference: &Reference,
-    d: OciDescriptor,
+    r: &Reference,
+    creds: &Credentials,
+    d: Descriptor,
     settings: &Settings,
 ) -> Result<Vec<layer::Change>, String> {
     if let Some(c) = settings.cache.layer(&d.digest) {
@@ -384,24 +419,27 @@ async fn read_layer(
     let compression = layer::Compression::from_media_type(&d.media_type)
         .ok_or_else(|| format!("layer {}: unknown media type {}", d.digest, d.media_type))?;
     let what = format!("layer {}", d.digest);
+    let verifier = client::Verifier::new(&d.digest)?;
     let listed = tokio::time::timeout(LAYER_TIMEOUT, async {
-        let blob = timed(
-            &what,
-            REQUEST_TIMEOUT,
-            client.pull_blob_stream(reference, &d),
-        )
-        .await?;
-        let reader = tokio_util::io::StreamReader::new(blob.stream);
-        let mut bridge = tokio_util::io::SyncIoBridge::new(reader);
+        let stream = timed(REQUEST_TIMEOUT, client.blob(r, &d.digest, creds))
+            .await
+            .map_err(|e| format!("{what}: {e}"))?;
+        let reader = tokio_util::io::StreamReader::new(stream);
+        let bridge = tokio_util::io::SyncIoBridge::new(reader);
         tokio::task::spawn_blocking(move || {
-            let changes = layer::list(&mut bridge, compression)?;
-            // Read what the tar left (its padding) so that the digest is checked at the end.
-            std::io::copy(&mut bridge, &mut std::io::sink())?;
-            Ok::<_, std::io::Error>(changes)
+            let mut src = client::Verifying {
+                inner: bridge,
+                verifier,
+            };
+            let changes = layer::list(&mut src, compression).map_err(|e| chain(&e))?;
+            // Read what the tar left (its padding) so that the digest covers every byte.
+            std::io::copy(&mut src, &mut std::io::sink()).map_err(|e| chain(&e))?;
+            src.verifier.finish()?;
+            Ok::<_, String>(changes)
         })
         .await
         .map_err(|e| format!("{what}: {e}"))?
-        .map_err(|e| format!("{what}: {}", chain(&e)))
+        .map_err(|e| format!("{what}: {e}"))
     })
     .await
     .map_err(|_| format!("{what}: not read within {}s", LAYER_TIMEOUT.as_secs()))??;
