@@ -103,6 +103,9 @@ impl Reference {
 
 type Http = HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
+/// Sent with every request, as registries log it.
+const USER_AGENT: &str = concat!("hooklog/", env!("CARGO_PKG_VERSION"));
+
 /// A registry client for one run: one connection pool, tokens kept per repository.
 #[derive(Clone)]
 pub struct Client {
@@ -300,7 +303,9 @@ impl Client {
             } else {
                 None
             };
-            let mut req = Request::get(&url).header(header::ACCEPT, accept);
+            let mut req = Request::get(&url)
+                .header(header::ACCEPT, accept)
+                .header(header::USER_AGENT, USER_AGENT);
             if let Some(a) = auth {
                 req = req.header(header::AUTHORIZATION, a);
             }
@@ -403,7 +408,9 @@ impl Client {
             if let Some(s) = params.get("service") {
                 url.push_str(&format!("&service={}", percent(s)));
             }
-            let mut req = Request::get(&url).header(header::ACCEPT, "application/json");
+            let mut req = Request::get(&url)
+                .header(header::ACCEPT, "application/json")
+                .header(header::USER_AGENT, USER_AGENT);
             if let Some(b) = &basic {
                 req = req.header(header::AUTHORIZATION, b);
             }
