@@ -12,7 +12,8 @@ log() { printf '\n== %s\n' "$*" >&2; }
 need_apt=()
 for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates \
             qemu-aarch64-static:qemu-user-static aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu file:file \
-            mmdebstrap:mmdebstrap flock:util-linux gzip:gzip etcd:etcd-server openssl:openssl curl:curl; do
+            mmdebstrap:mmdebstrap flock:util-linux gzip:gzip etcd:etcd-server openssl:openssl curl:curl \
+            docker-registry:docker-registry htpasswd:apache2-utils zstd:zstd; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -158,7 +158,7 @@ pub enum Command {
     Emit(EmitArgs),
     /// Find broken lifecycle hooks in Kubernetes manifests, offline.
     #[command(
-        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n\nExit code: 0 when nothing at or above --fail-on, 1 otherwise, 64 for usage errors or input that does not parse."
+        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on, 1 otherwise, 64 for usage errors or input that does not parse, 69 when --require-image and an image cannot be read."
     )]
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
@@ -430,6 +430,36 @@ pub struct CheckArgs {
         value_name = "PATTERN"
     )]
     pub shell_less_images: Vec<String>,
+
+    /// Never read images from their registries: only `--image-root` and the image-name
+    /// patterns decide.
+    #[arg(long, env = "HOOKLOG_OFFLINE")]
+    pub offline: bool,
+
+    /// Exit 69 when an image cannot be read from its registry (instead of a note and the
+    /// image-name patterns).
+    #[arg(long, env = "HOOKLOG_REQUIRE_IMAGE")]
+    pub require_image: bool,
+
+    /// A registry (`HOST[:PORT]`) to speak plain HTTP to, as podman's and containerd's insecure
+    /// registries. Repeatable.
+    #[arg(
+        long = "insecure-registry",
+        env = "HOOKLOG_INSECURE_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub insecure_registries: Vec<String>,
+
+    /// The architecture whose image is checked when a pod's nodeSelector and node affinity
+    /// (`kubernetes.io/arch`) name none.
+    #[arg(
+        long,
+        env = "HOOKLOG_IMAGE_PLATFORM",
+        value_enum,
+        default_value = "amd64"
+    )]
+    pub image_platform: crate::registry::Arch,
 
     /// Drop the built-in shell-less image patterns.
     #[arg(long, env = "HOOKLOG_NO_DEFAULT_SHELL_LESS")]

@@ -13,6 +13,8 @@
 //! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
 //! - [`webhook`] (`hooklog webhook`): a mutating admission webhook giving pods what `inject`
 //!   gives them, as the API server creates them.
+//! - [`registry`]: images read from their registries (manifests, layers' file lists), for
+//!   `check` to look hook commands up in the image they run in.
 //!
 //! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
 //! [`duration`] and [`timefmt`] read and write times.
@@ -31,6 +33,7 @@ pub mod manifest;
 pub mod passthrough;
 pub mod pod;
 pub mod record;
+pub mod registry;
 pub mod sink;
 pub mod source;
 pub mod timefmt;

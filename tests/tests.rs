@@ -15,6 +15,7 @@ mod k8s;
 mod kubelet;
 mod lifecycle;
 mod manifest;
+mod registry;
 mod rotation;
 mod routes;
 mod socket;

@@ -32,6 +32,8 @@ use crate::cli::{CheckArgs, CheckFormat, InjectArgs, Platform, SidecarKind};
 pub const EXIT_USAGE: u8 = 64;
 /// `check` found something at or above `--fail-on`.
 pub const EXIT_FINDINGS: u8 = 1;
+/// `check --require-image` could not read an image (BSD sysexits EX_UNAVAILABLE).
+pub const EXIT_UNAVAILABLE: u8 = 69;
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
 fn write_stdout(text: &str) -> std::io::Result<()> {
@@ -47,6 +49,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
     let mut opts = check::Options {
         fargate: args.platform == Some(Platform::Fargate),
         kubernetes_version: args.kubernetes_version,
+        image_platform: args.image_platform,
         ..Default::default()
     };
     if args.no_default_shell_less {
@@ -81,6 +84,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
         .flat_map(|s| &s.documents)
         .map(|d| podspec::templates(&d.value).len())
         .sum();
+    let unreadable = read_images(&sources, &mut opts, &args);
     let findings = check::check(&sources, &opts);
     let text = match args.format {
         CheckFormat::Text => {
@@ -94,11 +98,45 @@ pub fn check_command(args: CheckArgs) -> u8 {
         eprintln!("hooklog: cannot write the report: {e}");
         return EXIT_FINDINGS;
     }
-    if findings.iter().any(|f| f.severity >= args.fail_on) {
+    // An image that could not be read under --require-image makes the check incomplete: that
+    // outranks its findings.
+    if unreadable > 0 && args.require_image {
+        EXIT_UNAVAILABLE
+    } else if findings.iter().any(|f| f.severity >= args.fail_on) {
         EXIT_FINDINGS
     } else {
         0
     }
+}
+
+/// Reads the images the rules would look in from their registries (none with `--offline`),
+/// with a one-line note on stderr for each that cannot be read. Returns how many could not.
+fn read_images(sources: &[load::Source], opts: &mut check::Options, args: &CheckArgs) -> usize {
+    if args.offline {
+        return 0;
+    }
+    let wanted = check::wanted_images(sources, opts);
+    let settings = crate::registry::Settings {
+        insecure: args.insecure_registries.clone(),
+        cache: crate::registry::cache::Cache::from_env(),
+    };
+    let mut unreadable = 0;
+    for ((image, arch), result) in crate::registry::read_images(&wanted, &settings) {
+        if let Err(why) = &result {
+            unreadable += 1;
+            let then = if args.require_image {
+                "--require-image: exit 69"
+            } else {
+                "checked by its name's patterns"
+            };
+            eprintln!(
+                "hooklog: note: cannot read image {image} (linux/{}): {why}; {then}",
+                arch.as_str()
+            );
+        }
+        opts.images.insert((image, arch), result);
+    }
+    unreadable
 }
 
 /// `hooklog inject` (and `inject --undo`): returns the exit code.

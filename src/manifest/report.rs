@@ -55,8 +55,11 @@ pub fn text(findings: &[Finding], objects_checked: usize, colour: bool) -> Strin
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {sev} {}{container} {} (line {})",
-                f.rule, f.path, f.line
+                "  {sev} {}{container} {} (line {}, by {})",
+                f.rule,
+                f.path,
+                f.line,
+                f.source.as_str()
             );
             let _ = writeln!(out, "          {}", f.message);
             let _ = writeln!(out, "          fix: {}", f.fix);
@@ -117,6 +120,7 @@ pub fn sarif(findings: &[Finding]) -> Value {
                     }],
                 }],
                 "properties": {
+                    "source": f.source,
                     "object": f.object,
                     "container": f.container,
                     "path": f.path,

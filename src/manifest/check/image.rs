@@ -1,19 +1,22 @@
-//! A hook command that cannot exist in its image: looked up in the image's filesystem
-//! (`--image-root`, a folder or a `docker export` tar) the way the container runtime does, or
-//! known from the image's name (shell-less image patterns).
+//! A hook command that cannot exist in its image: looked up the way the container runtime does
+//! in the image's filesystem, as its registry serves it ([`crate::registry`]) or as
+//! `--image-root` gives it (a folder or a `docker export` tar); else guessed from the image's
+//! name (shell-less image patterns).
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{Pod, Rule, Severity, Sink};
+use super::{Basis, Pod, Rule, Severity, Sink};
 use crate::manifest::hooks::{Handler, Hook, is_hooklog, is_sleep, wrapped};
 use crate::manifest::podspec::Container;
+pub use crate::registry::Entry;
+use crate::registry::{Arch, Image};
 
 pub const NOT_IN_IMAGE: Rule = Rule {
     id: "hook-command-not-in-image",
     severity: Severity::Error,
-    description: "An exec hook's command is missing or not executable in the image's filesystem (--image-root).",
+    description: "An exec hook's command (or an exec probe's, or the container's own) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
 };
 pub const SHELL_LESS: Rule = Rule {
     id: "hook-command-in-shell-less-image",
@@ -104,26 +107,26 @@ pub enum ImageRoot {
     Tar(BTreeMap<String, Entry>),
 }
 
-/// A file system entry, as far as command lookup cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    File { mode: u32 },
-    Dir,
-    Symlink(String),
+/// A filesystem to look commands up in.
+pub trait Tree {
+    /// The entry at `path` (`/a/b`), not following a final symlink.
+    fn entry(&self, path: &str) -> Option<Entry>;
 }
 
-impl ImageRoot {
-    /// Opens `PATH`: a folder, or a tar file (`docker export`).
-    pub fn open(path: &Path) -> Result<ImageRoot, String> {
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if meta.is_dir() {
-            return Ok(ImageRoot::Dir(path.to_path_buf()));
-        }
-        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        read_tar(file)
-            .map_err(|e| format!("{}: not a folder or a tar archive: {e}", path.display()))
+impl Tree for BTreeMap<String, Entry> {
+    fn entry(&self, path: &str) -> Option<Entry> {
+        self.get(path).cloned().or_else(|| {
+            // Folders a tar names only through their files.
+            let prefix = format!("{path}/");
+            self.range(prefix.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&prefix))
+                .then_some(Entry::Dir)
+        })
     }
+}
 
+impl Tree for ImageRoot {
     fn entry(&self, path: &str) -> Option<Entry> {
         match self {
             ImageRoot::Dir(root) => {
@@ -141,51 +144,96 @@ impl ImageRoot {
                     })
                 }
             }
-            ImageRoot::Tar(map) => map.get(path).cloned().or_else(|| {
-                // Folders a tar names only through their files.
-                let prefix = format!("{path}/");
-                map.keys()
-                    .any(|k| k.starts_with(&prefix))
-                    .then_some(Entry::Dir)
-            }),
+            ImageRoot::Tar(map) => map.entry(path),
         }
+    }
+}
+
+/// The architecture a pod's nodes have: `kubernetes.io/arch` in its nodeSelector, else in a
+/// required node affinity term (`In` with one value, or `default` when it is among several);
+/// else `default` (`--image-platform`).
+pub fn pod_arch(spec: &serde_json::Value, default: Arch) -> Arch {
+    const KEY: &str = "kubernetes.io/arch";
+    if let Some(a) = spec["nodeSelector"][KEY].as_str().and_then(Arch::parse) {
+        return a;
+    }
+    let terms = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    for term in terms.as_array().into_iter().flatten() {
+        for e in term["matchExpressions"].as_array().into_iter().flatten() {
+            if e["key"] != KEY || e["operator"] != "In" {
+                continue;
+            }
+            let values: Vec<Arch> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().and_then(Arch::parse))
+                .collect();
+            if values.contains(&default) {
+                return default;
+            }
+            if let Some(a) = values.first() {
+                return *a;
+            }
+        }
+    }
+    default
+}
+
+impl ImageRoot {
+    /// Opens `PATH`: a folder, or a tar file (`docker export`).
+    pub fn open(path: &Path) -> Result<ImageRoot, String> {
+        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if meta.is_dir() {
+            return Ok(ImageRoot::Dir(path.to_path_buf()));
+        }
+        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        read_tar(file)
+            .map_err(|e| format!("{}: not a folder or a tar archive: {e}", path.display()))
     }
 
     /// Follows `path` inside the root as the kernel would in a chroot: absolute symlinks start
     /// at the root, `..` stops there. Returns the final entry and its resolved path, or why not.
     pub fn resolve(&self, path: &str) -> Result<(String, Entry), String> {
-        let mut pending: Vec<String> = components(path).into_iter().rev().collect();
-        let mut cur: Vec<String> = Vec::new();
-        let mut hops = 0;
-        while let Some(c) = pending.pop() {
-            if c == ".." {
-                cur.pop();
-                continue;
-            }
-            cur.push(c);
-            let here = format!("/{}", cur.join("/"));
-            match self.entry(&here) {
-                None => return Err(format!("{here} does not exist")),
-                Some(Entry::Symlink(target)) => {
-                    hops += 1;
-                    if hops > MAX_SYMLINKS {
-                        return Err(format!("{here}: too many levels of symbolic links"));
-                    }
-                    cur.pop();
-                    if target.starts_with('/') {
-                        cur.clear();
-                    }
-                    for t in components(&target).into_iter().rev() {
-                        pending.push(t);
-                    }
-                }
-                Some(e) if pending.is_empty() => return Ok((here, e)),
-                Some(Entry::Dir) => {}
-                Some(_) => return Err(format!("{here} is not a folder")),
-            }
-        }
-        Ok(("/".to_string(), Entry::Dir))
+        resolve(self, path)
     }
+}
+
+/// Follows `path` inside `tree` as the kernel would in a chroot: absolute symlinks start at the
+/// root, `..` stops there. Returns the final entry and its resolved path, or why not.
+pub fn resolve(tree: &dyn Tree, path: &str) -> Result<(String, Entry), String> {
+    let mut pending: Vec<String> = components(path).into_iter().rev().collect();
+    let mut cur: Vec<String> = Vec::new();
+    let mut hops = 0;
+    while let Some(c) = pending.pop() {
+        if c == ".." {
+            cur.pop();
+            continue;
+        }
+        cur.push(c);
+        let here = format!("/{}", cur.join("/"));
+        match tree.entry(&here) {
+            None => return Err(format!("{here} does not exist")),
+            Some(Entry::Symlink(target)) => {
+                hops += 1;
+                if hops > MAX_SYMLINKS {
+                    return Err(format!("{here}: too many levels of symbolic links"));
+                }
+                cur.pop();
+                if target.starts_with('/') {
+                    cur.clear();
+                }
+                for t in components(&target).into_iter().rev() {
+                    pending.push(t);
+                }
+            }
+            Some(e) if pending.is_empty() => return Ok((here, e)),
+            Some(Entry::Dir) => {}
+            Some(_) => return Err(format!("{here} is not a folder")),
+        }
+    }
+    Ok(("/".to_string(), Entry::Dir))
 }
 
 fn components(path: &str) -> Vec<String> {
@@ -243,7 +291,7 @@ fn read_tar(r: impl Read) -> std::io::Result<ImageRoot> {
 /// Looks `program` up as the runtime does: a path as it is (relative to `workdir`), a bare
 /// name in each folder of `path_var`. Ok(resolved path), or Err(the paths tried and why).
 pub fn lookup(
-    root: &ImageRoot,
+    root: &dyn Tree,
     program: &str,
     path_var: &str,
     workdir: &str,
@@ -263,7 +311,7 @@ pub fn lookup(
     };
     let mut tried = Vec::new();
     for c in candidates {
-        match root.resolve(&c) {
+        match resolve(root, &c) {
             Ok((p, Entry::File { mode })) if mode & 0o111 != 0 => return Ok(p),
             Ok((p, Entry::File { .. })) => tried.push(format!("{c} ({p} is not executable)")),
             Ok((p, _)) => tried.push(format!("{c} ({p} is a folder)")),
@@ -330,47 +378,162 @@ fn fix_for(argv: &[String]) -> String {
     }
 }
 
-pub fn check_hook(_pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, sink: &mut Sink) {
+/// Shells whose `-c SCRIPT` the hook may run: the shell is looked up, and so is the script's
+/// first word where that is a plain command.
+const SHELLS: [&str; 5] = ["sh", "bash", "ash", "dash", "zsh"];
+
+/// Shell builtins and keywords: a script starting with one runs no program of that name.
+const SHELL_WORDS: [&str; 31] = [
+    "echo", "printf", "test", "[", "true", "false", "kill", "exit", ":", "cd", "set", "export",
+    "read", "trap", "wait", "eval", ".", "source", "command", "type", "ulimit", "umask", "shift",
+    "return", "if", "for", "while", "until", "case", "local", "unset",
+];
+
+/// The programs a hook's argv runs, in order: argv[0], then for `SHELL -c SCRIPT` the first word
+/// of the script when it is a plain word (no variable, quote, glob or assignment) and not a
+/// builtin; `exec WORD` counts as WORD.
+pub fn programs(argv: &[String]) -> Vec<String> {
+    let Some(first) = argv.first() else {
+        return Vec::new();
+    };
+    let mut out = vec![first.clone()];
+    let base = first.rsplit('/').next().unwrap_or_default();
+    let Some(c) = argv
+        .iter()
+        .skip(1)
+        .position(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+    else {
+        return out;
+    };
+    if !SHELLS.contains(&base) {
+        return out;
+    }
+    let Some(script) = argv.get(c + 2) else {
+        return out;
+    };
+    let mut words = script
+        .split(|ch: char| ch.is_whitespace() || ch == ';' || ch == '&' || ch == '|')
+        .filter(|w| !w.is_empty());
+    let mut word = words.next();
+    if word == Some("exec") {
+        word = words.next();
+    }
+    let plain = |w: &str| {
+        w.chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "/._-+".contains(ch))
+    };
+    if let Some(w) = word.filter(|w| plain(w) && !SHELL_WORDS.contains(w)) {
+        out.push(w.to_string());
+    }
+    out
+}
+
+/// The filesystem that decides for a container, and how to name it in a message.
+struct Lookup<'a> {
+    tree: &'a dyn Tree,
+    basis: Basis,
+    /// `envoy:1` or `envoy:1 (linux/amd64 sha256:...)`.
+    label: String,
+    path_var: String,
+    workdir: String,
+}
+
+fn lookup_for<'a>(pod: &Pod, c: &Container, opts: &'a super::Options) -> Option<Lookup<'a>> {
+    let image = c.image();
+    let env = c.literal_env();
+    let workdir = c.value["workingDir"].as_str();
+    if let Some(root) = opts.image_roots.get(image) {
+        return Some(Lookup {
+            tree: root,
+            basis: Basis::ImageRoot,
+            label: image.to_string(),
+            path_var: env
+                .get("PATH")
+                .map_or(DEFAULT_PATH, String::as_str)
+                .to_string(),
+            workdir: workdir.unwrap_or("/").to_string(),
+        });
+    }
+    let key = (image.to_string(), pod_arch(pod.spec, opts.image_platform));
+    let img: &Image = opts.images.get(&key)?.as_ref().ok()?;
+    Some(Lookup {
+        tree: &img.files,
+        basis: Basis::Image,
+        label: format!("{image} ({} {})", img.platform, img.digest),
+        path_var: env
+            .get("PATH")
+            .cloned()
+            .or_else(|| img.path.clone())
+            .unwrap_or_else(|| DEFAULT_PATH.to_string()),
+        workdir: workdir
+            .map(str::to_string)
+            .or_else(|| img.working_dir.clone())
+            .unwrap_or_else(|| "/".to_string()),
+    })
+}
+
+/// A program the container runs that the image's filesystem decides about: not hooklog's own,
+/// not on one of the container's volumes.
+fn from_image(c: &Container, program: &str) -> bool {
+    let on_volume = program.starts_with('/') && c.on_volume(program).is_some();
+    !is_hooklog(program) && !on_volume
+}
+
+pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, sink: &mut Sink) {
     let Some(argv) = command_in_container(c, hook) else {
         return;
     };
-    let Some(program) = argv.first() else {
+    let progs = programs(&argv);
+    let Some(program) = progs.first() else {
         return;
     };
     if is_hooklog(program) {
         return; // from the shared volume: the wiring rules look at it
     }
-    // A program on one of the container's volumes is not the image's.
-    if program.starts_with('/') && c.on_volume(program).is_some() {
-        return;
-    }
-    let image = c.image();
-    if let Some(root) = opts.image_roots.get(image) {
-        let env = c.literal_env();
-        let path_var = env.get("PATH").map(String::as_str).unwrap_or(DEFAULT_PATH);
-        let workdir = c.value["workingDir"].as_str().unwrap_or("/");
-        if let Err(tried) = lookup(root, program, path_var, workdir) {
-            sink.add(
+    if let Some(l) = lookup_for(pod, c, opts) {
+        for (i, p) in progs.iter().enumerate() {
+            if !from_image(c, p) {
+                continue;
+            }
+            let Err(tried) = lookup(l.tree, p, &l.path_var, &l.workdir) else {
+                continue;
+            };
+            let how = if i == 0 {
+                what_fails(c, hook, p)
+            } else {
+                format!(
+                    "its shell `{program}` runs, cannot find `{p}` and exits 127: the hook fails and the container gets SIGTERM at once"
+                )
+            };
+            sink.add_from(
+                l.basis,
                 &NOT_IN_IMAGE,
                 Some(&c.name),
                 &hook.path,
                 format!(
-                    "{} runs `{program}`, which is not in {image}: tried {}; {}",
+                    "{} runs `{p}`, which is not in {}: tried {}; {how}",
                     hook.name,
+                    l.label,
                     tried.join(", "),
-                    what_fails(c, hook, program)
                 ),
                 fix_for(&argv),
             );
+            break;
         }
         return;
     }
+    // A program on one of the container's volumes is not the image's.
+    if !from_image(c, program) {
+        return;
+    }
+    let image = c.image();
     let base = program.rsplit('/').next().unwrap_or_default();
     if !SHELL_TOOLS.contains(&base) {
         return;
     }
     if let Some(pattern) = opts.shell_less.shell_less(image) {
-        sink.add(
+        sink.add_from(
+            Basis::Pattern,
             &SHELL_LESS,
             Some(&c.name),
             &hook.path,
@@ -380,6 +543,86 @@ pub fn check_hook(_pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options,
                 what_fails(c, hook, program)
             ),
             fix_for(&argv),
+        );
+    }
+}
+
+/// The probes whose `exec.command` runs in the container.
+pub const PROBES: [&str; 3] = ["startupProbe", "readinessProbe", "livenessProbe"];
+
+/// A probe's exec command, if it has one.
+pub fn probe_command(c: &Container, probe: &str) -> Option<Vec<String>> {
+    let argv: Vec<String> = c.value[probe]["exec"]["command"]
+        .as_array()?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    (!argv.is_empty()).then_some(argv)
+}
+
+/// Exec probes, looked up where the image's filesystem is known: a missing command fails the
+/// probe every time.
+pub fn check_probes(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut Sink) {
+    for probe in PROBES {
+        let Some(argv) = probe_command(c, probe) else {
+            continue;
+        };
+        let Some(l) = lookup_for(pod, c, opts) else {
+            return;
+        };
+        let missing = programs(&argv).into_iter().find_map(|p| {
+            from_image(c, &p)
+                .then(|| lookup(l.tree, &p, &l.path_var, &l.workdir).err())
+                .flatten()
+                .map(|tried| (p, tried))
+        });
+        if let Some((p, tried)) = missing {
+            let effect = match probe {
+                "livenessProbe" => "the kubelet restarts the container after each failureThreshold",
+                "readinessProbe" => "the pod never becomes ready and gets no traffic",
+                _ => "the container never starts up: the kubelet restarts it",
+            };
+            sink.add_from(
+                l.basis,
+                &NOT_IN_IMAGE,
+                Some(&c.name),
+                &format!("{}.{probe}", c.path),
+                format!(
+                    "{probe} runs `{p}`, which is not in {}: tried {}; the probe fails every time: {effect}",
+                    l.label,
+                    tried.join(", ")
+                ),
+                "probe with a program the image has, or an httpGet or tcpSocket probe",
+            );
+        }
+    }
+}
+
+/// The container's own `command`, looked up where the image's filesystem is known: a missing
+/// one keeps the container from starting (`CreateContainerError` / `StartError`).
+pub fn check_container(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut Sink) {
+    let (command, _) = c.argv();
+    let Some(program) = command.first() else {
+        return;
+    };
+    if !from_image(c, program) {
+        return;
+    }
+    let Some(l) = lookup_for(pod, c, opts) else {
+        return;
+    };
+    if let Err(tried) = lookup(l.tree, program, &l.path_var, &l.workdir) {
+        sink.add_from(
+            l.basis,
+            &NOT_IN_IMAGE,
+            Some(&c.name),
+            &format!("{}.command", c.path),
+            format!(
+                "the container's command `{program}` is not in {}: tried {}; the runtime cannot start it (StartError, exit 128) and the pod restarts it forever",
+                l.label,
+                tried.join(", ")
+            ),
+            "run a program the image has (its entrypoint, if the image has one, runs when `command` is left out)",
         );
     }
 }
@@ -405,6 +648,24 @@ mod tests {
         assert!(p.shell_less("nginx:1.27").is_none());
         assert!(p.shell_less("envoyproxy/envoy:v1.31.0").is_none());
         assert!(glob("a*b*c", "aXbYc") && !glob("a*b", "ab c"));
+    }
+
+    #[test]
+    fn shell_scripts_name_their_first_program() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(programs(&v(&["sh", "-c", "sleep 5"])), v(&["sh", "sleep"]));
+        assert_eq!(
+            programs(&v(&["/bin/sh", "-ec", "exec /usr/bin/curl -s x"])),
+            v(&["/bin/sh", "/usr/bin/curl"])
+        );
+        assert_eq!(programs(&v(&["sh", "-c", "echo hi; sleep 1"])), v(&["sh"]));
+        assert_eq!(programs(&v(&["sh", "-c", "$CMD"])), v(&["sh"]));
+        assert_eq!(programs(&v(&["sleep", "-c", "x"])), v(&["sleep"]));
+        let arm = serde_json::json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
+        assert_eq!(pod_arch(&arm, Arch::Amd64), Arch::Arm64);
+        let either = serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64", "amd64"]}]}]}}}});
+        assert_eq!(pod_arch(&either, Arch::Amd64), Arch::Amd64);
+        assert_eq!(pod_arch(&either, Arch::Arm64), Arch::Arm64);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::hooks::{self, container_hooklog_argv, parse_hooklog};
 use super::load::Source;
 use super::podspec::{self, Container, ObjectRef, TemplateRef};
 use crate::cli::{Command, RunArgs};
+use crate::registry::Arch;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
@@ -80,11 +81,38 @@ pub const RULES: &[Rule] = &[
     adoption::MISSED_INJECTION,
 ];
 
+/// What decided a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// The manifest alone.
+    Manifest,
+    /// The image's filesystem, read from its registry: definitive.
+    Image,
+    /// The filesystem given with `--image-root`.
+    ImageRoot,
+    /// The image's name matched a shell-less pattern: a guess.
+    Pattern,
+}
+
+impl Basis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Manifest => "manifest",
+            Basis::Image => "image",
+            Basis::ImageRoot => "image-root",
+            Basis::Pattern => "pattern",
+        }
+    }
+}
+
 /// One finding.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     pub severity: Severity,
     pub rule: &'static str,
+    /// What decided it: `manifest`, `image`, `image-root` or `pattern`.
+    pub source: Basis,
     pub file: String,
     /// 1-based line: the container's `name:` line, else the document's first line.
     pub line: usize,
@@ -97,14 +125,32 @@ pub struct Finding {
 }
 
 /// What `check` was told.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Image filesystems, by image reference as written in the manifest.
     pub image_roots: BTreeMap<String, image::ImageRoot>,
+    /// Images read from their registries, by reference as written and architecture; or why
+    /// one could not be read.
+    pub images: BTreeMap<(String, Arch), Result<crate::registry::Image, String>>,
+    /// The architecture of a pod whose nodeSelector and affinity name none.
+    pub image_platform: Arch,
     pub shell_less: image::Patterns,
     pub fargate: bool,
     /// `(major, minor)`.
     pub kubernetes_version: Option<(u32, u32)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            image_roots: BTreeMap::new(),
+            images: BTreeMap::new(),
+            image_platform: Arch::Amd64,
+            shell_less: image::Patterns::default(),
+            fargate: false,
+            kubernetes_version: None,
+        }
+    }
 }
 
 /// A pod template being checked, with what the rules share.
@@ -146,6 +192,22 @@ impl Sink<'_> {
         self.add_as(rule.severity, rule, container, path, message, fix)
     }
 
+    /// Adds a finding of `rule` that `source` decided (an image, a pattern).
+    pub fn add_from(
+        &mut self,
+        source: Basis,
+        rule: &Rule,
+        container: Option<&str>,
+        path: &str,
+        message: String,
+        fix: impl Into<String>,
+    ) {
+        self.add_as(rule.severity, rule, container, path, message, fix);
+        if let Some(f) = self.findings.last_mut() {
+            f.source = source;
+        }
+    }
+
     /// Adds a finding with a severity other than the rule's own (a platform makes it worse).
     pub fn add_as(
         &mut self,
@@ -160,6 +222,7 @@ impl Sink<'_> {
         self.findings.push(Finding {
             severity,
             rule: rule.id,
+            source: Basis::Manifest,
             file: self.source.name.clone(),
             line,
             object: self.object.clone(),
@@ -215,6 +278,38 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
     out
 }
 
+/// The `(image, arch)` pairs whose filesystem the image rules would look in: images of
+/// containers with an exec hook or probe or a `command`, not given with `--image-root`.
+pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> {
+    let mut out = std::collections::BTreeSet::new();
+    for source in sources {
+        for doc in &source.documents {
+            for t in podspec::templates(&doc.value) {
+                let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
+                    continue;
+                };
+                let arch = image::pod_arch(spec, opts.image_platform);
+                for c in podspec::containers(spec, &t.spec_path) {
+                    let image = c.image();
+                    if image.is_empty() || opts.image_roots.contains_key(image) {
+                        continue;
+                    }
+                    let exec_hook = hooks::hooks(&c)
+                        .iter()
+                        .any(|h| matches!(h.handler, hooks::Handler::Exec(_)));
+                    let exec_probe = image::PROBES
+                        .iter()
+                        .any(|p| image::probe_command(&c, p).is_some());
+                    if exec_hook || exec_probe || !c.argv().0.is_empty() {
+                        out.insert((image.to_string(), arch));
+                    }
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
 fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
     let containers = podspec::containers(spec, &t.spec_path);
     let sidecar = containers.iter().find_map(|c| {
@@ -244,6 +339,8 @@ fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
 
 fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     for c in &pod.containers {
+        image::check_container(pod, c, opts, sink);
+        image::check_probes(pod, c, opts, sink);
         for hook in hooks::hooks(c) {
             image::check_hook(pod, c, &hook, opts, sink);
             output::check_hook(pod, c, &hook, opts, sink);

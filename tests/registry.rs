@@ -1,0 +1,718 @@
+//! `check` reads real images from a real registry: Debian's `docker-registry` (distribution
+//! 2.8) on 127.0.0.1, over plain HTTP, over TLS with htpasswd basic auth (a CA made here, given
+//! through SSL_CERT_FILE), and with Bearer tokens from tests/support/token-server.py.
+//! tests/support/oci-push.py builds the images from tar layers and pushes them over the
+//! registry's HTTP API; the registry's access log shows what hooklog fetched.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{hooklog, in_ci, wait_until};
+
+/// Starting the registry: it listens in well under a second.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// One `hooklog check` against the local registry.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
+const USER: &str = "ci";
+const PASSWORD: &str = "s3cret";
+
+/// The tools the tier needs, or `false` (after a loud message) when one is missing outside CI.
+fn tools_present() -> bool {
+    let missing: Vec<&str> = ["docker-registry", "htpasswd", "openssl", "zstd", "python3"]
+        .into_iter()
+        .filter(|t| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let msg = format!(
+        "registry tests need {} (apt-get install docker-registry apache2-utils openssl zstd; scripts/test.sh installs them)",
+        missing.join(", ")
+    );
+    assert!(!in_ci(), "{msg}");
+    eprintln!("\n!!!!! SKIPPED: {msg}. In CI this is a failure.\n");
+    false
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it.
+struct Tls {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn make_tls(dir: &Path) -> Tls {
+    let p = |n: &str| dir.join(n);
+    run_ok(
+        Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=hooklog test CA",
+            ])
+            .arg("-keyout")
+            .arg(p("ca.key"))
+            .arg("-out")
+            .arg(p("ca.pem")),
+    );
+    run_ok(
+        Command::new("openssl")
+            .args([
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(p("server.key"))
+            .arg("-out")
+            .arg(p("server.csr")),
+    );
+    std::fs::write(
+        p("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run_ok(
+        Command::new("openssl")
+            .args(["x509", "-req", "-days", "2", "-CAcreateserial"])
+            .arg("-in")
+            .arg(p("server.csr"))
+            .arg("-CA")
+            .arg(p("ca.pem"))
+            .arg("-CAkey")
+            .arg(p("ca.key"))
+            .arg("-extfile")
+            .arg(p("ext.cnf"))
+            .arg("-out")
+            .arg(p("server.pem")),
+    );
+    Tls {
+        ca: p("ca.pem"),
+        cert: p("server.pem"),
+        key: p("server.key"),
+    }
+}
+
+/// How a registry authenticates.
+#[derive(Clone, Copy, PartialEq)]
+enum Auth {
+    None,
+    /// htpasswd (bcrypt) basic auth.
+    Basic,
+    /// Bearer tokens from tests/support/token-server.py (anonymous: pull only).
+    Token,
+}
+
+/// A running registry, killed on drop; its access log in `log`.
+struct Registry {
+    child: Child,
+    /// The token server, for `Auth::Token`.
+    token_server: Option<Child>,
+    /// What the token server was asked: `anonymous|USER|denied SCOPE` lines.
+    token_log: PathBuf,
+    addr: String,
+    log: PathBuf,
+    ca: Option<PathBuf>,
+    basic: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start(tls: bool, auth: Auth) -> Registry {
+        let basic = auth != Auth::None;
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            dir.path().join("data").display()
+        );
+        let mut ca = None;
+        if tls {
+            let t = make_tls(dir.path());
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                t.cert.display(),
+                t.key.display()
+            ));
+            ca = Some(t.ca);
+        }
+        let token_log = dir.path().join("tokens.log");
+        let mut token_server = None;
+        if auth == Auth::Token {
+            let (key, cert) = (dir.path().join("token.key"), dir.path().join("token.pem"));
+            run_ok(
+                Command::new("openssl")
+                    .args([
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "rsa:2048",
+                        "-nodes",
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=hooklog test tokens",
+                    ])
+                    .arg("-keyout")
+                    .arg(&key)
+                    .arg("-out")
+                    .arg(&cert),
+            );
+            let tport = free_port();
+            token_server = Some(
+                Command::new("python3")
+                    .arg(
+                        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/token-server.py"),
+                    )
+                    .arg(tport.to_string())
+                    .args([&key, &cert])
+                    .args(["hooklog-test", "hooklog-test-issuer", USER, PASSWORD])
+                    .arg(&token_log)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn token-server.py"),
+            );
+            assert!(
+                wait_until(START_TIMEOUT, || TcpStream::connect(("127.0.0.1", tport))
+                    .is_ok()),
+                "token-server.py did not listen"
+            );
+            config.push_str(&format!(
+                "auth:\n  token:\n    realm: http://127.0.0.1:{tport}/token\n    service: hooklog-test\n    issuer: hooklog-test-issuer\n    rootcertbundle: {}\n",
+                cert.display()
+            ));
+        } else if basic {
+            let out = Command::new("htpasswd")
+                .args(["-Bbn", USER, PASSWORD])
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            let file = dir.path().join("htpasswd");
+            std::fs::write(&file, &out.stdout).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: hooklog-test\n    path: {}\n",
+                file.display()
+            ));
+        }
+        let cfg = dir.path().join("config.yml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.path().join("registry.log");
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&cfg)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("registry.err")).unwrap())
+            .spawn()
+            .expect("spawn docker-registry");
+        let r = Registry {
+            child,
+            token_server,
+            token_log,
+            addr,
+            log,
+            ca,
+            basic,
+            _dir: dir,
+        };
+        assert!(
+            wait_until(START_TIMEOUT, || TcpStream::connect(&r.addr).is_ok()),
+            "docker-registry did not listen on {}",
+            r.addr
+        );
+        r
+    }
+
+    fn url(&self) -> String {
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Pushes the test images; returns their manifest digests by `name:tag`.
+    fn push(&self) -> Value {
+        let mut cmd = Command::new("python3");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/oci-push.py"))
+            .arg(self.url());
+        if self.basic {
+            cmd.args(["--user", USER, "--password", PASSWORD]);
+        }
+        if let Some(ca) = &self.ca {
+            cmd.arg("--cafile").arg(ca);
+        }
+        let out = cmd.output().expect("run oci-push.py");
+        assert!(
+            out.status.success(),
+            "oci-push.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("oci-push.py prints JSON")
+    }
+
+    /// Blob GETs the registry served (its access log, one line per request; the stdout and
+    /// stderr logs both, as distribution writes the access log to stdout).
+    fn blob_gets(&self) -> usize {
+        self.requests()
+            .iter()
+            .filter(|l| l.contains("\"GET /v2/") && l.contains("/blobs/sha256:"))
+            .count()
+    }
+
+    fn requests(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("\"GET /v2/") || l.contains("\"HEAD /v2/"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        // Already gone is fine: nothing to clean up then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(t) = &mut self.token_server {
+            let _ = t.kill();
+            let _ = t.wait();
+        }
+    }
+}
+
+/// `hooklog check` as a user runs it: online, with its own cache folder.
+fn check(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
+    let mut cmd = hooklog();
+    cmd.env_remove("HOOKLOG_OFFLINE")
+        .env("HOOKLOG_CACHE_DIR", cache)
+        .env("HOME", cache)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .args(["check", "--format", "json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("spawn hooklog");
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    assert!(
+        wait_until(CHECK_TIMEOUT, || waiter.is_finished()),
+        "hooklog check (pid {pid}) did not end within {CHECK_TIMEOUT:?}"
+    );
+    let out: Output = waiter.join().unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), doc, stderr)
+}
+
+/// One Deployment per `(name, image, preStop argv, arch)`.
+fn manifest(dir: &Path, pods: &[(&str, String, &[&str], Option<&str>)]) -> PathBuf {
+    let mut text = String::new();
+    for (name, image, argv, arch) in pods {
+        let selector = arch
+            .map(|a| format!("      nodeSelector:\n        kubernetes.io/arch: {a}\n"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n{selector}      containers:\n      - name: {name}\n        image: {image}\n        lifecycle:\n          preStop:\n            exec:\n              command: {}\n",
+            serde_json::to_string(argv).unwrap()
+        ));
+    }
+    let path = dir.join("deploy.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `(object name, rule, source)` of each finding about a hook command in an image.
+fn image_findings(doc: &Value) -> Vec<(String, String, String)> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"].as_str().unwrap().starts_with("hook-command-"))
+        .map(|f| {
+            (
+                f["object"]["name"].as_str().unwrap().to_string(),
+                f["rule"].as_str().unwrap().to_string(),
+                f["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn finding<'a>(doc: &'a Value, object: &str) -> &'a Value {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"]["name"] == object && f["rule"] == "hook-command-not-in-image")
+        .unwrap_or_else(|| panic!("no finding for {object}: {doc:#}"))
+}
+
+#[test]
+fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(false, Auth::None);
+    let digests = reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let r = &reg.addr;
+    let img = |n: &str| format!("{r}/{n}");
+    let m = manifest(
+        tmp.path(),
+        &[
+            ("envoy", img("envoy:1"), &["sleep", "5"], None),
+            ("busybox", img("busybox:1"), &["sh", "-c", "sleep 5"], None),
+            ("merged", img("merged:1"), &["/bin/sleep", "5"], None),
+            ("merged-sh", img("merged:1"), &["sh", "-c", "sleep 5"], None),
+            ("whiteout", img("whiteout:1"), &["/bin/sleep", "5"], None),
+            ("opaque", img("whiteout:1"), &["/opt/tools/drain"], None),
+            (
+                "multi-amd64",
+                img("multi:1"),
+                &["sleep", "5"],
+                Some("amd64"),
+            ),
+            (
+                "multi-arm64",
+                img("multi:1"),
+                &["sleep", "5"],
+                Some("arm64"),
+            ),
+            (
+                "pinned",
+                format!("{r}/busybox@{}", digests["busybox:1"].as_str().unwrap()),
+                &["sh", "-c", "exec sleep 5"],
+                None,
+            ),
+        ],
+    );
+    // An exec probe and a container command, in the shell-less image and in busybox.
+    let mut text = std::fs::read_to_string(&m).unwrap();
+    for (name, image) in [
+        ("probe-envoy", img("envoy:1")),
+        ("probe-busybox", img("busybox:1")),
+    ] {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n    command: [\"/bin/sh\", \"-c\", \"exec sleep 3600\"]\n    readinessProbe:\n      exec:\n        command: [\"sh\", \"-c\", \"test -f /tmp/ready\"]\n"
+        ));
+    }
+    std::fs::write(&m, text).unwrap();
+    let insecure = ["--insecure-registry", r.as_str(), m.to_str().unwrap()];
+    let (code, doc, stderr) = check(&cache, &insecure, &[]);
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    let mut got = image_findings(&doc);
+    got.sort();
+    let want = |n: &str| {
+        (
+            n.to_string(),
+            "hook-command-not-in-image".to_string(),
+            "image".to_string(),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            want("envoy"),
+            want("multi-arm64"),
+            want("opaque"),
+            want("probe-envoy"),
+            want("probe-envoy"),
+            want("whiteout")
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(code, Some(1));
+    let envoy = finding(&doc, "envoy");
+    assert_eq!(envoy["severity"], "error");
+    let message = envoy["message"].as_str().unwrap();
+    assert!(
+        message.contains(digests["envoy:1"].as_str().unwrap()) && message.contains("linux/amd64"),
+        "{message}"
+    );
+    let probe: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["object"]["name"] == "probe-envoy")
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        probe,
+        [
+            "spec.containers[0].command",
+            "spec.containers[0].readinessProbe"
+        ]
+    );
+    let arm = finding(&doc, "multi-arm64")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        arm.contains(digests["multi@arm64"].as_str().unwrap()),
+        "{arm}"
+    );
+    let blobs = reg.blob_gets();
+    assert!(blobs >= 6, "the first check read the layers: {blobs}");
+
+    // A second check: the same findings, and no blob (layer or config) fetched again.
+    let (code2, doc2, _) = check(&cache, &insecure, &[]);
+    assert_eq!(code2, code);
+    assert_eq!(doc2["findings"], doc["findings"]);
+    assert_eq!(reg.blob_gets(), blobs, "the second check fetched blobs");
+
+    // --offline: no request at all; the pattern rules decide (no pattern matches these names).
+    let before = reg.requests().len();
+    let mut offline = vec!["--offline"];
+    offline.extend(insecure);
+    let (code3, doc3, _) = check(&cache, &offline, &[]);
+    assert_eq!(reg.requests().len(), before, "--offline made a request");
+    assert_eq!(code3, Some(0), "{doc3:#}");
+    assert!(image_findings(&doc3).is_empty());
+}
+
+/// Standard base64 (for a docker auth file's `auth`).
+fn base64(s: &str) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for chunk in b.chunks(3) {
+        let n =
+            chunk.iter().fold(0u32, |acc, &x| (acc << 8) | u32::from(x)) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentials() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(true, Auth::Basic);
+    reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = &reg.addr;
+    let m = manifest(
+        tmp.path(),
+        &[(
+            "envoy",
+            format!("{r}/envoy-distroless:1"),
+            &["sleep", "5"],
+            None,
+        )],
+    );
+    let ca = reg.ca.as_ref().unwrap().to_str().unwrap().to_string();
+    let m = m.to_str().unwrap();
+
+    // REGISTRY_AUTH_FILE with `auths`: read over TLS, decided by the image.
+    let auth = tmp.path().join("auth.json");
+    let entry = |user: &str, pass: &str| {
+        serde_json::json!({"auths": {r.as_str(): {"auth": base64(&format!("{user}:{pass}"))}}})
+            .to_string()
+    };
+    std::fs::write(&auth, entry(USER, PASSWORD)).unwrap();
+    let cache = tmp.path().join("c1");
+    let env = [
+        ("SSL_CERT_FILE", ca.as_str()),
+        ("REGISTRY_AUTH_FILE", auth.to_str().unwrap()),
+    ];
+    let (code, doc, stderr) = check(&cache, &[m], &env);
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(
+        image_findings(&doc),
+        [(
+            "envoy".into(),
+            "hook-command-not-in-image".into(),
+            "image".into()
+        )]
+    );
+    assert_eq!(code, Some(1));
+
+    // Wrong credentials: a one-line note naming the image, and the name's pattern decides.
+    std::fs::write(&auth, entry(USER, "wrong")).unwrap();
+    let (code, doc, stderr) = check(&tmp.path().join("c2"), &[m], &env);
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cannot read image"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(
+        notes[0].contains(&format!("{r}/envoy-distroless:1")),
+        "{stderr}"
+    );
+    assert_eq!(
+        image_findings(&doc),
+        [(
+            "envoy".into(),
+            "hook-command-in-shell-less-image".into(),
+            "pattern".into()
+        )]
+    );
+    assert_eq!(code, Some(1));
+    // ... and --require-image makes it fail the run by itself (no pattern for this one).
+    let plain = manifest(
+        tmp.path(),
+        &[("app", format!("{r}/busybox:1"), &["sleep", "5"], None)],
+    );
+    let (code, _, _) = check(
+        &tmp.path().join("c3"),
+        &["--require-image", plain.to_str().unwrap()],
+        &env,
+    );
+    assert_eq!(code, Some(69));
+
+    // A credential helper on PATH, named by DOCKER_CONFIG's config.json.
+    let bin = tmp.path().join("bin");
+    let docker = tmp.path().join("docker");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&docker).unwrap();
+    let asked = tmp.path().join("asked");
+    let helper = bin.join("docker-credential-hooklogtest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 1\ncat > {}\necho '{{\"ServerURL\":\"{r}\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}'\n",
+            asked.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        docker.join("config.json"),
+        serde_json::json!({"credHelpers": {r.as_str(): "hooklogtest"}}).to_string(),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let m = manifest(
+        tmp.path(),
+        &[(
+            "envoy",
+            format!("{r}/envoy-distroless:1"),
+            &["sleep", "5"],
+            None,
+        )],
+    );
+    let (code, doc, stderr) = check(
+        &tmp.path().join("c4"),
+        &[m.to_str().unwrap()],
+        &[
+            ("SSL_CERT_FILE", ca.as_str()),
+            ("DOCKER_CONFIG", docker.to_str().unwrap()),
+            ("PATH", &path),
+        ],
+    );
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&asked).unwrap().trim(), r.as_str());
+    assert_eq!(
+        image_findings(&doc),
+        [(
+            "envoy".into(),
+            "hook-command-not-in-image".into(),
+            "image".into()
+        )]
+    );
+    assert_eq!(code, Some(1));
+}
+
+#[test]
+fn bearer_token_challenges_anonymous_and_with_credentials() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(false, Auth::Token);
+    reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = &reg.addr;
+    let m = manifest(
+        tmp.path(),
+        &[("envoy", format!("{r}/envoy:1"), &["sleep", "5"], None)],
+    );
+    let m = m.to_str().unwrap();
+    let want = [(
+        "envoy".to_string(),
+        "hook-command-not-in-image".to_string(),
+        "image".to_string(),
+    )];
+    let tokens = || std::fs::read_to_string(&reg.token_log).unwrap_or_default();
+
+    // Anonymous: the registry's 401 names the token server, which grants pull.
+    let (code, doc, stderr) = check(&tmp.path().join("c1"), &["--insecure-registry", r, m], &[]);
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(image_findings(&doc), want);
+    assert_eq!(code, Some(1));
+    assert!(
+        tokens().contains("anonymous repository:envoy:pull"),
+        "{}",
+        tokens()
+    );
+
+    // With credentials from an auth file: sent to the token server.
+    let auth = tmp.path().join("auth.json");
+    std::fs::write(
+        &auth,
+        serde_json::json!({"auths": {r.as_str(): {"username": USER, "password": PASSWORD}}})
+            .to_string(),
+    )
+    .unwrap();
+    let (code, doc, stderr) = check(
+        &tmp.path().join("c2"),
+        &["--insecure-registry", r, m],
+        &[("REGISTRY_AUTH_FILE", auth.to_str().unwrap())],
+    );
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(image_findings(&doc), want);
+    assert_eq!(code, Some(1));
+    assert!(
+        tokens().contains(&format!("{USER} repository:envoy:pull\n")),
+        "{}",
+        tokens()
+    );
+}
