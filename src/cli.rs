@@ -504,12 +504,45 @@ pub struct WebhookArgs {
     pub listen: std::net::SocketAddr,
 
     /// The serving certificate chain (PEM); re-read when it changes (cert-manager renewals).
+    /// Without it, auto-TLS: the webhook makes its own CA and certificate and puts the CA into
+    /// `--webhook-config`'s caBundle.
     #[arg(long, env = "HOOKLOG_TLS_CERT_FILE", requires = "tls_key_file")]
-    pub tls_cert_file: PathBuf,
+    pub tls_cert_file: Option<PathBuf>,
 
     /// The serving certificate's private key (PEM); re-read when it changes.
     #[arg(long, env = "HOOKLOG_TLS_KEY_FILE", requires = "tls_cert_file")]
-    pub tls_key_file: PathBuf,
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Auto-TLS: a further name (DNS or IP) for the serving certificate, besides the Service's
+    /// `<service>.<namespace>.svc` and `.svc.cluster.local`. Repeatable.
+    #[arg(
+        long,
+        env = "HOOKLOG_TLS_SAN",
+        value_delimiter = ',',
+        value_name = "NAME|IP"
+    )]
+    pub tls_san: Vec<String>,
+
+    /// Auto-TLS: the Service in front of the webhook, whose DNS names the certificate holds.
+    #[arg(
+        long,
+        env = "HOOKLOG_WEBHOOK_SERVICE",
+        default_value = "hooklog-webhook"
+    )]
+    pub service: String,
+
+    /// Auto-TLS: the MutatingWebhookConfiguration whose webhooks' caBundle gets the CA.
+    #[arg(
+        long,
+        env = "HOOKLOG_WEBHOOK_CONFIG",
+        default_value = "hooklog-webhook"
+    )]
+    pub webhook_config: String,
+
+    /// Auto-TLS: how long each serving certificate is valid; it is renewed after 2/3 of it
+    /// (at least 10s, at most 24h).
+    #[arg(long, env = "HOOKLOG_CERT_VALIDITY", default_value = "24h", value_parser = bounded_duration)]
+    pub cert_validity: Duration,
 
     /// The hooklog image for the init container and the sidecar.
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
@@ -540,8 +573,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HOOKLOG_WEBHOOK_NAMESPACE")]
     pub own_namespace: Option<String>,
 
-    /// The service account's mount, whose `ca.crt` and `token` `--sidecar auto` asks the API
-    /// server's version with.
+    /// The service account's mount: its `ca.crt` and `token` are how the webhook talks to the API
+    /// server (for `--sidecar auto` and auto-TLS's caBundle), at `KUBERNETES_SERVICE_HOST`/`_PORT`.
     #[arg(
         long,
         env = "HOOKLOG_SERVICEACCOUNT_DIR",
