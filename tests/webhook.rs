@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::util::{hooklog, wait_until};
 
-const IMAGE: &str = "registry.example/hooklog:test";
+pub const IMAGE: &str = "registry.example/hooklog:test";
 const STARTUP: Duration = Duration::from_secs(20);
 
 /// A CA and a serving certificate for 127.0.0.1 it signed, as PEM files in `dir`.
