@@ -688,4 +688,25 @@ fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
         assert_eq!(status, 201, "admission after the renewal failed: {p:#}");
         assert!(has_hooklog(&p), "{p:#}");
     }
+
+    // `kubectl apply` of the shipped configuration empties the bundles: the next renewal (or
+    // the minute's check) puts the CA back.
+    t.register(&t.configuration(port, &[], "Fail"));
+    assert_eq!(certificates_in(&t.bundles()[0]), 0);
+    let back = wait_until(Duration::from_secs(30), || {
+        t.bundles().iter().all(|b| b == &bundle)
+    });
+    assert!(back, "the CA never came back: {:#?}", w.log());
+    let admitted = wait_until(CONFIG_ACTIVE, || {
+        let (status, p) = t.create(&t.ns_in, &pod("restored"), true);
+        status == 201 && has_hooklog(&p)
+    });
+    assert!(admitted, "no admission with the CA restored");
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("CA was missing from caBundle; added again")),
+        "{:#?}",
+        w.log()
+    );
 }

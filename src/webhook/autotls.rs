@@ -6,7 +6,7 @@
 //! Replicas agree without talking to each other: each has its own CA (in memory only, never
 //! written anywhere but the bundle) and *adds* it to every webhook's bundle, which keeps the
 //! newest [`MAX_BUNDLE`] CAs. The API server trusts any CA in a bundle, so it trusts every live
-//! replica. Each replica checks every [`BUNDLE_RECHECK`] that its CA is still there (another
+//! replica. Each replica checks every [`BUNDLE_RECHECK`] (and at each renewal) that its CA is still there (another
 //! replica's restarts may have pushed it out, or a `kubectl apply` of the manifest emptied the
 //! bundle) and adds it again. Writes are a GET and a PATCH with the `resourceVersion` read, so
 //! two replicas writing at once cannot lose each other's CA: the later one gets a 409 and
@@ -41,7 +41,7 @@ pub const RENEW_AFTER: (u32, u32) = (2, 3);
 /// Most CAs a bundle keeps (the newest): room for both replicas of k8s/webhook/ and the CAs of a
 /// few rollouts, while replicas that died long ago drop out.
 pub const MAX_BUNDLE: usize = 8;
-/// How often a replica checks that its CA is still in the bundle.
+/// How often a replica checks that its CA is still in the bundle (and at every renewal).
 pub const BUNDLE_RECHECK: Duration = Duration::from_secs(60);
 /// PATCHes that lose to another writer (409) are retried this often, at once.
 pub const PATCH_ATTEMPTS: usize = 5;
@@ -213,7 +213,8 @@ pub struct AutoTls {
 
 impl AutoTls {
     /// Until `stop`: renews the serving certificate at [`RENEW_AFTER`] of its validity, and
-    /// puts the CA back into the bundle every [`BUNDLE_RECHECK`] if it went missing.
+    /// puts the CA back into the bundle, every [`BUNDLE_RECHECK`] and at each renewal, if it
+    /// went missing.
     pub async fn run(self, certs: Arc<Reloading>, stop: CancellationToken) {
         let mut renew = tokio::time::Instant::now() + renew_after(self.lasts);
         let mut recheck = tokio::time::interval(BUNDLE_RECHECK);
@@ -227,6 +228,7 @@ impl AutoTls {
                             certs.replace(ck);
                             renew = tokio::time::Instant::now() + renew_after(self.lasts);
                             tracing::info!(valid = ?self.lasts, next = ?renew_after(self.lasts), "serving certificate renewed");
+                            self.check_bundle().await;
                         }
                         Err(e) => {
                             renew = tokio::time::Instant::now() + RETRY_AFTER;
@@ -234,13 +236,21 @@ impl AutoTls {
                         }
                     }
                 }
-                _ = recheck.tick() => {
-                    match keep_bundle(&self.client, &self.config, &self.ca.pem).await {
-                        Ok(true) => tracing::info!(config = %self.config, "CA was missing from caBundle; added again"),
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!(config = %self.config, error = %format!("{e:#}"), "caBundle not checked"),
-                    }
-                }
+                _ = recheck.tick() => self.check_bundle().await,
+            }
+        }
+    }
+
+    /// Puts the CA back into the bundle if it went missing; a failure is logged and tried again
+    /// at the next check.
+    async fn check_bundle(&self) {
+        match keep_bundle(&self.client, &self.config, &self.ca.pem).await {
+            Ok(true) => {
+                tracing::info!(config = %self.config, "CA was missing from caBundle; added again")
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(config = %self.config, error = %format!("{e:#}"), "caBundle not checked")
             }
         }
     }
