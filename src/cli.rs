@@ -33,7 +33,7 @@ Examples:
   kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
 
   # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
-  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key";
+  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0";
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -173,7 +173,7 @@ pub enum Command {
     Uninject(UninjectArgs),
     /// A mutating admission webhook: injects hooklog into pods as they are created.
     #[command(
-        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 \\\n    --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS."
+        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
     )]
     Webhook(WebhookArgs),
 }

@@ -94,6 +94,27 @@ const EXAMPLES: &[(&str, Example)] = &[
              pod writes",
         ),
     ),
+    (
+        "webhook-opt-in",
+        Example::NotRun(
+            "needs the API server tier and kubectl; tests/apiserver.rs checks a pod stored \
+             injected, the dry run and the Deployment warning",
+        ),
+    ),
+    (
+        "webhook-missed-injection",
+        Example::NotRun(
+            "needs the API server tier; tests/apiserver.rs checks that `hooklog check` flags the \
+             pod admitted while the webhook was down",
+        ),
+    ),
+    (
+        "webhook-auto-tls",
+        Example::NotRun(
+            "needs the API server tier (scripts/apiserver.sh); tests/apiserver.rs's auto_tls_* \
+             tests check the caBundle, the served certificate and its renewal",
+        ),
+    ),
 ];
 
 /// Whether a character belongs to a masked value.
