@@ -710,3 +710,100 @@ fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
         w.log()
     );
 }
+
+/// The API server as another identity: `token` instead of the tier's `system:masters` one.
+fn as_token(api: &Api, token: &str) -> Api {
+    Api {
+        port: api.port,
+        token: token.to_string(),
+        ca_pem: api.ca_pem.clone(),
+        ca_file: api.ca_file.clone(),
+    }
+}
+
+#[test]
+fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let t = Tier::new(&api, "autorbac");
+    t.register(&t.configuration(port, &[], "Fail"));
+    // k8s/webhook/rbac.yaml as shipped, but for this test's configuration and service account
+    // (in this test's namespace): names changed, rules untouched.
+    let ns = &t.ns_out;
+    api.ok(
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+        Some(&json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "hooklog-webhook"}})),
+    );
+    let rbac = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/webhook/rbac.yaml");
+    let mut created = Vec::new();
+    for mut doc in crate::k8s::documents(&rbac) {
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        doc["metadata"]["name"] = json!(t.name);
+        match kind.as_str() {
+            "ClusterRole" => {
+                for rule in doc["rules"].as_array_mut().unwrap() {
+                    assert_eq!(rule["resourceNames"], json!(["hooklog-webhook"]));
+                    rule["resourceNames"] = json!([t.name]);
+                }
+            }
+            "ClusterRoleBinding" => {
+                doc["roleRef"]["name"] = json!(t.name);
+                doc["subjects"][0]["namespace"] = json!(ns);
+            }
+            other => panic!("rbac.yaml has a {other}"),
+        }
+        let plural = format!("{}s", kind.to_lowercase());
+        api.ok(
+            "POST",
+            &format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
+            Some(&doc),
+        );
+        created.push(format!(
+            "/apis/rbac.authorization.k8s.io/v1/{plural}/{}",
+            t.name
+        ));
+    }
+    // A token of that service account, as the kubelet projects one (TokenRequest).
+    let answer = api.ok(
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts/hooklog-webhook/token"),
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}})),
+    );
+    let token = answer["status"]["token"].as_str().unwrap().to_string();
+    let sa_api = as_token(&api, &token);
+
+    // What the role allows is enough: the webhook starts and its CA is in the bundle.
+    let w = auto_tls_webhook(&sa_api, dir.path(), &t.name, port, &[]);
+    assert!(
+        t.bundles().iter().all(|b| certificates_in(b) == 1),
+        "{:#?}",
+        w.log()
+    );
+    t.wait_active();
+    // And nothing more: another configuration, the list, pods, secrets.
+    for path in [
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/someone-else"
+            .to_string(),
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations".to_string(),
+        format!("/api/v1/namespaces/{ns}/pods"),
+        format!("/api/v1/namespaces/{ns}/secrets"),
+    ] {
+        let (status, v) = sa_api.call("GET", &path, None);
+        assert_eq!(status, 403, "GET {path}: {v:#}");
+    }
+    let (status, v) = sa_api.call(
+        "DELETE",
+        &format!(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+            t.name
+        ),
+        None,
+    );
+    assert_eq!(status, 403, "DELETE: {v:#}");
+    drop(w);
+    for path in created {
+        let _ = api.call("DELETE", &path, None);
+    }
+}

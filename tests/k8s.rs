@@ -91,7 +91,7 @@ fn python(script: &str, args: &[&str]) -> String {
 }
 
 /// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
-fn documents(path: &Path) -> Vec<Value> {
+pub fn documents(path: &Path) -> Vec<Value> {
     let out = python(
         "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
         &[path.to_str().expect("utf-8 path")],
