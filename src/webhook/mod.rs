@@ -32,7 +32,7 @@ use crate::manifest::inject;
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Shortest `--cert-validity`: renewal at 2/3 of it must leave a handshake's worth of time, and
-/// the tests renew every 20 s of a 30 s one.
+/// the tests renew after 10 s of a 15 s one.
 pub const MIN_CERT_VALIDITY: Duration = Duration::from_secs(10);
 
 /// `hooklog webhook`, checked: the TLS files load and the sidecar form is decided before anything
@@ -152,7 +152,8 @@ async fn certificate(
 /// the certificate, listen, serve (the certificate renewed or reloaded beside), then drain.
 pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str>) -> Result<()> {
     let args = cfg.args;
-    // Made only if asked for: with a version and certificate files given, nothing needs it.
+    // Made here (it only reads the mount), used only if needed: with a version and certificate
+    // files given, nothing asks the API server anything.
     let client = apiserver::Client::in_cluster(&args.serviceaccount_dir);
     let mode = sidecar_mode(&args, &client).await?;
     let (certs, auto) = certificate(&args, client).await?;
