@@ -33,7 +33,7 @@ Examples:
   kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
 
   # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
-  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key";
+  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0";
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -173,7 +173,7 @@ pub enum Command {
     Uninject(UninjectArgs),
     /// A mutating admission webhook: injects hooklog into pods as they are created.
     #[command(
-        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 \\\n    --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS."
+        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
     )]
     Webhook(WebhookArgs),
 }
@@ -534,12 +534,45 @@ pub struct WebhookArgs {
     pub listen: std::net::SocketAddr,
 
     /// The serving certificate chain (PEM); re-read when it changes (cert-manager renewals).
+    /// Without it, auto-TLS: the webhook makes its own CA and certificate and puts the CA into
+    /// `--webhook-config`'s caBundle.
     #[arg(long, env = "HOOKLOG_TLS_CERT_FILE", requires = "tls_key_file")]
-    pub tls_cert_file: PathBuf,
+    pub tls_cert_file: Option<PathBuf>,
 
     /// The serving certificate's private key (PEM); re-read when it changes.
     #[arg(long, env = "HOOKLOG_TLS_KEY_FILE", requires = "tls_cert_file")]
-    pub tls_key_file: PathBuf,
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Auto-TLS: a further name (DNS or IP) for the serving certificate, besides the Service's
+    /// `<service>.<namespace>.svc` and `.svc.cluster.local`. Repeatable.
+    #[arg(
+        long,
+        env = "HOOKLOG_TLS_SAN",
+        value_delimiter = ',',
+        value_name = "NAME|IP"
+    )]
+    pub tls_san: Vec<String>,
+
+    /// Auto-TLS: the Service in front of the webhook, whose DNS names the certificate holds.
+    #[arg(
+        long,
+        env = "HOOKLOG_WEBHOOK_SERVICE",
+        default_value = "hooklog-webhook"
+    )]
+    pub service: String,
+
+    /// Auto-TLS: the MutatingWebhookConfiguration whose webhooks' caBundle gets the CA.
+    #[arg(
+        long,
+        env = "HOOKLOG_WEBHOOK_CONFIG",
+        default_value = "hooklog-webhook"
+    )]
+    pub webhook_config: String,
+
+    /// Auto-TLS: how long each serving certificate is valid; it is renewed after 2/3 of it
+    /// (at least 10s, at most 24h).
+    #[arg(long, env = "HOOKLOG_CERT_VALIDITY", default_value = "24h", value_parser = bounded_duration)]
+    pub cert_validity: Duration,
 
     /// The hooklog image for the init container and the sidecar.
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
@@ -570,8 +603,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HOOKLOG_WEBHOOK_NAMESPACE")]
     pub own_namespace: Option<String>,
 
-    /// The service account's mount, whose `ca.crt` and `token` `--sidecar auto` asks the API
-    /// server's version with.
+    /// The service account's mount: its `ca.crt` and `token` are how the webhook talks to the API
+    /// server (for `--sidecar auto` and auto-TLS's caBundle), at `KUBERNETES_SERVICE_HOST`/`_PORT`.
     #[arg(
         long,
         env = "HOOKLOG_SERVICEACCOUNT_DIR",

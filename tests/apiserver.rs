@@ -11,7 +11,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::util::{hooklog, in_ci, wait_until};
-use crate::webhook::{Certs, Webhook, injected, request};
+use crate::webhook::{Certs, IMAGE, Webhook, https, injected, request};
 
 /// How long the API server may take to start calling a webhook configuration just created (its
 /// informer's resync; under a second idle).
@@ -493,4 +493,319 @@ fn a_certificate_renewal_during_admissions_keeps_them_working() {
     let (status, p) = t.create(&t.ns_in, &pod("after"), false);
     assert_eq!(status, 201, "{p:#}");
     assert!(has_hooklog(&p));
+}
+
+/// A port free now on 127.0.0.1, for a webhook whose configuration must name it before it starts.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `hooklog webhook` with auto-TLS (no certificate files) on `port`, keeping the configuration
+/// `config`'s caBundle through this API server, its certificate also for 127.0.0.1.
+fn auto_tls_webhook(
+    api: &Api,
+    dir: &std::path::Path,
+    config: &str,
+    port: u16,
+    args: &[&str],
+) -> Webhook {
+    let sa = serviceaccount(api, dir);
+    let mut cmd = hooklog();
+    cmd.env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", api.port.to_string())
+        .env("RUST_LOG", "info")
+        .args(["webhook", "--image", IMAGE, "--sidecar", "classic"])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--serviceaccount-dir")
+        .arg(&sa)
+        .args(["--webhook-config", config, "--tls-san", "127.0.0.1"])
+        .args(["--own-namespace", "hooklog"])
+        .args(args);
+    Webhook::spawn(cmd)
+}
+
+impl Tier<'_> {
+    /// Each webhook's caBundle in the configuration as stored, decoded.
+    fn bundles(&self) -> Vec<String> {
+        let config = self.api.ok(
+            "GET",
+            &format!(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+                self.name
+            ),
+            None,
+        );
+        config["webhooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                let b64 = w["clientConfig"]["caBundle"].as_str().unwrap_or_default();
+                String::from_utf8(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .unwrap(),
+                )
+                .unwrap()
+            })
+            .collect()
+    }
+}
+
+fn certificates_in(pem: &str) -> usize {
+    pem.matches("-----BEGIN CERTIFICATE-----").count()
+}
+
+/// The leaf certificate 127.0.0.1:`port` serves (DER), verified against `ca_pem` for 127.0.0.1.
+fn served_leaf(port: u16, ca_pem: &str) -> Vec<u8> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp)
+            .unwrap_or_else(|e| panic!("handshake with the webhook: {e}"));
+    }
+    conn.peer_certificates().expect("a certificate")[0].to_vec()
+}
+
+#[test]
+fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let t = Tier::new(&api, "autotls");
+    // Registered as a user applies k8s/webhook/: no caBundle. Fail: an untrusted webhook refuses.
+    t.register(&t.configuration(port, &[], "Fail"));
+    let w = auto_tls_webhook(&api, dir.path(), &t.name, port, &[]);
+    let bundles = t.bundles();
+    assert_eq!(bundles.len(), 2);
+    for b in &bundles {
+        assert_eq!(certificates_in(b), 1, "{b}");
+        assert_eq!(b, &bundles[0], "the webhooks trust different CAs");
+    }
+    // What the API server is told to trust is what the webhook serves with.
+    let (status, _) = https(w.port, &bundles[0], "GET", "/healthz", b"")
+        .unwrap_or_else(|e| panic!("the bundle's CA does not verify the webhook: {e}"));
+    assert_eq!(status, 200);
+    t.wait_active();
+    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
+    assert_eq!(status, 201, "{stored:#}");
+    assert!(has_hooklog(&stored), "{stored:#}");
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("auto-TLS: CA in caBundle")),
+        "{:#?}",
+        w.log()
+    );
+
+    // A second replica adds its own CA beside the first's: the API server trusts both.
+    let dir2 = tempfile::tempdir().unwrap();
+    let w2 = auto_tls_webhook(&api, dir2.path(), &t.name, free_port(), &[]);
+    let bundles = t.bundles();
+    for b in &bundles {
+        assert_eq!(certificates_in(b), 2, "{b}");
+    }
+    for port in [w.port, w2.port] {
+        let (status, _) = https(port, &bundles[0], "GET", "/healthz", b"")
+            .unwrap_or_else(|e| panic!("replica on {port} not trusted: {e}"));
+        assert_eq!(status, 200);
+    }
+    let (status, stored) = t.create(&t.ns_in, &pod("web-2"), false);
+    assert_eq!(status, 201, "{stored:#}");
+    assert!(has_hooklog(&stored), "{stored:#}");
+}
+
+#[test]
+fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let t = Tier::new(&api, "autorenew");
+    t.register(&t.configuration(port, &[], "Fail"));
+    // Valid 15 s: renewed after 10 s (2/3).
+    let w = auto_tls_webhook(&api, dir.path(), &t.name, port, &["--cert-validity", "15s"]);
+    let bundle = t.bundles().remove(0);
+    t.wait_active();
+    let first = served_leaf(w.port, &bundle);
+    let (status, p) = t.create(&t.ns_in, &pod("before"), false);
+    assert_eq!(status, 201, "{p:#}");
+    assert!(has_hooklog(&p), "{p:#}");
+
+    let start = Instant::now();
+    let mut n = 0;
+    while served_leaf(w.port, &bundle) == first {
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "the serving certificate was never renewed: {:#?}",
+            w.log()
+        );
+        let (status, p) = t.create(&t.ns_in, &pod(&format!("during-{n}")), false);
+        assert_eq!(
+            status, 201,
+            "admission {n} failed before the renewal: {p:#}"
+        );
+        assert!(has_hooklog(&p), "{p:#}");
+        n += 1;
+        // Pacing, not waiting for anything: a pod every quarter second.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        start.elapsed() > Duration::from_secs(3),
+        "renewed long before 2/3 of the validity"
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("serving certificate renewed")),
+        "{:#?}",
+        w.log()
+    );
+    // The same CA signs the new certificate: the bundle is unchanged and still trusted.
+    assert_eq!(t.bundles().remove(0), bundle);
+    for name in ["after-1", "after-2", "after-3"] {
+        let (status, p) = t.create(&t.ns_in, &pod(name), false);
+        assert_eq!(status, 201, "admission after the renewal failed: {p:#}");
+        assert!(has_hooklog(&p), "{p:#}");
+    }
+
+    // `kubectl apply` of the shipped configuration empties the bundles: the next renewal (or
+    // the minute's check) puts the CA back.
+    t.register(&t.configuration(port, &[], "Fail"));
+    assert_eq!(certificates_in(&t.bundles()[0]), 0);
+    let back = wait_until(Duration::from_secs(30), || {
+        // A GET every 100 ms rather than every 10: the API server is shared with other tests.
+        std::thread::sleep(Duration::from_millis(100));
+        t.bundles().iter().all(|b| b == &bundle)
+    });
+    assert!(back, "the CA never came back: {:#?}", w.log());
+    let admitted = wait_until(CONFIG_ACTIVE, || {
+        let (status, p) = t.create(&t.ns_in, &pod("restored"), true);
+        status == 201 && has_hooklog(&p)
+    });
+    assert!(admitted, "no admission with the CA restored");
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("CA was missing from caBundle; added again")),
+        "{:#?}",
+        w.log()
+    );
+}
+
+/// The API server as another identity: `token` instead of the tier's `system:masters` one.
+fn as_token(api: &Api, token: &str) -> Api {
+    Api {
+        port: api.port,
+        token: token.to_string(),
+        ca_pem: api.ca_pem.clone(),
+        ca_file: api.ca_file.clone(),
+    }
+}
+
+#[test]
+fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let t = Tier::new(&api, "autorbac");
+    t.register(&t.configuration(port, &[], "Fail"));
+    // k8s/webhook/rbac.yaml as shipped, but for this test's configuration and service account
+    // (in this test's namespace): names changed, rules untouched.
+    let ns = &t.ns_out;
+    api.ok(
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+        Some(&json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "hooklog-webhook"}})),
+    );
+    let rbac = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/webhook/rbac.yaml");
+    let mut created = Vec::new();
+    for mut doc in crate::k8s::documents(&rbac) {
+        let kind = doc["kind"].as_str().unwrap().to_string();
+        doc["metadata"]["name"] = json!(t.name);
+        match kind.as_str() {
+            "ClusterRole" => {
+                for rule in doc["rules"].as_array_mut().unwrap() {
+                    assert_eq!(rule["resourceNames"], json!(["hooklog-webhook"]));
+                    rule["resourceNames"] = json!([t.name]);
+                }
+            }
+            "ClusterRoleBinding" => {
+                doc["roleRef"]["name"] = json!(t.name);
+                doc["subjects"][0]["namespace"] = json!(ns);
+            }
+            other => panic!("rbac.yaml has a {other}"),
+        }
+        let plural = format!("{}s", kind.to_lowercase());
+        api.ok(
+            "POST",
+            &format!("/apis/rbac.authorization.k8s.io/v1/{plural}"),
+            Some(&doc),
+        );
+        created.push(format!(
+            "/apis/rbac.authorization.k8s.io/v1/{plural}/{}",
+            t.name
+        ));
+    }
+    // A token of that service account, as the kubelet projects one (TokenRequest).
+    let answer = api.ok(
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/serviceaccounts/hooklog-webhook/token"),
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}})),
+    );
+    let token = answer["status"]["token"].as_str().unwrap().to_string();
+    let sa_api = as_token(&api, &token);
+
+    // What the role allows is enough: the webhook starts and its CA is in the bundle.
+    let w = auto_tls_webhook(&sa_api, dir.path(), &t.name, port, &[]);
+    assert!(
+        t.bundles().iter().all(|b| certificates_in(b) == 1),
+        "{:#?}",
+        w.log()
+    );
+    t.wait_active();
+    // And nothing more: another configuration, the list, pods, secrets.
+    for path in [
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/someone-else"
+            .to_string(),
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations".to_string(),
+        format!("/api/v1/namespaces/{ns}/pods"),
+        format!("/api/v1/namespaces/{ns}/secrets"),
+    ] {
+        let (status, v) = sa_api.call("GET", &path, None);
+        assert_eq!(status, 403, "GET {path}: {v:#}");
+    }
+    let (status, v) = sa_api.call(
+        "DELETE",
+        &format!(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+            t.name
+        ),
+        None,
+    );
+    assert_eq!(status, 403, "DELETE: {v:#}");
+    drop(w);
+    for path in created {
+        let _ = api.call("DELETE", &path, None);
+    }
 }

@@ -88,24 +88,31 @@ const EXAMPLES: &[(&str, Example)] = &[
     ("what-comes-out", Example::Run(&[], Order::AnyButLast)),
     ("cloudwatch-emf", Example::Run(&[], Order::Exact)),
     (
+        "fargate-summary",
+        Example::NotRun(
+            "needs an EKS Fargate cluster; tests/kubelet.rs checks the summary a real kubelet's \
+             pod writes",
+        ),
+    ),
+    (
         "webhook-opt-in",
         Example::NotRun(
-            "needs kubectl against the API server tier (scripts/apiserver.sh); tests/apiserver.rs \
-             makes the same requests over HTTP and checks the same outcomes",
+            "needs the API server tier and kubectl; tests/apiserver.rs checks a pod stored \
+             injected, the dry run and the Deployment warning",
         ),
     ),
     (
         "webhook-missed",
         Example::NotRun(
-            "needs kubectl against the API server tier; tests/apiserver.rs checks `hooklog check` \
-             on the List the API server gives for a pod created while the webhook was down",
+            "needs the API server tier; tests/apiserver.rs checks that `hooklog check` flags the \
+             pod admitted while the webhook was down",
         ),
     ),
     (
-        "fargate-summary",
+        "webhook-auto-tls",
         Example::NotRun(
-            "needs an EKS Fargate cluster; tests/kubelet.rs checks the summary a real kubelet's \
-             pod writes",
+            "needs the API server tier (scripts/apiserver.sh); tests/apiserver.rs's auto_tls_* \
+             tests check the caBundle, the served certificate and its renewal",
         ),
     ),
 ];

@@ -91,7 +91,7 @@ fn python(script: &str, args: &[&str]) -> String {
 }
 
 /// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
-fn documents(path: &Path) -> Vec<Value> {
+pub fn documents(path: &Path) -> Vec<Value> {
     let out = python(
         "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
         &[path.to_str().expect("utf-8 path")],
@@ -964,7 +964,7 @@ fn webhook_manifests() -> Vec<PathBuf> {
         .map(|e| e.expect("entry").path())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 3, "{files:?}");
     files
 }
 
@@ -1005,10 +1005,35 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
     let mwc = find("MutatingWebhookConfiguration")[0];
     let namespace = deploy["metadata"]["namespace"].as_str().unwrap();
 
-    // No Role, no ClusterRole: the webhook's only API call (`GET /version`) needs none.
-    for kind in ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] {
-        assert!(find(kind).is_empty(), "{kind}: the webhook needs no RBAC");
+    // RBAC: get and patch on its own webhook configuration, by name, and nothing else (auto-TLS
+    // keeps the caBundle; `GET /version` needs none).
+    for kind in ["Role", "RoleBinding"] {
+        assert!(
+            find(kind).is_empty(),
+            "{kind}: the webhook needs no namespaced RBAC"
+        );
     }
+    let (roles, bindings) = (find("ClusterRole"), find("ClusterRoleBinding"));
+    assert_eq!((roles.len(), bindings.len()), (1, 1));
+    assert_eq!(
+        roles[0]["rules"],
+        json!([{
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": [mwc["metadata"]["name"]],
+            "verbs": ["get", "patch"],
+        }])
+    );
+    assert_eq!(bindings[0]["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(bindings[0]["roleRef"]["name"], roles[0]["metadata"]["name"]);
+    assert_eq!(
+        bindings[0]["subjects"],
+        json!([{
+            "kind": "ServiceAccount",
+            "name": deploy["spec"]["template"]["spec"]["serviceAccountName"],
+            "namespace": namespace,
+        }])
+    );
     // Two replicas that a drain cannot take down together; non-root, read-only root.
     assert_eq!(deploy["spec"]["replicas"], 2);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
@@ -1068,13 +1093,21 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
         args.listen.port() as u64,
         port["containerPort"].as_u64().unwrap()
     );
-    let mount = c["volumeMounts"][0]["mountPath"].as_str().unwrap();
-    assert!(args.tls_cert_file.starts_with(mount) && args.tls_key_file.starts_with(mount));
-
-    // Every webhook: the Service, a path the server routes, and the issue's settings.
+    // Auto-TLS: no certificate files; the CA goes into this configuration, the certificate is
+    // for this Service's names.
+    assert_eq!((&args.tls_cert_file, &args.tls_key_file), (&None, &None));
     assert_eq!(
-        mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-        format!("{namespace}/hooklog-webhook")
+        args.webhook_config,
+        mwc["metadata"]["name"].as_str().unwrap()
+    );
+    assert_eq!(args.service, service["metadata"]["name"].as_str().unwrap());
+
+    // Every webhook: the Service, a path the server routes, and the issue's settings. No
+    // cert-manager annotation: its cainjector would overwrite the replicas' CAs.
+    assert!(
+        mwc["metadata"]["annotations"]
+            .get("cert-manager.io/inject-ca-from")
+            .is_none()
     );
     let hooks = mwc["webhooks"].as_array().unwrap();
     assert_eq!(hooks.len(), 3);

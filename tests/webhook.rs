@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::util::{hooklog, wait_until};
 
-const IMAGE: &str = "registry.example/hooklog:test";
+pub const IMAGE: &str = "registry.example/hooklog:test";
 const STARTUP: Duration = Duration::from_secs(20);
 
 /// A CA and a serving certificate for 127.0.0.1 it signed, as PEM files in `dir`.
@@ -719,5 +719,40 @@ fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
     assert!(
         took >= Duration::from_secs(9) && took < Duration::from_secs(20),
         "{took:?}"
+    );
+}
+
+#[test]
+fn auto_tls_without_a_certificate_name_or_with_too_short_a_validity_is_a_usage_error() {
+    for (args, why) in [
+        (vec![], "needs a name for the certificate"),
+        (
+            vec!["--tls-san", "127.0.0.1", "--cert-validity", "5s"],
+            "--cert-validity is shorter than",
+        ),
+    ] {
+        let out = hooklog()
+            .env_remove("POD_NAMESPACE")
+            .args(["webhook", "--image", IMAGE, "--sidecar", "classic"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+    // Outside a cluster, auto-TLS says it needs the API server (and serves nothing).
+    let out = hooklog()
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(["webhook", "--image", IMAGE, "--sidecar", "classic"])
+        .args(["--tls-san", "127.0.0.1", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("writes the caBundle through the API server")
+            && stderr.contains("KUBERNETES_SERVICE_HOST"),
+        "{stderr}"
     );
 }

@@ -3,9 +3,12 @@
 //! stores is what `inject` makes of it.
 //!
 //! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side, [`tls`] the
-//! serving certificate (reloaded when its files change), [`version`] the API server's version for
-//! `--sidecar auto`.
+//! serving certificate (reloaded when its files change), [`autotls`] the default without files (its
+//! own CA, in the caBundle, and renewal), [`apiserver`] the requests to the API server, and
+//! [`version`] the API server's version for `--sidecar auto`.
 
+pub mod apiserver;
+pub mod autotls;
 pub mod patch;
 pub mod review;
 pub mod server;
@@ -28,10 +31,34 @@ use crate::manifest::inject;
 /// after `timeoutSeconds` (10 in k8s/webhook/), so nothing is worth waiting for longer.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Shortest `--cert-validity`: renewal at 2/3 of it must leave a handshake's worth of time, and
+/// the tests renew after 10 s of a 15 s one.
+pub const MIN_CERT_VALIDITY: Duration = Duration::from_secs(10);
+
 /// `hooklog webhook`, checked: the TLS files load and the sidecar form is decided before anything
 /// is served.
 pub struct WebhookConfig {
     pub args: WebhookArgs,
+}
+
+/// The webhook's own namespace: `--own-namespace`, else the Downward API's `POD_NAMESPACE`.
+fn own_namespace(args: &WebhookArgs) -> Option<String> {
+    args.own_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .filter(|n| !n.is_empty())
+}
+
+/// Auto-TLS's certificate names: the Service's, when the namespace is known, then `--tls-san`.
+fn sans(args: &WebhookArgs) -> Vec<String> {
+    let mut sans = Vec::new();
+    if let Some(ns) = own_namespace(args) {
+        let svc = &args.service;
+        sans.push(format!("{svc}.{ns}.svc"));
+        sans.push(format!("{svc}.{ns}.svc.cluster.local"));
+    }
+    sans.extend(args.tls_san.iter().filter(|s| !s.is_empty()).cloned());
+    sans
 }
 
 impl WebhookConfig {
@@ -49,18 +76,33 @@ impl WebhookConfig {
                 v.1
             );
         }
+        if args.tls_cert_file.is_none() {
+            if sans(&args).is_empty() {
+                anyhow::bail!(
+                    "auto-TLS (no --tls-cert-file) needs a name for the certificate: --own-namespace (POD_NAMESPACE) for the Service's, or --tls-san"
+                );
+            }
+            if args.cert_validity < MIN_CERT_VALIDITY {
+                anyhow::bail!("--cert-validity is shorter than {MIN_CERT_VALIDITY:?}");
+            }
+        }
         Ok(WebhookConfig { args })
     }
 }
 
 /// The sidecar form: `--sidecar`, or for `auto` the version given or asked of the API server.
-async fn sidecar_mode(args: &WebhookArgs) -> Result<SidecarMode> {
+async fn sidecar_mode(
+    args: &WebhookArgs,
+    client: &Result<apiserver::Client>,
+) -> Result<SidecarMode> {
     let version = match (args.sidecar, args.kubernetes_version) {
         (WebhookSidecar::Native, _) => return Ok(SidecarMode::Native),
         (WebhookSidecar::Classic, _) => return Ok(SidecarMode::Classic),
         (WebhookSidecar::Auto, Some(v)) => v,
-        (WebhookSidecar::Auto, None) => version::in_cluster(&args.serviceaccount_dir)
-            .await
+        (WebhookSidecar::Auto, None) => match client {
+            Ok(c) => version::in_cluster(c).await,
+            Err(e) => Err(anyhow::anyhow!("{e:#}")),
+        }
             .context("--sidecar auto: cannot learn the API server's version (give --kubernetes-version, or --sidecar native|classic)")?,
     };
     Ok(if version >= NATIVE_SIDECAR_SINCE {
@@ -70,23 +112,56 @@ async fn sidecar_mode(args: &WebhookArgs) -> Result<SidecarMode> {
     })
 }
 
-/// Runs the webhook until `shutdown` resolves, in phases: decide the sidecar form, load the
-/// certificate, listen, serve (the certificate reloading beside), then drain.
+/// The serving certificate: the files given, or auto-TLS's own, its CA put into the caBundle
+/// before anything is served (the API server could not call a webhook it does not trust).
+async fn certificate(
+    args: &WebhookArgs,
+    client: Result<apiserver::Client>,
+) -> Result<(Arc<tls::Reloading>, Option<autotls::AutoTls>)> {
+    if let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) {
+        return Ok((
+            Arc::new(tls::Reloading::open(cert.clone(), key.clone())?),
+            None,
+        ));
+    }
+    let client = client
+        .context("auto-TLS (no --tls-cert-file) writes the caBundle through the API server")?;
+    let ca = autotls::Ca::new(&args.webhook_config)?;
+    let sans = sans(args);
+    let leaf = ca.leaf(&sans, args.cert_validity)?;
+    autotls::keep_bundle(&client, &args.webhook_config, &ca.pem)
+        .await
+        .with_context(|| {
+            format!(
+                "auto-TLS: cannot put the CA into MutatingWebhookConfiguration {}'s caBundle (give --tls-cert-file/--tls-key-file to manage certificates yourself)",
+                args.webhook_config
+            )
+        })?;
+    tracing::info!(config = %args.webhook_config, ?sans, valid = ?args.cert_validity, "auto-TLS: CA in caBundle, serving certificate made");
+    let auto = autotls::AutoTls {
+        ca,
+        sans,
+        lasts: args.cert_validity,
+        client,
+        config: args.webhook_config.clone(),
+    };
+    Ok((Arc::new(tls::Reloading::in_memory(leaf)), Some(auto)))
+}
+
+/// Runs the webhook until `shutdown` resolves, in phases: decide the sidecar form, make or load
+/// the certificate, listen, serve (the certificate renewed or reloaded beside), then drain.
 pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str>) -> Result<()> {
     let args = cfg.args;
-    let mode = sidecar_mode(&args).await?;
-    let certs = Arc::new(tls::Reloading::open(
-        args.tls_cert_file.clone(),
-        args.tls_key_file.clone(),
-    )?);
+    // Made here (it only reads the mount), used only if needed: with a version and certificate
+    // files given, nothing asks the API server anything.
+    let client = apiserver::Client::in_cluster(&args.serviceaccount_dir);
+    let mode = sidecar_mode(&args, &client).await?;
+    let (certs, auto) = certificate(&args, client).await?;
     let tls = Arc::new(tls::server_config(certs.clone())?);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
-    let own_namespace = args
-        .own_namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok());
+    let own_namespace = own_namespace(&args);
     let shared = Arc::new(server::Shared {
         policy: review::Policy {
             inject: inject::Options {
@@ -106,7 +181,10 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
 
     let stop = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tracker.spawn(certs.watch(stop.clone()));
+    match auto {
+        Some(auto) => tracker.spawn(auto.run(certs.clone(), stop.clone())),
+        None => tracker.spawn(certs.watch(stop.clone())),
+    };
     let serving = server::serve(listener, tls, shared.clone(), stop.clone(), &tracker);
     tokio::pin!(serving);
     tokio::select! {

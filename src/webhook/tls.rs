@@ -1,6 +1,7 @@
 //! The serving certificate: read from `--tls-cert-file`/`--tls-key-file`, and read again when
 //! either file changes (cert-manager renews a Secret; the kubelet swaps the mounted files), so a
-//! renewal needs no restart. A change that does not parse keeps the certificate in use.
+//! renewal needs no restart. A change that does not parse keeps the certificate in use. Or, with
+//! auto-TLS ([`super::autotls`]), made in memory and swapped by [`Reloading::replace`] at renewal.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -17,9 +18,10 @@ use tokio_util::sync::CancellationToken;
 /// (about a minute), and cert-manager renews a third of a lifetime early: seconds are plenty.
 pub const RELOAD_POLL: Duration = Duration::from_secs(2);
 
-/// The certificate in use, swapped whole when the files change.
+/// The certificate in use, swapped whole when the files change (or auto-TLS renews it).
 #[derive(Debug)]
 pub struct Reloading {
+    /// Empty for a certificate made in memory: nothing to read again.
     cert_file: PathBuf,
     key_file: PathBuf,
     current: RwLock<Arc<CertifiedKey>>,
@@ -73,8 +75,26 @@ impl Reloading {
         })
     }
 
+    /// A certificate made in memory (auto-TLS): [`Reloading::replace`] renews it.
+    pub fn in_memory(ck: CertifiedKey) -> Self {
+        Reloading {
+            cert_file: PathBuf::new(),
+            key_file: PathBuf::new(),
+            current: RwLock::new(Arc::new(ck)),
+            seen: RwLock::new([(None, 0); 2]),
+        }
+    }
+
+    /// Serves `ck` from the next handshake on; connections already open keep theirs.
+    pub fn replace(&self, ck: CertifiedKey) {
+        *self.current.write().expect("no writer panics") = Arc::new(ck);
+    }
+
     /// Reads the files again if they changed; true when a new certificate is in use.
     pub fn refresh(&self) -> bool {
+        if self.cert_file.as_os_str().is_empty() {
+            return false;
+        }
         let now = stamp(&self.cert_file, &self.key_file);
         if *self.seen.read().expect("no writer panics") == now {
             return false;
@@ -83,7 +103,7 @@ impl Reloading {
         *self.seen.write().expect("no writer panics") = now;
         match load(&self.cert_file, &self.key_file) {
             Ok(ck) => {
-                *self.current.write().expect("no writer panics") = Arc::new(ck);
+                self.replace(ck);
                 tracing::info!(cert = %self.cert_file.display(), "serving certificate reloaded");
                 true
             }
