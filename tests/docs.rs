@@ -88,6 +88,26 @@ const EXAMPLES: &[(&str, Example)] = &[
     ("what-comes-out", Example::Run(&[], Order::AnyButLast)),
     ("cloudwatch-emf", Example::Run(&[], Order::Exact)),
     (
+        "image-note",
+        Example::NotRun(
+            "needs the registry tier (docker-registry); tests/registry.rs checks the note and the \
+             pattern fallback for an image that cannot be read",
+        ),
+    ),
+    (
+        "image-check-registry",
+        Example::NotRun(
+            "needs the registry tier; tests/registry.rs checks the seed incident's error by image \
+             (with its digest), busybox without a finding, and no blob read the second time",
+        ),
+    ),
+    (
+        "image-notes-https",
+        Example::NotRun(
+            "needs the registry tier; tests/registry.rs checks the notes for images it cannot read",
+        ),
+    ),
+    (
         "fargate-summary",
         Example::NotRun(
             "needs an EKS Fargate cluster; tests/kubelet.rs checks the summary a real kubelet's \
