@@ -131,28 +131,9 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
         }
     };
     // The signal is still held: installing the handler (in `terminate`) releases it.
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .thread_name("hooklog")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("hooklog: cannot start the runtime: {e}");
-            return EXIT_FAILURE;
-        }
-    };
-    let result = rt.block_on(async { daemon::run(cfg, lifecycle::signal::terminate()).await });
-    // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
-    rt.shutdown_timeout(RUNTIME_SHUTDOWN);
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("hooklog: {e:#}");
-            EXIT_FAILURE
-        }
-    }
+    serve("hooklog", || {
+        daemon::run(cfg, lifecycle::signal::terminate())
+    })
 }
 
 fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
@@ -163,9 +144,22 @@ fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    // The handler is installed inside the runtime, which tokio signals need.
+    serve("hooklog-webhook", || {
+        webhook::run(cfg, lifecycle::signal::terminate())
+    })
+}
+
+/// Runs a long-lived role (`run`, `webhook`) on a runtime of its own threads until it ends; its
+/// error is printed once, with its causes. `role` is called inside the runtime: tokio's signal
+/// handlers (`lifecycle::signal::terminate`) need one.
+fn serve<F>(thread_name: &str, role: impl FnOnce() -> F) -> u8
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
-        .thread_name("hooklog-webhook")
+        .thread_name(thread_name)
         .enable_all()
         .build()
     {
@@ -175,8 +169,8 @@ fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
             return EXIT_FAILURE;
         }
     };
-    // The handler is installed inside the runtime, which tokio signals need.
-    let result = rt.block_on(async { webhook::run(cfg, lifecycle::signal::terminate()).await });
+    let result = rt.block_on(async { role().await });
+    // Threads still blocked (a stuck stdout) must not keep the process past its deadline.
     rt.shutdown_timeout(RUNTIME_SHUTDOWN);
     match result {
         Ok(()) => 0,
