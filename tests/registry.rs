@@ -595,7 +595,8 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
             "pattern".into()
         )]
     );
-    assert_eq!(code, Some(1));
+    // A guess from the name is a warning, not the image's definitive error: the run passes.
+    assert_eq!(code, Some(0));
     // ... and --require-image makes it fail the run by itself (no pattern for this one).
     let plain = manifest(
         tmp.path(),

@@ -18,10 +18,12 @@ pub const NOT_IN_IMAGE: Rule = Rule {
     severity: Severity::Error,
     description: "An exec hook's command (or an exec probe's, or the container's own) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
 };
+/// A guess from the image's name, so a warning (issue 18): only the image's own files, read from
+/// its registry or given by `--image-root`, make a definitive error (`NOT_IN_IMAGE`).
 pub const SHELL_LESS: Rule = Rule {
     id: "hook-command-in-shell-less-image",
-    severity: Severity::Error,
-    description: "An exec hook runs a shell or coreutil in an image known to have none (distroless, chainguard, ...).",
+    severity: Severity::Warning,
+    description: "An exec hook runs a shell or coreutil in an image whose name says it has none (distroless, chainguard, ...), and the image itself could not be read.",
 };
 
 /// Programs that shell-less images lack: shells and the coreutils hooks call.
@@ -538,7 +540,7 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, 
             Some(&c.name),
             &hook.path,
             format!(
-                "{} runs `{program}`, but {image} has no shell or coreutils (image pattern `{pattern}`): {}",
+                "{} runs `{program}`, but {image} has no shell or coreutils by its name (image pattern `{pattern}`; the image itself was not read): {}",
                 hook.name,
                 what_fails(c, hook, program)
             ),
