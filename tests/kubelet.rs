@@ -301,7 +301,16 @@ struct Pod<'a> {
     logs: std::cell::RefCell<BTreeMap<String, ContainerLog>>,
     /// The last state seen of each container (see [`Pod::latest`]).
     seen: std::cell::RefCell<BTreeMap<String, State>>,
+    /// When [`Pod::wait_running`] last saw its containers running (see [`Pod::delete`]).
+    running_at: std::cell::Cell<Option<Instant>>,
 }
+
+/// How stale the kubelet's list of running containers may be: kubelet 1.20's runtime cache
+/// (`defaultCachePeriod`, pkg/kubelet/container/runtime_cache.go). A static pod removed before
+/// the cache has seen its containers is killed from a list without them: the kubelet runs no
+/// preStop hook and stops the sandbox, which SIGKILLs every container (seen in CI: a pod deleted
+/// 0.8 s after its containers started ended with hooklog's exit 137 and no hook run).
+const KUBELET_RUNTIME_CACHE: Duration = Duration::from_secs(2);
 
 impl<'a> Pod<'a> {
     /// Writes `pod` (a v1 Pod) into the kubelet's manifest folder, atomically, with a run-unique
@@ -326,12 +335,19 @@ impl<'a> Pod<'a> {
             file,
             logs: Default::default(),
             seen: Default::default(),
+            running_at: Default::default(),
         }
     }
 
     /// Deletes the pod as the API server's deletion would: the kubelet runs the preStop hooks,
-    /// then stops the containers within the grace period.
+    /// then stops the containers within the grace period. It waits first until the kubelet's
+    /// runtime cache has surely seen the containers [`Pod::wait_running`] saw running
+    /// ([`KUBELET_RUNTIME_CACHE`], and a second's margin for the cache's own refresh).
     fn delete(&self) {
+        if let Some(at) = self.running_at.get() {
+            let safe = at + KUBELET_RUNTIME_CACHE + Duration::from_secs(1);
+            std::thread::sleep(safe.saturating_duration_since(Instant::now()));
+        }
         let _ = std::fs::remove_file(&self.file);
     }
 
@@ -405,6 +421,7 @@ impl<'a> Pod<'a> {
                     .get(*n)
                     .is_some_and(|s| s.started && s.exit_code.is_none())
             }) {
+                self.running_at.set(Some(Instant::now()));
                 return start.elapsed();
             }
             assert!(
@@ -484,7 +501,7 @@ impl<'a> Pod<'a> {
 
 impl Drop for Pod<'_> {
     fn drop(&mut self) {
-        self.delete();
+        let _ = std::fs::remove_file(&self.file);
     }
 }
 
@@ -689,8 +706,8 @@ fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
         pod.log_lines("hooklog", "stderr")
     );
 
-    let deleted = Instant::now();
     pod.delete();
+    let deleted = Instant::now();
     let (records, exit) = wait_summary(&pod, "hooklog");
     eprintln!(
         "classic pod: hooklog exited {exit} after {:.1?}",
@@ -745,8 +762,8 @@ fn kubelet_runs_injected_incident_pod_and_summary_names_true_outcomes() {
     let hooklog = hooklog_image(&tier);
     let (pod, took) = run_injected_incident(&tier, &hooklog);
     eprintln!("injected pod running after {took:.1?}");
-    let deleted = Instant::now();
     pod.delete();
+    let deleted = Instant::now();
     let (records, exit) = wait_summary(&pod, "hooklog");
     eprintln!(
         "injected pod: hooklog exited {exit} after {:.1?}",
