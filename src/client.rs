@@ -598,52 +598,18 @@ fn ends_mid_line(f: &File) -> bool {
     len > 0 && f.read_at(&mut last, len - 1).is_ok_and(|n| n == 1) && last[0] != b'\n'
 }
 
-/// Opens the shared file for appending (and reading, to check its last byte, when allowed).
-/// When this call creates it, it gets [`SHARED_FILE_MODE`] despite the umask; an existing file
-/// keeps its mode. A symlink is not followed (a peer could point it at any file of this
-/// container), and anything but a regular file is refused: a FIFO would block the writes.
+/// Opens the shared file for appending (and reading, to check its last byte, when allowed),
+/// creating it with [`SHARED_FILE_MODE`]. A symlink is not followed (a peer could point it at
+/// any file of this container), and anything but a regular file is refused: a FIFO would block
+/// the writes ([`crate::nofollow`], the daemon's own rules for the shared folder).
 fn open_shared(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let open = |read: bool| {
-        std::fs::OpenOptions::new()
-            .read(read)
-            .append(true)
-            // O_NONBLOCK: opening a FIFO nobody reads fails (ENXIO) instead of waiting forever;
-            // it changes nothing for a regular file.
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(path)
-    };
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create_new(true)
-        .mode(SHARED_FILE_MODE)
-        .open(path)
-    {
-        Ok(f) => {
-            // Without it the file stays as narrow as the umask made it; appending still works
-            // for this container, which is what matters here.
-            let _ = f.set_permissions(std::fs::Permissions::from_mode(SHARED_FILE_MODE));
-            return Ok(f);
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match open(true) {
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => open(false),
-            r => r,
-        },
-        Err(e) => Err(e),
-    };
-    let refuse = |what: &str| std::io::Error::other(format!("{what}: not opened"));
-    match f {
-        Ok(f) if f.metadata()?.file_type().is_file() => Ok(f),
-        Ok(_) => Err(refuse("not a regular file")),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Err(refuse(
-            "a symlink, which hooklog does not follow in the shared folder",
-        )),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
-            Err(refuse("not a regular file (a FIFO)"))
-        }
-        Err(e) => Err(e),
-    }
+    use crate::nofollow::OpenError;
+    crate::nofollow::open_append(path, SHARED_FILE_MODE).map_err(|e| match e {
+        OpenError::Refused(why) => std::io::Error::other(format!("{why}: not opened")),
+        // The shared folder itself is missing: the system's own words for it.
+        OpenError::NotFound => std::io::Error::from_raw_os_error(nix::libc::ENOENT),
+        OpenError::Io(e) => e,
+    })
 }
 
 #[cfg(test)]

@@ -255,7 +255,7 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
         Some(m) if m.file_type().is_symlink() => {}
         Some(m) if !m.is_file() => bail!("--file {}: is not a regular file", path.display()),
         Some(_) => {
-            crate::source::nofollow::open_read(&path)
+            crate::nofollow::open_read(&path)
                 .map_err(std::io::Error::from)
                 .with_context(|| format!("--file {}: cannot read", path.display()))?;
         }
@@ -276,7 +276,7 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     let cp = crate::source::checkpoint::path_for(&path);
     if let Some(dir) = cp.parent() {
         // Never through a symlink a peer planted in the shared folder: hooklog's own paths.
-        crate::source::nofollow::reclaim_own(dir)
+        crate::nofollow::reclaim_own(dir)
             .and_then(|()| std::fs::create_dir_all(dir))
             .with_context(|| {
                 format!(
@@ -286,9 +286,9 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
                 )
             })?;
     }
-    crate::source::nofollow::reclaim_own(&cp)
+    crate::nofollow::reclaim_own(&cp)
         .and_then(|()| {
-            crate::source::nofollow::open_write(&cp, crate::source::checkpoint::CHECKPOINT_MODE)
+            crate::nofollow::open_write(&cp, crate::source::checkpoint::CHECKPOINT_MODE)
                 .map_err(std::io::Error::from)
         })
         .with_context(|| {

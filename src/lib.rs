@@ -16,6 +16,9 @@
 //! - [`registry`]: images read from their registries (manifests, layers' file lists), for
 //!   `check` to look hook commands up in the image they run in.
 //!
+//! - [`nofollow`]: how both sides open files in the shared folder, never through a peer's
+//!   symlink.
+//!
 //! [`cli`] parses the command line, [`config`] validates it before any runtime starts, and
 //! [`duration`] and [`timefmt`] read and write times.
 #![forbid(unsafe_code)]
@@ -30,6 +33,7 @@ pub mod framing;
 pub mod hook;
 pub mod lifecycle;
 pub mod manifest;
+pub mod nofollow;
 pub mod passthrough;
 pub mod pod;
 pub mod record;

@@ -340,7 +340,7 @@ fn the_file_fallback_does_not_follow_a_symlink() {
         .filter(|l| l.contains("prestop.log") && !l.starts_with('{'))
         .collect();
     assert_eq!(warnings.len(), 1, "one clear line: {err}");
-    assert!(warnings[0].contains("symlink"), "{err}");
+    assert!(warnings[0].contains("symbolic link"), "{err}");
     // The records went to the last resort instead, whole.
     assert!(err.contains("\"hook.finished\""), "{err}");
 }

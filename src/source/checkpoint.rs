@@ -237,7 +237,7 @@ impl Checkpoint {
 
     fn read_saved(&self, path: &Path) -> Vec<Position> {
         // Never through a symlink a peer planted in the shared folder.
-        let Ok(bytes) = crate::source::nofollow::read(path) else {
+        let Ok(bytes) = crate::nofollow::read(path) else {
             return Vec::new();
         };
         let text = String::from_utf8_lossy(&bytes);
@@ -323,11 +323,10 @@ impl Checkpoint {
         // write over a file of the peer's choosing.
         let open = || {
             if let Some(dir) = self.path.parent() {
-                crate::source::nofollow::reclaim_own(dir)?;
+                crate::nofollow::reclaim_own(dir)?;
             }
-            crate::source::nofollow::reclaim_own(&self.path)?;
-            crate::source::nofollow::open_write(&self.path, CHECKPOINT_MODE)
-                .map_err(std::io::Error::from)
+            crate::nofollow::reclaim_own(&self.path)?;
+            crate::nofollow::open_write(&self.path, CHECKPOINT_MODE).map_err(std::io::Error::from)
         };
         match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

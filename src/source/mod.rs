@@ -3,7 +3,6 @@
 
 pub mod checkpoint;
 pub mod file;
-pub mod nofollow;
 pub mod socket;
 pub mod socket_guard;
 

@@ -6,6 +6,9 @@
 //! `O_NONBLOCK` (a FIFO put in its place cannot hang the open), then checks the type of what it
 //! opened with `fstat`: anything but a regular file is refused. The folders on the way are the
 //! user's (`--file`'s parent is resolved once at start-up, `config.rs`).
+//!
+//! Both sides of the shared file use it: the daemon's sources and checkpoints, and the hook
+//! wrapper's file fallback ([`open_append`], from `client.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -33,6 +36,8 @@ impl From<io::Error> for OpenError {
         match e.raw_os_error() {
             _ if e.kind() == io::ErrorKind::NotFound => OpenError::NotFound,
             Some(nix::libc::ELOOP) => OpenError::Refused(SYMLINK),
+            // O_NONBLOCK's answer to opening a FIFO that nobody reads for writing.
+            Some(nix::libc::ENXIO) => OpenError::Refused(NOT_REGULAR),
             _ => OpenError::Io(e),
         }
     }
@@ -88,6 +93,42 @@ pub fn open_write(path: &Path, mode: u32) -> Result<File, OpenError> {
             .custom_flags(flags())
             .open(path)?,
     )
+}
+
+/// Opens the regular file at `path` for appending, never through a symlink, and for reading too
+/// where the file's mode allows it (the wrapper checks the file's last byte). When this call
+/// creates the file, it gets `mode` despite the umask; an existing file keeps its mode.
+pub fn open_append(path: &Path, mode: u32) -> Result<File, OpenError> {
+    use std::os::unix::fs::PermissionsExt;
+    match OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(flags())
+        .open(path)
+    {
+        Ok(f) => {
+            // Without it the file stays as narrow as the umask made it; appending still works
+            // for this container, which is what matters here.
+            let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
+            return Ok(f);
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e.into()),
+    }
+    let open = |read: bool| {
+        OpenOptions::new()
+            .read(read)
+            .append(true)
+            .custom_flags(flags())
+            .open(path)
+    };
+    let file = match open(true) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => open(false),
+        r => r,
+    };
+    checked(file?)
 }
 
 /// Removes a symlink at `path`, one of hooklog's own paths (the checkpoints' folder `.hooklog`
@@ -159,5 +200,45 @@ mod tests {
         let new = dir.path().join("new");
         open_write(&new, 0o600).unwrap();
         assert!(new.is_file());
+    }
+
+    #[test]
+    fn open_append_creates_with_its_mode_and_refuses_what_open_read_refuses() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        open_append(&file, 0o666)
+            .unwrap()
+            .write_all(b"a\n")
+            .unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "despite the umask");
+        open_append(&file, 0o600)
+            .unwrap()
+            .write_all(b"b\n")
+            .unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"a\nb\n");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "an existing file keeps its mode");
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        assert!(matches!(
+            open_append(&link, 0o666),
+            Err(OpenError::Refused(SYMLINK))
+        ));
+        assert_eq!(std::fs::read(&secret).unwrap(), b"x");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(matches!(
+            open_append(&fifo, 0o666),
+            Err(OpenError::Refused(NOT_REGULAR))
+        ));
+        assert!(matches!(
+            open_append(dir.path(), 0o666),
+            Err(OpenError::Refused(NOT_REGULAR)) | Err(OpenError::Io(_))
+        ));
     }
 }
