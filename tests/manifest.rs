@@ -964,6 +964,54 @@ fn image_roots_resolve_commands_as_the_runtime_does() {
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
 }
 
+/// inject looks hook programs up in `--image-root` as check does, and says so on stderr only.
+#[test]
+fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = make_roots(dir.path());
+    let pod = |name: &str, cmd: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n    - name: {name}\n      image: example/static:1\n      lifecycle:\n        preStop:\n          exec:\n            command: {cmd}\n"
+        )
+    };
+    let manifest = dir.path().join("pods.yaml");
+    std::fs::write(
+        &manifest,
+        [
+            pod("shell", r#"["sh", "-c", "sleep 1"]"#),
+            pod("bare", r#"["sleep", "5"]"#),
+        ]
+        .join("---\n"),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    let root = format!("example/static:1={}", roots["static"].display());
+    let with = run(
+        &["inject", "--image", IMAGE, "--image-root", &root, m],
+        None,
+    );
+    assert!(with.status.success(), "{}", text(&with.stderr));
+    let stderr = text(&with.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    for part in ["container \"shell\"", "`sh`", "by image-root", "exit 127"] {
+        assert!(warnings[0].contains(part), "{part}: {}", warnings[0]);
+    }
+    let fixed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("failed before"))
+        .collect();
+    assert_eq!(fixed.len(), 1, "{stderr}");
+    assert!(fixed[0].contains("container \"bare\""), "{}", fixed[0]);
+    let without = run(&["inject", "--image", IMAGE, m], None);
+    assert!(
+        !text(&without.stderr).contains("warning"),
+        "{}",
+        text(&without.stderr)
+    );
+    assert_eq!(with.stdout, without.stdout);
+}
+
 /// Maps a pod path to the test's emptyDir stand-ins.
 fn in_pod(root: &Path, arg: &str) -> String {
     for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {

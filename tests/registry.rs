@@ -947,8 +947,8 @@ fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offli
 
     // --offline: the same YAML, byte for byte, no such line, and no request to the registry.
     let before = reg.requests().len();
-    let mut offline = vec!["--offline"];
-    offline.extend(inject);
+    let mut offline = inject.to_vec();
+    offline.insert(1, "--offline");
     let (code, off, stderr) = run(&cache, &offline, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(reg.requests().len(), before, "--offline made a request");

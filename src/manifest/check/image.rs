@@ -334,7 +334,7 @@ pub fn lookup(
 }
 
 /// The command a hook runs in its container: the exec command, or what `hooklog hook` wraps.
-fn command_in_container(c: &Container, hook: &Hook) -> Option<Vec<String>> {
+pub fn command_in_container(c: &Container, hook: &Hook) -> Option<Vec<String>> {
     let Handler::Exec(argv) = &hook.handler else {
         return None;
     };
@@ -511,7 +511,7 @@ pub fn lookup_for<'a>(
 
 /// A program the container runs that the image's filesystem decides about: not hooklog's own,
 /// not on one of the container's volumes, not an `$(VAR)` the kubelet expands.
-fn from_image(c: &Container, program: &str) -> bool {
+pub fn from_image(c: &Container, program: &str) -> bool {
     let on_volume = program.starts_with('/') && c.on_volume(program).is_some();
     !is_hooklog(program) && !on_volume && !program.contains("$(")
 }
