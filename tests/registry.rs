@@ -726,8 +726,16 @@ fn bearer_token_challenges_anonymous_and_with_credentials() {
     );
 }
 
-/// One Pod per `(name, image, command, args)`, without hooks: what the container itself runs.
-fn pods(dir: &Path, pods: &[(&str, String, Option<&[&str]>, Option<&[&str]>)]) -> PathBuf {
+/// `(name, image, command, args)` of a Pod without hooks.
+type PodRun<'a> = (
+    &'a str,
+    String,
+    Option<&'a [&'a str]>,
+    Option<&'a [&'a str]>,
+);
+
+/// One Pod per [`PodRun`]: what the container itself runs.
+fn pods(dir: &Path, pods: &[PodRun]) -> PathBuf {
     let mut text = String::new();
     for (name, image, command, args) in pods {
         text.push_str(&format!(
