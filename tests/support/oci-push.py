@@ -160,8 +160,10 @@ def image(reg, name, layers, arch="amd64", docker=False, entrypoint=None, cmd=No
 
 
 def finish(reg, name, descs, diff_ids, arch, docker, entrypoint, cmd=None):
-    config = {"architecture": arch, "os": "linux",
-              "config": {"Env": [PATH], "Entrypoint": entrypoint, "Cmd": cmd},
+    run = {"Env": [PATH], "Entrypoint": entrypoint}
+    if cmd is not None:
+        run["Cmd"] = cmd
+    config = {"architecture": arch, "os": "linux", "config": run,
               "rootfs": {"type": "layers", "diff_ids": diff_ids}}
     cbody = json.dumps(config).encode()
     cdigest, csize = reg.blob(name, cbody)

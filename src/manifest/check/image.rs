@@ -695,7 +695,7 @@ pub fn check_container(pod: &Pod, c: &Container, opts: &super::Options, sink: &m
                 Some(&c.name),
                 &format!("{}.image", c.path),
                 format!(
-                    "neither the container (command, args) nor {} (ENTRYPOINT, CMD) says what to run: the runtime refuses to create it (containerd: \"no command specified\"), the pod shows CreateContainerError and never starts",
+                    "the container sets no command or args and {} no ENTRYPOINT or CMD: the runtime refuses to create it (containerd: \"no command specified\"), the pod shows CreateContainerError and never starts",
                     l.label
                 ),
                 "set the container's `command` to a program the image has",
