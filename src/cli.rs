@@ -394,6 +394,47 @@ pub enum SidecarKind {
     Classic,
 }
 
+/// Where `check` and `inject` find the images a manifest names: an exported root, else the
+/// registry (docs/image-lookup.md).
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// An image's filesystem, a folder or a `docker export` tar, to look hook commands up in.
+    /// Repeatable.
+    #[arg(
+        long = "image-root",
+        env = "HOOKLOG_IMAGE_ROOT",
+        value_delimiter = ',',
+        value_name = "IMAGE=PATH",
+        value_parser = parse_image_root
+    )]
+    pub image_roots: Vec<(String, PathBuf)>,
+
+    /// Never read images from their registries: only `--image-root` (and, for `check`, the
+    /// image-name patterns) decide.
+    #[arg(long, env = "HOOKLOG_OFFLINE")]
+    pub offline: bool,
+
+    /// A registry (`HOST[:PORT]`) to speak plain HTTP to, as podman's and containerd's insecure
+    /// registries. Repeatable.
+    #[arg(
+        long = "insecure-registry",
+        env = "HOOKLOG_INSECURE_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub insecure_registries: Vec<String>,
+
+    /// The architecture whose image is read when a pod's nodeSelector and node affinity
+    /// (`kubernetes.io/arch`) name none.
+    #[arg(
+        long,
+        env = "HOOKLOG_IMAGE_PLATFORM",
+        value_enum,
+        default_value = "amd64"
+    )]
+    pub image_platform: crate::registry::Arch,
+}
+
 /// `hooklog check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -410,16 +451,10 @@ pub struct CheckArgs {
     #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum, default_value = "error")]
     pub fail_on: crate::manifest::check::Severity,
 
-    /// An image's filesystem, a folder or a `docker export` tar, to look hook commands up in.
-    /// Repeatable.
-    #[arg(
-        long = "image-root",
-        env = "HOOKLOG_IMAGE_ROOT",
-        value_delimiter = ',',
-        value_name = "IMAGE=PATH",
-        value_parser = parse_image_root
-    )]
-    pub image_roots: Vec<(String, PathBuf)>,
+    /// How images are read: `--image-root`, `--offline`, `--insecure-registry`,
+    /// `--image-platform` (shared with `inject`).
+    #[command(flatten)]
+    pub images: ImageArgs,
 
     /// An image pattern (`*` is any text) of images without a shell, after the built-in ones;
     /// `!PATTERN` says matching images have one. The last match decides. Repeatable.
@@ -431,35 +466,10 @@ pub struct CheckArgs {
     )]
     pub shell_less_images: Vec<String>,
 
-    /// Never read images from their registries: only `--image-root` and the image-name
-    /// patterns decide.
-    #[arg(long, env = "HOOKLOG_OFFLINE")]
-    pub offline: bool,
-
     /// Exit 69 when an image cannot be read from its registry (instead of a note and the
     /// image-name patterns).
     #[arg(long, env = "HOOKLOG_REQUIRE_IMAGE")]
     pub require_image: bool,
-
-    /// A registry (`HOST[:PORT]`) to speak plain HTTP to, as podman's and containerd's insecure
-    /// registries. Repeatable.
-    #[arg(
-        long = "insecure-registry",
-        env = "HOOKLOG_INSECURE_REGISTRIES",
-        value_delimiter = ',',
-        value_name = "HOST[:PORT]"
-    )]
-    pub insecure_registries: Vec<String>,
-
-    /// The architecture whose image is checked when a pod's nodeSelector and node affinity
-    /// (`kubernetes.io/arch`) name none.
-    #[arg(
-        long,
-        env = "HOOKLOG_IMAGE_PLATFORM",
-        value_enum,
-        default_value = "amd64"
-    )]
-    pub image_platform: crate::registry::Arch,
 
     /// Drop the built-in shell-less image patterns.
     #[arg(long, env = "HOOKLOG_NO_DEFAULT_SHELL_LESS")]
@@ -512,6 +522,11 @@ pub struct InjectArgs {
     /// Remove what inject added instead (as `hooklog uninject`).
     #[arg(long, env = "HOOKLOG_INJECT_UNDO")]
     pub undo: bool,
+
+    /// How images are read, as for `check`: only for the warnings on stderr (a hook program
+    /// the image lacks); the manifests written never depend on them.
+    #[command(flatten)]
+    pub images: ImageArgs,
 }
 
 /// `hooklog webhook`'s sidecar form.

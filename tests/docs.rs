@@ -102,6 +102,20 @@ const EXAMPLES: &[(&str, Example)] = &[
         ),
     ),
     (
+        "image-entrypoint-registry",
+        Example::NotRun(
+            "needs the registry tier; tests/registry.rs checks the ENTRYPOINT, args and CMD \
+             rules and container-command-not-set against images pushed there",
+        ),
+    ),
+    (
+        "image-inject-registry",
+        Example::NotRun(
+            "needs the registry tier; tests/registry.rs checks inject's warning and its sleep \
+             line from the image, and that its output is the same with --offline",
+        ),
+    ),
+    (
         "image-notes-https",
         Example::NotRun(
             "needs the registry tier; tests/registry.rs checks the notes for images it cannot read",

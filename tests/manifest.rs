@@ -153,8 +153,10 @@ fn corpus_findings_match_the_golden_files() {
             "{rel} has no golden file in tests/manifests/expected/"
         );
     }
-    // Every rule fires somewhere in the corpus (the image-root one in its own test below).
-    for r in RULES.iter().filter(|r| r.id != "hook-command-not-in-image") {
+    // Every rule fires somewhere in the corpus (the image-root one in its own test below; the
+    // one that needs an image's config only with a registry, tests/registry.rs).
+    let elsewhere = ["hook-command-not-in-image", "container-command-not-set"];
+    for r in RULES.iter().filter(|r| !elsewhere.contains(&r.id)) {
         assert!(
             seen_rules.contains(r.id),
             "no corpus manifest triggers {}",
@@ -960,6 +962,54 @@ fn image_roots_resolve_commands_as_the_runtime_does() {
         None,
     );
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+}
+
+/// inject looks hook programs up in `--image-root` as check does, and says so on stderr only.
+#[test]
+fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = make_roots(dir.path());
+    let pod = |name: &str, cmd: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n    - name: {name}\n      image: example/static:1\n      lifecycle:\n        preStop:\n          exec:\n            command: {cmd}\n"
+        )
+    };
+    let manifest = dir.path().join("pods.yaml");
+    std::fs::write(
+        &manifest,
+        [
+            pod("shell", r#"["sh", "-c", "sleep 1"]"#),
+            pod("bare", r#"["sleep", "5"]"#),
+        ]
+        .join("---\n"),
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    let root = format!("example/static:1={}", roots["static"].display());
+    let with = run(
+        &["inject", "--image", IMAGE, "--image-root", &root, m],
+        None,
+    );
+    assert!(with.status.success(), "{}", text(&with.stderr));
+    let stderr = text(&with.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    for part in ["container \"shell\"", "`sh`", "by image-root", "exit 127"] {
+        assert!(warnings[0].contains(part), "{part}: {}", warnings[0]);
+    }
+    let fixed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("failed before"))
+        .collect();
+    assert_eq!(fixed.len(), 1, "{stderr}");
+    assert!(fixed[0].contains("container \"bare\""), "{}", fixed[0]);
+    let without = run(&["inject", "--image", IMAGE, m], None);
+    assert!(
+        !text(&without.stderr).contains("warning"),
+        "{}",
+        text(&without.stderr)
+    );
+    assert_eq!(with.stdout, without.stdout);
 }
 
 /// Maps a pod path to the test's emptyDir stand-ins.

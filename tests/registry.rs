@@ -316,13 +316,23 @@ impl Drop for Registry {
 
 /// `hooklog check` as a user runs it: online, with its own cache folder.
 fn check(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend(args);
+    let (code, stdout, stderr) = run(cache, &all, env);
+    let doc = serde_json::from_slice(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&stdout)));
+    (code, doc, stderr)
+}
+
+/// `hooklog ARGS` as a user runs it (online, with its own cache folder): its exit code, stdout
+/// and stderr.
+fn run(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Vec<u8>, String) {
     let mut cmd = hooklog();
     cmd.env_remove("HOOKLOG_OFFLINE")
         .env("HOOKLOG_CACHE_DIR", cache)
         .env("HOME", cache)
         .env_remove("DOCKER_CONFIG")
         .env_remove("REGISTRY_AUTH_FILE")
-        .args(["check", "--format", "json"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -335,13 +345,11 @@ fn check(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Val
     let waiter = std::thread::spawn(move || child.wait_with_output());
     assert!(
         wait_until(CHECK_TIMEOUT, || waiter.is_finished()),
-        "hooklog check (pid {pid}) did not end within {CHECK_TIMEOUT:?}"
+        "hooklog {args:?} (pid {pid}) did not end within {CHECK_TIMEOUT:?}"
     );
     let out: Output = waiter.join().unwrap().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let doc = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), doc, stderr)
+    (out.status.code(), out.stdout, stderr)
 }
 
 /// One Deployment per `(name, image, preStop argv, arch)`.
@@ -716,4 +724,275 @@ fn bearer_token_challenges_anonymous_and_with_credentials() {
         "{}",
         tokens()
     );
+}
+
+/// `(name, image, command, args)` of a Pod without hooks.
+type PodRun<'a> = (
+    &'a str,
+    String,
+    Option<&'a [&'a str]>,
+    Option<&'a [&'a str]>,
+);
+
+/// One Pod per [`PodRun`]: what the container itself runs.
+fn pods(dir: &Path, pods: &[PodRun]) -> PathBuf {
+    let mut text = String::new();
+    for (name, image, command, args) in pods {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n"
+        ));
+        for (key, v) in [("command", command), ("args", args)] {
+            if let Some(v) = v {
+                text.push_str(&format!(
+                    "    {key}: {}\n",
+                    serde_json::to_string(v).unwrap()
+                ));
+            }
+        }
+    }
+    let path = dir.join("pods.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `(object, rule, source, path)` of every finding.
+fn all_findings(doc: &Value) -> Vec<(String, String, String, String)> {
+    let mut out: Vec<_> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap().to_string();
+            (
+                f["object"]["name"].as_str().unwrap().to_string(),
+                s("rule"),
+                s("source"),
+                s("path"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What the container runs when its pod sets no `command` is the image's ENTRYPOINT (args
+/// replacing CMD), else its args, else its CMD; with none of them the runtime refuses it.
+#[test]
+fn the_image_entrypoint_and_cmd_decide_what_a_container_without_command_runs() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(false, Auth::None);
+    let digests = reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = &reg.addr;
+    let img = |n: &str| format!("{r}/{n}");
+    let m = pods(
+        tmp.path(),
+        &[
+            // ENTRYPOINT ["/bin/app"], which the image lacks; args do not change that.
+            ("entrypoint-missing", img("app:1"), None, None),
+            (
+                "entrypoint-missing-args",
+                img("app:1"),
+                None,
+                Some(&["--port", "80"]),
+            ),
+            // `command` replaces the entrypoint: /bin/sh is there.
+            ("command-present", img("app:1"), Some(&["/bin/sh"]), None),
+            // CMD only: args replace it and args[0] runs; without args CMD runs.
+            (
+                "args-missing",
+                img("cmd:1"),
+                None,
+                Some(&["/opt/nothere", "-v"]),
+            ),
+            ("args-present", img("cmd:1"), None, Some(&["sleep", "5"])),
+            ("cmd-present", img("cmd:1"), None, None),
+            // Neither in the image nor in the pod: "no command specified".
+            ("nothing", img("bare:1"), None, None),
+            ("nothing-but-args", img("bare:1"), None, Some(&["sh"])),
+            // ENTRYPOINT ["/usr/local/bin/envoy"], present.
+            ("envoy", img("envoy:1"), None, None),
+        ],
+    );
+    let m = m.to_str().unwrap();
+    let (code, doc, stderr) = check(&tmp.path().join("c"), &["--insecure-registry", r, m], &[]);
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    let f = |n: &str, rule: &str, path: &str| {
+        (
+            n.to_string(),
+            rule.to_string(),
+            "image".to_string(),
+            path.to_string(),
+        )
+    };
+    let not_in = "hook-command-not-in-image";
+    assert_eq!(
+        all_findings(&doc),
+        [
+            f("args-missing", not_in, "spec.containers[0].args"),
+            f("entrypoint-missing", not_in, "spec.containers[0].image"),
+            f(
+                "entrypoint-missing-args",
+                not_in,
+                "spec.containers[0].image"
+            ),
+            f(
+                "nothing",
+                "container-command-not-set",
+                "spec.containers[0].image"
+            ),
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(code, Some(1));
+    let message = finding(&doc, "entrypoint-missing")["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("/bin/app")
+            && message.contains("ENTRYPOINT")
+            && message.contains(digests["app:1"].as_str().unwrap()),
+        "{message}"
+    );
+    let message = finding(&doc, "args-missing")["message"].as_str().unwrap();
+    assert!(message.contains("/opt/nothere"), "{message}");
+    let nothing = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["object"]["name"] == "nothing")
+        .unwrap();
+    let message = nothing["message"].as_str().unwrap();
+    assert!(
+        message.contains("no command specified")
+            && message.contains(digests["bare:1"].as_str().unwrap()),
+        "{message}"
+    );
+    assert_eq!(nothing["severity"], "error");
+
+    // --image-root has no config, so no entrypoint: nothing is said about a pod without command.
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    let arg = |n: &str| format!("{}={}", img(n), root.display());
+    let (_, doc, _) = check(
+        &tmp.path().join("c"),
+        &[
+            "--offline",
+            "--image-root",
+            &arg("app:1"),
+            "--image-root",
+            &arg("bare:1"),
+            m,
+        ],
+        &[],
+    );
+    let by_root: Vec<_> = all_findings(&doc)
+        .into_iter()
+        .filter(|f| f.2 == "image-root")
+        .map(|f| f.0)
+        .collect();
+    // Only the pod whose own `command` names /bin/sh, which the empty root lacks.
+    assert_eq!(by_root, ["command-present"], "{doc:#}");
+}
+
+/// inject's output never depends on the registry; what the images say goes to stderr.
+#[test]
+fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offline() {
+    if !tools_present() {
+        return;
+    }
+    let reg = Registry::start(false, Auth::None);
+    let digests = reg.push();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = &reg.addr;
+    let img = |n: &str| format!("{r}/{n}");
+    let m = manifest(
+        tmp.path(),
+        &[
+            (
+                "envoy",
+                img("envoy:1"),
+                &["sh", "-c", "sleep 5; envoy --drain"],
+                None,
+            ),
+            ("bare-sleep", img("envoy:1"), &["sleep", "5"], None),
+            ("busybox", img("busybox:1"), &["sh", "-c", "sleep 5"], None),
+            ("busybox-sleep", img("busybox:1"), &["sleep", "5"], None),
+        ],
+    );
+    let m = m.to_str().unwrap();
+    let cache = tmp.path().join("c");
+    let inject = [
+        "inject",
+        "--image",
+        "hooklog:test",
+        "--insecure-registry",
+        r,
+        m,
+    ];
+    let (code, online, stderr) = run(&cache, &inject, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    let envoy_digest = digests["envoy:1"].as_str().unwrap();
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    let w = warnings[0];
+    for part in ["\"envoy\"", "`sh`", envoy_digest, "127", "hooklog check"] {
+        assert!(w.contains(part), "{part} not in: {w}");
+    }
+    let fixed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("failed before"))
+        .collect();
+    assert_eq!(fixed.len(), 1, "{stderr}");
+    assert!(
+        fixed[0].contains("bare-sleep") && fixed[0].contains(envoy_digest),
+        "{}",
+        fixed[0]
+    );
+
+    // --offline: the same YAML, byte for byte, no such line, and no request to the registry.
+    let before = reg.requests().len();
+    let mut offline = inject.to_vec();
+    offline.insert(1, "--offline");
+    let (code, off, stderr) = run(&cache, &offline, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(reg.requests().len(), before, "--offline made a request");
+    assert!(
+        !stderr.contains("warning") && !stderr.contains("failed before"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&online),
+        String::from_utf8_lossy(&off)
+    );
+    assert_eq!(online, off);
+
+    // An image that cannot be read: one note, the same YAML, exit 0.
+    let gone = manifest(
+        tmp.path(),
+        &[("envoy", img("nosuch:1"), &["sh", "-c", "sleep 5"], None)],
+    );
+    let gone = gone.to_str().unwrap();
+    let (code, _, stderr) = run(
+        &cache,
+        &[
+            "inject",
+            "--image",
+            "hooklog:test",
+            "--insecure-registry",
+            r,
+            gone,
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cannot read image"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
 }

@@ -5,7 +5,8 @@
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
 //! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
-//! text/JSON/SARIF, [`inject`] and [`uninject`]. [`tree`] reads YAML as Kubernetes does, with
+//! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
+//! from the images (never in its output). [`tree`] reads YAML as Kubernetes does, with
 //! every node's place in the text, [`splice`] writes a change back into that text, [`emit`]
 //! YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
@@ -13,6 +14,7 @@ pub mod budget;
 pub mod check;
 pub mod emit;
 pub mod hooks;
+pub mod image_notes;
 pub mod inject;
 pub mod layout;
 pub mod load;
@@ -22,10 +24,11 @@ pub mod splice;
 pub mod tree;
 pub mod uninject;
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use crate::cli::{CheckArgs, CheckFormat, InjectArgs, Platform, SidecarKind};
+use crate::cli::{CheckArgs, CheckFormat, ImageArgs, InjectArgs, Platform, SidecarKind};
 
 /// Usage error or input that does not parse (BSD sysexits EX_USAGE), as for the other
 /// subcommands.
@@ -49,7 +52,6 @@ pub fn check_command(args: CheckArgs) -> u8 {
     let mut opts = check::Options {
         fargate: args.platform == Some(Platform::Fargate),
         kubernetes_version: args.kubernetes_version,
-        image_platform: args.image_platform,
         ..Default::default()
     };
     if args.no_default_shell_less {
@@ -58,16 +60,10 @@ pub fn check_command(args: CheckArgs) -> u8 {
     opts.shell_less
         .0
         .extend(args.shell_less_images.iter().cloned());
-    for (image, path) in &args.image_roots {
-        match check::image::ImageRoot::open(path) {
-            Ok(root) => {
-                opts.image_roots.insert(image.clone(), root);
-            }
-            Err(e) => {
-                eprintln!("hooklog: --image-root {image}={}: {e}", path.display());
-                return EXIT_USAGE;
-            }
-        }
+    opts.image_platform = args.images.image_platform;
+    match image_roots(&args.images) {
+        Ok(roots) => opts.image_roots = roots,
+        Err(code) => return code,
     }
     let sources = match load::load(&args.paths) {
         Ok(s) => s,
@@ -84,7 +80,14 @@ pub fn check_command(args: CheckArgs) -> u8 {
         .flat_map(|s| &s.documents)
         .map(|d| podspec::templates(&d.value).len())
         .sum();
-    let unreadable = read_images(&sources, &mut opts, &args);
+    let then = if args.require_image {
+        "--require-image: exit 69"
+    } else {
+        "checked by its name's patterns"
+    };
+    let wanted = check::wanted_images(&sources, &opts);
+    let (images, unreadable) = read_images(&wanted, &args.images, then);
+    opts.images = images;
     let findings = check::check(&sources, &opts);
     let text = match args.format {
         CheckFormat::Text => {
@@ -109,34 +112,54 @@ pub fn check_command(args: CheckArgs) -> u8 {
     }
 }
 
-/// Reads the images the rules would look in from their registries (none with `--offline`),
-/// with a one-line note on stderr for each that cannot be read. Returns how many could not.
-fn read_images(sources: &[load::Source], opts: &mut check::Options, args: &CheckArgs) -> usize {
-    if args.offline {
-        return 0;
+/// Opens each `--image-root`; one that cannot be opened is a usage error, said on stderr.
+fn image_roots(args: &ImageArgs) -> Result<BTreeMap<String, check::image::ImageRoot>, u8> {
+    let mut roots = BTreeMap::new();
+    for (image, path) in &args.image_roots {
+        match check::image::ImageRoot::open(path) {
+            Ok(root) => {
+                roots.insert(image.clone(), root);
+            }
+            Err(e) => {
+                eprintln!("hooklog: --image-root {image}={}: {e}", path.display());
+                return Err(EXIT_USAGE);
+            }
+        }
     }
-    let wanted = check::wanted_images(sources, opts);
+    Ok(roots)
+}
+
+/// The images read from their registries, by `(reference, arch)`, or why each could not be.
+pub type Images = BTreeMap<(String, crate::registry::Arch), Result<crate::registry::Image, String>>;
+
+/// Reads `wanted` from their registries (none with `--offline`), with a one-line note on
+/// stderr for each that cannot be read, ending in `then` (what happens instead). Returns the
+/// answers and how many could not be read.
+fn read_images(
+    wanted: &[(String, crate::registry::Arch)],
+    args: &ImageArgs,
+    then: &str,
+) -> (Images, usize) {
+    let mut images = Images::new();
+    if args.offline {
+        return (images, 0);
+    }
     let settings = crate::registry::Settings {
         insecure: args.insecure_registries.clone(),
         cache: crate::registry::cache::Cache::from_env(),
     };
     let mut unreadable = 0;
-    for ((image, arch), result) in crate::registry::read_images(&wanted, &settings) {
+    for ((image, arch), result) in crate::registry::read_images(wanted, &settings) {
         if let Err(why) = &result {
             unreadable += 1;
-            let then = if args.require_image {
-                "--require-image: exit 69"
-            } else {
-                "checked by its name's patterns"
-            };
             eprintln!(
                 "hooklog: note: cannot read image {image} (linux/{}): {why}; {then}",
                 arch.as_str()
             );
         }
-        opts.images.insert((image, arch), result);
+        images.insert((image, arch), result);
     }
-    unreadable
+    (images, unreadable)
 }
 
 /// `hooklog inject` (and `inject --undo`): returns the exit code.
@@ -161,25 +184,46 @@ pub fn inject_command(args: InjectArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let roots = match image_roots(&args.images) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
     let opts = inject::Options {
         image,
         mode,
         prestop_sleep: args.prestop_sleep,
     };
-    transform(&args.paths, |doc| inject::inject(doc, &opts))
+    let images = &args.images;
+    transform(
+        &args.paths,
+        |doc| inject::inject(doc, &opts),
+        |docs| {
+            let mut lookup = check::Options {
+                image_roots: roots,
+                image_platform: images.image_platform,
+                ..Default::default()
+            };
+            let wanted = image_notes::wanted_images(docs, &lookup);
+            let then = "inject says nothing about its hooks";
+            lookup.images = read_images(&wanted, images, then).0;
+            image_notes::notes(docs, &lookup)
+        },
+    )
 }
 
 /// `hooklog uninject`: returns the exit code.
 pub fn uninject_command(paths: &[PathBuf]) -> u8 {
-    transform(paths, uninject::uninject)
+    transform(paths, uninject::uninject, |_| Vec::new())
 }
 
 /// Loads every input, applies `f` to each document, writes every input back to stdout with
-/// only the changed parts rewritten ([`splice`]), and the report to stderr. Nothing is written
-/// when any input or document fails.
+/// only the changed parts rewritten ([`splice`]), and the report to stderr, then what `notes`
+/// says about the `(before, after)` documents. Nothing is written when any input or document
+/// fails; `notes` never changes what is.
 fn transform(
     paths: &[PathBuf],
     mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
+    notes: impl FnOnce(&[(&serde_json::Value, &serde_json::Value)]) -> Vec<String>,
 ) -> u8 {
     let sources = match load::load(paths) {
         Ok(s) => s,
@@ -190,7 +234,8 @@ fn transform(
     };
     let mut out = String::new();
     let mut report = Vec::new();
-    for source in sources {
+    let mut all_changed = Vec::new();
+    for source in &sources {
         report.extend(source.notes.iter().cloned());
         let mut changed = Vec::new();
         for doc in &source.documents {
@@ -204,7 +249,7 @@ fn transform(
             }
             changed.push(value);
         }
-        let text = match rewrite(&source, &changed) {
+        let text = match rewrite(source, &changed) {
             Ok(text) => text,
             Err(why) => {
                 // Meaning first: the whole input written anew, and said so.
@@ -228,12 +273,21 @@ fn transform(
             }
         }
         out.push_str(&text);
+        all_changed.push(changed);
     }
     if let Err(e) = write_stdout(&out) {
         eprintln!("hooklog: cannot write the manifests: {e}");
         return EXIT_FINDINGS;
     }
     for line in report {
+        eprintln!("{line}");
+    }
+    let pairs: Vec<(&serde_json::Value, &serde_json::Value)> = sources
+        .iter()
+        .zip(&all_changed)
+        .flat_map(|(s, changed)| s.documents.iter().map(|d| &d.value).zip(changed))
+        .collect();
+    for line in notes(&pairs) {
         eprintln!("{line}");
     }
     0

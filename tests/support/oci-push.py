@@ -147,7 +147,7 @@ def layer_type(how, docker):
             "none": "application/vnd.oci.image.layer.v1.tar"}[how]
 
 
-def image(reg, name, layers, arch="amd64", docker=False, entrypoint=None):
+def image(reg, name, layers, arch="amd64", docker=False, entrypoint=None, cmd=None):
     """layers: [(entries, compression)]. Pushes the blobs and returns the manifest (not pushed)."""
     descs, diff_ids = [], []
     for entries, how in layers:
@@ -156,12 +156,14 @@ def image(reg, name, layers, arch="amd64", docker=False, entrypoint=None):
         blob = compress(raw, how)
         digest, size = reg.blob(name, blob)
         descs.append({"mediaType": layer_type(how, docker), "digest": digest, "size": size})
-    return finish(reg, name, descs, diff_ids, arch, docker, entrypoint)
+    return finish(reg, name, descs, diff_ids, arch, docker, entrypoint, cmd)
 
 
-def finish(reg, name, descs, diff_ids, arch, docker, entrypoint):
-    config = {"architecture": arch, "os": "linux",
-              "config": {"Env": [PATH], "Entrypoint": entrypoint},
+def finish(reg, name, descs, diff_ids, arch, docker, entrypoint, cmd=None):
+    run = {"Env": [PATH], "Entrypoint": entrypoint}
+    if cmd is not None:
+        run["Cmd"] = cmd
+    config = {"architecture": arch, "os": "linux", "config": run,
               "rootfs": {"type": "layers", "diff_ids": diff_ids}}
     cbody = json.dumps(config).encode()
     cdigest, csize = reg.blob(name, cbody)
@@ -189,10 +191,17 @@ def main():
     envoy = b"\x7fELF" + b"\0" * 60 + b"envoy stand-in"
     out = {}
 
-    # busybox: Docker v2 media types, gzip; sh and sleep are links to busybox.
+    # busybox: Docker v2 media types, gzip; sh and sleep are links to busybox; CMD ["sh"] as
+    # Docker Hub's busybox has.
     bb = [("bin", "dir", None), ("bin/busybox", "file", busybox),
           ("bin/sh", "symlink", "busybox"), ("bin/sleep", "symlink", "busybox")]
-    push(reg, "busybox", "1", image(reg, "busybox", [(bb, "gzip")], docker=True), out)
+    sh = ["sh"]
+    push(reg, "busybox", "1", image(reg, "busybox", [(bb, "gzip")], docker=True, cmd=sh), out)
+    # what the container runs when its pod says no `command`: an ENTRYPOINT the image lacks
+    # (/bin/app), a CMD only, and neither.
+    push(reg, "app", "1", image(reg, "app", [(bb, "gzip")], entrypoint=["/bin/app"]), out)
+    push(reg, "cmd", "1", image(reg, "cmd", [(bb, "gzip")], cmd=["/bin/sh"]), out)
+    push(reg, "bare", "1", image(reg, "bare", [(bb, "gzip")]), out)
     # the seed incident: a shell-less image with only envoy; uncompressed OCI layer.
     ev = [("usr", "dir", None), ("usr/local", "dir", None), ("usr/local/bin", "dir", None),
           ("usr/local/bin/envoy", "file", envoy)]
@@ -203,17 +212,18 @@ def main():
     mu = [("usr", "dir", None), ("usr/bin", "dir", None), ("usr/bin/busybox", "file", busybox),
           ("usr/bin/sleep", "symlink", "busybox"), ("usr/bin/sh", "symlink", "/usr/bin/busybox"),
           ("bin", "symlink", "usr/bin")]
-    push(reg, "merged", "1", image(reg, "merged", [(mu, "zstd")]), out)
+    push(reg, "merged", "1", image(reg, "merged", [(mu, "zstd")], cmd=sh), out)
     # a later layer deletes /bin/sleep (a whiteout) and empties /opt/tools (an opaque folder).
     low = bb + [("opt", "dir", None), ("opt/tools", "dir", None),
                 ("opt/tools/drain", "file", envoy)]
     high = [("bin/.wh.sleep", "empty", None), ("opt/tools/.wh..wh..opq", "empty", None),
             ("opt/tools/other", "file", envoy)]
-    push(reg, "whiteout", "1", image(reg, "whiteout", [(low, "gzip"), (high, "gzip")]), out)
+    push(reg, "whiteout", "1", image(reg, "whiteout", [(low, "gzip"), (high, "gzip")], cmd=sh), out)
     # multi-arch: amd64 has busybox's sleep, arm64 only envoy.
     entries = []
-    for arch, layer in (("amd64", bb), ("arm64", ev)):
-        m = image(reg, "multi", [(layer, "gzip")], arch=arch)
+    for arch, layer, run in (("amd64", bb, {"cmd": sh}),
+                             ("arm64", ev, {"entrypoint": ["/usr/local/bin/envoy"]})):
+        m = image(reg, "multi", [(layer, "gzip")], arch=arch, **run)
         body = json.dumps(m).encode()
         digest = reg.manifest("multi", "sha256:" + hashlib.sha256(body).hexdigest(), m,
                               OCI_MANIFEST)
@@ -251,7 +261,7 @@ def main():
         d2, s2 = reg.blob("big", bbd)
         descs = [{"mediaType": layer_type("gzip", False), "digest": digest, "size": size},
                  {"mediaType": layer_type("gzip", False), "digest": d2, "size": s2}]
-        push(reg, "big", "1", finish(reg, "big", descs, [], "amd64", False, None), out)
+        push(reg, "big", "1", finish(reg, "big", descs, [], "amd64", False, None, sh), out)
     json.dump(out, sys.stdout)
 
 

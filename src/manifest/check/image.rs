@@ -16,7 +16,13 @@ use crate::registry::{Arch, Image};
 pub const NOT_IN_IMAGE: Rule = Rule {
     id: "hook-command-not-in-image",
     severity: Severity::Error,
-    description: "An exec hook's command (or an exec probe's, or the container's own) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
+    description: "An exec hook's command (or an exec probe's, or what the container runs: its command, else the image's ENTRYPOINT, args or CMD) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
+};
+/// Only an image read from its registry says this: `--image-root` has no config.
+pub const NO_COMMAND: Rule = Rule {
+    id: "container-command-not-set",
+    severity: Severity::Error,
+    description: "A container sets no command or args and its image (read from its registry) has no ENTRYPOINT or CMD: the runtime refuses to create it (\"no command specified\").",
 };
 /// A guess from the image's name, so a warning (issue 18): only the image's own files, read from
 /// its registry or given by `--image-root`, make a definitive error (`NOT_IN_IMAGE`).
@@ -328,7 +334,7 @@ pub fn lookup(
 }
 
 /// The command a hook runs in its container: the exec command, or what `hooklog hook` wraps.
-fn command_in_container(c: &Container, hook: &Hook) -> Option<Vec<String>> {
+pub fn command_in_container(c: &Container, hook: &Hook) -> Option<Vec<String>> {
     let Handler::Exec(argv) = &hook.handler else {
         return None;
     };
@@ -431,16 +437,43 @@ pub fn programs(argv: &[String]) -> Vec<String> {
 }
 
 /// The filesystem that decides for a container, and how to name it in a message.
-struct Lookup<'a> {
+pub struct Lookup<'a> {
     tree: &'a dyn Tree,
-    basis: Basis,
+    pub basis: Basis,
     /// `envoy:1` or `envoy:1 (linux/amd64 sha256:...)`.
-    label: String,
+    pub label: String,
     path_var: String,
     workdir: String,
+    /// The image as its registry serves it, config included; `None` for `--image-root`, which
+    /// has no ENTRYPOINT or CMD.
+    image: Option<&'a Image>,
 }
 
-fn lookup_for<'a>(pod: &Pod, c: &Container, opts: &'a super::Options) -> Option<Lookup<'a>> {
+impl Lookup<'_> {
+    /// The first of `programs` that the image decides about and lacks: its index, name and
+    /// the paths tried.
+    pub fn first_missing(
+        &self,
+        c: &Container,
+        programs: &[String],
+    ) -> Option<(usize, String, Vec<String>)> {
+        programs.iter().enumerate().find_map(|(i, p)| {
+            if !from_image(c, p) {
+                return None;
+            }
+            let tried = lookup(self.tree, p, &self.path_var, &self.workdir).err()?;
+            Some((i, p.clone(), tried))
+        })
+    }
+}
+
+/// The lookup for container `c` of the pod spec `spec`: its `--image-root`, else its image as
+/// read from the registry; `None` when neither is known.
+pub fn lookup_for<'a>(
+    spec: &serde_json::Value,
+    c: &Container,
+    opts: &'a super::Options,
+) -> Option<Lookup<'a>> {
     let image = c.image();
     let env = c.literal_env();
     let workdir = c.value["workingDir"].as_str();
@@ -454,9 +487,10 @@ fn lookup_for<'a>(pod: &Pod, c: &Container, opts: &'a super::Options) -> Option<
                 .map_or(DEFAULT_PATH, String::as_str)
                 .to_string(),
             workdir: workdir.unwrap_or("/").to_string(),
+            image: None,
         });
     }
-    let key = (image.to_string(), pod_arch(pod.spec, opts.image_platform));
+    let key = (image.to_string(), pod_arch(spec, opts.image_platform));
     let img: &Image = opts.images.get(&key)?.as_ref().ok()?;
     Some(Lookup {
         tree: &img.files,
@@ -471,14 +505,15 @@ fn lookup_for<'a>(pod: &Pod, c: &Container, opts: &'a super::Options) -> Option<
             .map(str::to_string)
             .or_else(|| img.working_dir.clone())
             .unwrap_or_else(|| "/".to_string()),
+        image: Some(img),
     })
 }
 
 /// A program the container runs that the image's filesystem decides about: not hooklog's own,
-/// not on one of the container's volumes.
-fn from_image(c: &Container, program: &str) -> bool {
+/// not on one of the container's volumes, not an `$(VAR)` the kubelet expands.
+pub fn from_image(c: &Container, program: &str) -> bool {
     let on_volume = program.starts_with('/') && c.on_volume(program).is_some();
-    !is_hooklog(program) && !on_volume
+    !is_hooklog(program) && !on_volume && !program.contains("$(")
 }
 
 pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, sink: &mut Sink) {
@@ -492,16 +527,10 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, 
     if is_hooklog(program) {
         return; // from the shared volume: the wiring rules look at it
     }
-    if let Some(l) = lookup_for(pod, c, opts) {
-        for (i, p) in progs.iter().enumerate() {
-            if !from_image(c, p) {
-                continue;
-            }
-            let Err(tried) = lookup(l.tree, p, &l.path_var, &l.workdir) else {
-                continue;
-            };
+    if let Some(l) = lookup_for(pod.spec, c, opts) {
+        if let Some((i, p, tried)) = l.first_missing(c, &progs) {
             let how = if i == 0 {
-                what_fails(c, hook, p)
+                what_fails(c, hook, &p)
             } else {
                 format!(
                     "its shell `{program}` runs, cannot find `{p}` and exits 127: the hook fails and the container gets SIGTERM at once"
@@ -520,7 +549,6 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &super::Options, 
                 ),
                 fix_for(&argv),
             );
-            break;
         }
         return;
     }
@@ -569,16 +597,10 @@ pub fn check_probes(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut 
         let Some(argv) = probe_command(c, probe) else {
             continue;
         };
-        let Some(l) = lookup_for(pod, c, opts) else {
+        let Some(l) = lookup_for(pod.spec, c, opts) else {
             return;
         };
-        let missing = programs(&argv).into_iter().find_map(|p| {
-            from_image(c, &p)
-                .then(|| lookup(l.tree, &p, &l.path_var, &l.workdir).err())
-                .flatten()
-                .map(|tried| (p, tried))
-        });
-        if let Some((p, tried)) = missing {
+        if let Some((_, p, tried)) = l.first_missing(c, &programs(&argv)) {
             let effect = match probe {
                 "livenessProbe" => "the kubelet restarts the container after each failureThreshold",
                 "readinessProbe" => "the pod never becomes ready and gets no traffic",
@@ -600,33 +622,135 @@ pub fn check_probes(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut 
     }
 }
 
-/// The container's own `command`, looked up where the image's filesystem is known: a missing
-/// one keeps the container from starting (`CreateContainerError` / `StartError`).
+/// Where what a container runs was set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// The container's `command` (with its `args`).
+    Command,
+    /// The image's ENTRYPOINT (with the container's `args`, else the image's CMD).
+    Entrypoint,
+    /// The container's `args`, as the image has no ENTRYPOINT.
+    Args,
+    /// The image's CMD.
+    Cmd,
+}
+
+/// What the runtime starts in a container.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Started {
+    Argv(Vec<String>, Decided),
+    /// No command, args, ENTRYPOINT or CMD: the runtime refuses it.
+    Nothing,
+    /// The container sets no `command` and the image's config is not known (`--image-root`,
+    /// an image not read): the entrypoint is not guessed.
+    Unknown,
+}
+
+/// What the runtime starts, by the Kubernetes rules
+/// (<https://kubernetes.io/docs/tasks/inject-data-application/define-command-argument-container/#notes>):
+/// `command` replaces the image's ENTRYPOINT and `args` its CMD; with no `command` the
+/// ENTRYPOINT runs with `args` if set, else with CMD; with no ENTRYPOINT either, `args` else
+/// CMD. `image` is `(ENTRYPOINT, CMD)` from the image's config.
+pub fn started(
+    command: &[String],
+    args: &[String],
+    image: Option<(&[String], &[String])>,
+) -> Started {
+    let join = |a: &[String], b: &[String]| a.iter().chain(b).cloned().collect::<Vec<_>>();
+    if !command.is_empty() {
+        return Started::Argv(join(command, args), Decided::Command);
+    }
+    let Some((entrypoint, cmd)) = image else {
+        return Started::Unknown;
+    };
+    if !entrypoint.is_empty() {
+        let rest = if args.is_empty() { cmd } else { args };
+        Started::Argv(join(entrypoint, rest), Decided::Entrypoint)
+    } else if !args.is_empty() {
+        Started::Argv(args.to_vec(), Decided::Args)
+    } else if !cmd.is_empty() {
+        Started::Argv(cmd.to_vec(), Decided::Cmd)
+    } else {
+        Started::Nothing
+    }
+}
+
+/// What the container runs, looked up where the image's filesystem is known: its `command`,
+/// else (with the image's config, read from its registry) its ENTRYPOINT, args or CMD. A
+/// missing program keeps the container from starting; no command at all keeps it from being
+/// created. A script's `#!` interpreter is not looked up: layers are listed, not read.
 pub fn check_container(pod: &Pod, c: &Container, opts: &super::Options, sink: &mut Sink) {
-    let (command, _) = c.argv();
-    let Some(program) = command.first() else {
+    let (command, args) = c.argv();
+    let Some(l) = lookup_for(pod.spec, c, opts) else {
         return;
     };
-    if !from_image(c, program) {
-        return;
-    }
-    let Some(l) = lookup_for(pod, c, opts) else {
+    let config = l.image.map(|i| (&i.entrypoint[..], &i.cmd[..]));
+    let (argv, decided) = match started(&command, &args, config) {
+        Started::Argv(argv, d) => (argv, d),
+        Started::Unknown => return,
+        Started::Nothing => {
+            sink.add_from(
+                l.basis,
+                &NO_COMMAND,
+                Some(&c.name),
+                &format!("{}.image", c.path),
+                format!(
+                    "the container sets no command or args and {} no ENTRYPOINT or CMD: the runtime refuses to create it (containerd: \"no command specified\"), the pod shows CreateContainerError and never starts",
+                    l.label
+                ),
+                "set the container's `command` to a program the image has",
+            );
+            return;
+        }
+    };
+    let Some((i, p, tried)) = l.first_missing(c, &programs(&argv)) else {
         return;
     };
-    if let Err(tried) = lookup(l.tree, program, &l.path_var, &l.workdir) {
-        sink.add_from(
-            l.basis,
-            &NOT_IN_IMAGE,
-            Some(&c.name),
-            &format!("{}.command", c.path),
-            format!(
-                "the container's command `{program}` is not in {}: tried {}; the runtime cannot start it (StartError, exit 128) and the pod restarts it forever",
-                l.label,
-                tried.join(", ")
-            ),
-            "run a program the image has (its entrypoint, if the image has one, runs when `command` is left out)",
-        );
-    }
+    let (field, what) = match decided {
+        Decided::Command => ("command", "the container's command".to_string()),
+        Decided::Args => (
+            "args",
+            "the container sets no command and its image no ENTRYPOINT, so its args run:"
+                .to_string(),
+        ),
+        Decided::Entrypoint => (
+            "image",
+            "the container sets no command, so the image's ENTRYPOINT runs:".to_string(),
+        ),
+        Decided::Cmd => (
+            "image",
+            "the container sets no command or args, so the image's CMD runs:".to_string(),
+        ),
+    };
+    let how = if i == 0 {
+        "the runtime cannot start it (StartError, exit 128) and the pod restarts it forever"
+            .to_string()
+    } else {
+        format!(
+            "its shell `{}` starts, cannot find `{p}` and exits 127: the pod restarts it forever (CrashLoopBackOff)",
+            argv[0]
+        )
+    };
+    let fix = match decided {
+        Decided::Command | Decided::Args => {
+            "run a program the image has (its entrypoint, if the image has one, runs when `command` is left out)"
+        }
+        Decided::Entrypoint | Decided::Cmd => {
+            "set the container's `command` to a program the image has, or fix the image"
+        }
+    };
+    sink.add_from(
+        l.basis,
+        &NOT_IN_IMAGE,
+        Some(&c.name),
+        &format!("{}.{field}", c.path),
+        format!(
+            "{what} `{p}` is not in {}: tried {}; {how}",
+            l.label,
+            tried.join(", ")
+        ),
+        fix,
+    );
 }
 
 #[cfg(test)]
@@ -668,6 +792,42 @@ mod tests {
         let either = serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64", "amd64"]}]}]}}}});
         assert_eq!(pod_arch(&either, Arch::Amd64), Arch::Amd64);
         assert_eq!(pod_arch(&either, Arch::Arm64), Arch::Arm64);
+    }
+
+    #[test]
+    fn what_runs_follows_the_kubernetes_rules() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (ep, cmd) = (v(&["/ep"]), v(&["c1"]));
+        let img = Some((&ep[..], &cmd[..]));
+        let argv = |a: &[&str], d| Started::Argv(v(a), d);
+        // command replaces ENTRYPOINT, and CMD is dropped with it.
+        assert_eq!(
+            started(&v(&["x"]), &[], img),
+            argv(&["x"], Decided::Command)
+        );
+        assert_eq!(
+            started(&v(&["x"]), &v(&["a"]), img),
+            argv(&["x", "a"], Decided::Command)
+        );
+        // no command: ENTRYPOINT with args, else with CMD.
+        assert_eq!(
+            started(&[], &v(&["a"]), img),
+            argv(&["/ep", "a"], Decided::Entrypoint)
+        );
+        assert_eq!(
+            started(&[], &[], img),
+            argv(&["/ep", "c1"], Decided::Entrypoint)
+        );
+        // no ENTRYPOINT: args, else CMD, else nothing.
+        let no_ep = Some((&[][..], &cmd[..]));
+        assert_eq!(started(&[], &v(&["a"]), no_ep), argv(&["a"], Decided::Args));
+        assert_eq!(started(&[], &[], no_ep), argv(&["c1"], Decided::Cmd));
+        assert_eq!(
+            started(&[], &[], Some((&[][..], &[][..]))),
+            Started::Nothing
+        );
+        // no config (--image-root): only a command is known.
+        assert_eq!(started(&[], &v(&["a"]), None), Started::Unknown);
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub struct Rule {
 /// docs/check-and-inject.md.
 pub const RULES: &[Rule] = &[
     image::NOT_IN_IMAGE,
+    image::NO_COMMAND,
     image::SHELL_LESS,
     output::PROC_1,
     output::NOT_REPORTED,
@@ -278,8 +279,9 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
     out
 }
 
-/// The `(image, arch)` pairs whose filesystem the image rules would look in: images of
-/// containers with an exec hook or probe or a `command`, not given with `--image-root`.
+/// The `(image, arch)` pairs whose filesystem the image rules would look in: the image of
+/// every container (what it runs is its `command` or the image's ENTRYPOINT or CMD), not given
+/// with `--image-root`.
 pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> {
     let mut out = std::collections::BTreeSet::new();
     for source in sources {
@@ -291,16 +293,7 @@ pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> 
                 let arch = image::pod_arch(spec, opts.image_platform);
                 for c in podspec::containers(spec, &t.spec_path) {
                     let image = c.image();
-                    if image.is_empty() || opts.image_roots.contains_key(image) {
-                        continue;
-                    }
-                    let exec_hook = hooks::hooks(&c)
-                        .iter()
-                        .any(|h| matches!(h.handler, hooks::Handler::Exec(_)));
-                    let exec_probe = image::PROBES
-                        .iter()
-                        .any(|p| image::probe_command(&c, p).is_some());
-                    if exec_hook || exec_probe || !c.argv().0.is_empty() {
+                    if !image.is_empty() && !opts.image_roots.contains_key(image) {
                         out.insert((image.to_string(), arch));
                     }
                 }
