@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::lifecycle::once::CopyKey;
 use crate::source::checkpoint::{Checkpoint, Position};
 
 /// Where one record sits in a batch's buffer.
@@ -28,6 +29,9 @@ pub struct Batch {
     pending_sinks: AtomicUsize,
     /// The `hooks.summary` batch: the one batch a sink still writes after the cut.
     pub summary: bool,
+    /// The wrapper's lifecycle records in `records` (by index), which may have a copy in another
+    /// source's batch: the pipeline keeps the first in its order ([`crate::lifecycle::once`]).
+    pub copies: Vec<(usize, CopyKey)>,
 }
 
 /// A checkpoint to advance once a batch is delivered. It travels with the records it follows,
@@ -98,6 +102,27 @@ impl Batch {
             start = end;
             Some((piece, next - first))
         })
+    }
+
+    /// Takes out the records at `drop` (indexes into `records`, ascending), keeping the others
+    /// in order.
+    pub fn remove_records(&mut self, drop: &[usize]) {
+        let mut buf = Vec::with_capacity(self.buf.len());
+        let mut records = Vec::with_capacity(self.records.len());
+        let mut start = 0;
+        let mut drop = drop.iter().peekable();
+        for (i, r) in self.records.iter().enumerate() {
+            if drop.next_if_eq(&&i).is_none() {
+                buf.extend_from_slice(&self.buf[start..r.end]);
+                records.push(RecordMeta {
+                    end: buf.len(),
+                    time_ms: r.time_ms,
+                });
+            }
+            start = r.end;
+        }
+        self.buf = buf;
+        self.records = records;
     }
 
     /// Each record as (JSON without its newline, time in ms).

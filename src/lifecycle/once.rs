@@ -1,15 +1,21 @@
 //! One copy of each wrapper lifecycle record: `hooklog hook` sends `hook.started` and
-//! `hook.finished` by the socket and the file both, and the daemon keeps the first copy it reads
-//! of each `(run_id, event)` and drops the others from its output. A copy is the same line byte
-//! for byte: a record that names a run already seen but says something else (a peer guessed the
-//! run id and wrote first) is kept, so it cannot shadow the wrapper's own.
+//! `hook.finished` by the socket and the file both, and the daemon keeps one copy of each
+//! `(run_id, event)`. A copy is the same line byte for byte: a record that names a run already
+//! seen but says something else (a peer guessed the run id and wrote first) is kept, so it
+//! cannot shadow the wrapper's own.
+//!
+//! Two [`Once`]s decide, each in its own order: the sources' one picks the copy the peers see
+//! (the first read), and the pipeline's one (`sink::fan_out`) the copy that comes out, the first
+//! in the output's order. Deciding the output at the source broke a hook's order: the file's
+//! `hook.started`, read first but still in the file's batch, came out after the output lines the
+//! socket's batch carried behind its own (dropped) copy.
 //!
 //! Memory is bounded: the last [`REMEMBERED`] keys are kept; a copy arriving after its key was
 //! forgotten (thousands of hook runs later) comes out twice, and changes nothing in the summary.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
 use crate::record::{HookEvent, HookEventKind};
 
@@ -21,29 +27,50 @@ pub const REMEMBERED: usize = 4096;
 /// A hash of a run's event: its `run_id` and whether it is the end.
 type Key = u64;
 
+/// Keyed per process: a peer cannot make two different keys or lines hash alike.
+static HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+/// What tells copies of one lifecycle record apart from other records: its run's event, and the
+/// line it was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyKey {
+    key: Key,
+    line: u64,
+}
+
+impl CopyKey {
+    /// The key of `event` read from `line`, or none for an event without a run: nothing to tell
+    /// copies apart by.
+    pub fn of(event: &HookEvent, line: &[u8]) -> Option<CopyKey> {
+        let run = event.run.as_ref()?;
+        Some(CopyKey {
+            key: HASHER.hash_one((
+                run.id.as_str(),
+                matches!(event.kind, HookEventKind::Finished { .. }),
+            )),
+            line: HASHER.hash_one(line),
+        })
+    }
+}
+
 /// The lifecycle records already seen.
 #[derive(Debug, Default)]
 pub struct Once {
     /// Each key with a hash of its first line, and the order they came in (the oldest is
     /// forgotten first).
     seen: Mutex<(HashMap<Key, u64>, VecDeque<Key>)>,
-    /// Keyed per process: a peer cannot make two different keys or lines hash alike.
-    hasher: RandomState,
 }
 
 impl Once {
-    /// True for the first copy of `event` read from `line` (or an event without a run: nothing
-    /// to tell copies apart by, or a line that differs from the first one of its key); false for
-    /// a copy of a line already seen.
+    /// True for the first copy of `event` read from `line` (or an event without a run, or a line
+    /// that differs from the first one of its key); false for a copy of a line already seen.
     pub fn first(&self, event: &HookEvent, line: &[u8]) -> bool {
-        let Some(run) = &event.run else {
-            return true;
-        };
-        let hash = self.hasher.hash_one(line);
-        let key = self.hasher.hash_one((
-            run.id.as_str(),
-            matches!(event.kind, HookEventKind::Finished { .. }),
-        ));
+        CopyKey::of(event, line).is_none_or(|k| self.first_copy(k))
+    }
+
+    /// [`Once::first`] for a key already taken.
+    pub fn first_copy(&self, copy: CopyKey) -> bool {
+        let CopyKey { key, line: hash } = copy;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let (map, order) = &mut *seen;
         if let Some(first) = map.get(&key) {

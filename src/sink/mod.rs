@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::Batch;
+use crate::lifecycle::once::Once;
 
 /// Batches queued between the sources and the fan-out.
 pub const SOURCE_QUEUE_BATCHES: usize = 8;
@@ -99,6 +100,8 @@ pub async fn fan_out(
     cut: CancellationToken,
 ) {
     let mut dropped = 0u64;
+    // The copy of each wrapper lifecycle record that comes out: the first in this order.
+    let once = Once::default();
     let sinks: Vec<_> = queues.iter().map(|q| q.tx.clone()).collect();
     // Batches each sink was given.
     let mut sent = vec![0u64; sinks.len()];
@@ -111,6 +114,7 @@ pub async fn fan_out(
                 None => break,
             },
         };
+        let batch = without_copies(batch, &once);
         if !forward(&sinks, batch, &counters, Some(&cut), &mut sent).await {
             break;
         }
@@ -136,6 +140,20 @@ pub async fn fan_out(
     if let Ok(make) = summary.await {
         forward(&sinks, make(dropped), &counters, None, &mut sent).await;
     }
+}
+
+/// `batch` without the lifecycle records whose copy came out already: a hook's records keep the
+/// order their route gave them (see [`crate::lifecycle::once`]).
+fn without_copies(mut batch: Batch, once: &Once) -> Batch {
+    let drop: Vec<usize> = std::mem::take(&mut batch.copies)
+        .into_iter()
+        .filter(|&(_, copy)| !once.first_copy(copy))
+        .map(|(i, _)| i)
+        .collect();
+    if !drop.is_empty() {
+        batch.remove_records(&drop);
+    }
+    batch
 }
 
 /// After the cut: waits (at most [`SETTLE_WAIT`]) until every sink that stops at the cut is
@@ -184,4 +202,85 @@ async fn forward(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::once::CopyKey;
+    use crate::record::{HookEvent, HookEventKind, HookRun};
+
+    const STARTED: &[u8] = br#"{"event":"hook.started","run_id":"r1"}"#;
+
+    fn started_copy() -> CopyKey {
+        let event = HookEvent {
+            container: "api-server".into(),
+            kind: HookEventKind::Started,
+            run: Some(HookRun {
+                id: "r1".into(),
+                started_ms: 1,
+            }),
+        };
+        CopyKey::of(&event, STARTED).expect("a run")
+    }
+
+    /// A batch of `lines`, the ones at `copies` marked as copies of the wrapper's `hook.started`.
+    fn batch(lines: &[&str], copies: &[usize]) -> Batch {
+        let mut b = Batch::new();
+        for l in lines {
+            b.buf.extend_from_slice(l.as_bytes());
+            b.buf.push(b'\n');
+            b.push_record(0);
+        }
+        b.copies = copies.iter().map(|&i| (i, started_copy())).collect();
+        b
+    }
+
+    fn lines(b: &Batch) -> Vec<String> {
+        b.iter()
+            .map(|(r, _)| String::from_utf8_lossy(r).into_owned())
+            .collect()
+    }
+
+    /// The failure CI saw: the file's `hook.started` was read first, but the socket's batch (its
+    /// own copy, then the hook's output) reached the pipeline first. Whichever batch comes
+    /// first, `hook.started` comes out once and before the output.
+    #[test]
+    fn a_hook_started_by_two_routes_comes_out_once_and_before_its_output() {
+        for socket_first in [true, false] {
+            let once = Once::default();
+            let socket = || batch(&["started (socket)", "output", "more output"], &[0]);
+            let file = || batch(&["started (file)"], &[0]);
+            let out: Vec<String> = if socket_first {
+                [socket(), file()]
+            } else {
+                [file(), socket()]
+            }
+            .into_iter()
+            .flat_map(|b| lines(&without_copies(b, &once)))
+            .collect();
+            let first = if socket_first { "socket" } else { "file" };
+            assert_eq!(
+                out,
+                [
+                    format!("started ({first})"),
+                    "output".into(),
+                    "more output".into()
+                ],
+                "socket first: {socket_first}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_batch_without_copies_is_left_as_it_is() {
+        let once = Once::default();
+        let b = without_copies(batch(&["a", "b"], &[]), &once);
+        assert_eq!(lines(&b), ["a", "b"]);
+        let b = without_copies(batch(&["started", "x"], &[0]), &once);
+        assert_eq!(lines(&b), ["started", "x"]);
+        let b = without_copies(batch(&["y", "started", "z"], &[1]), &once);
+        assert_eq!(lines(&b), ["y", "z"]);
+        assert_eq!(b.records.last().map(|r| r.end), Some(b.buf.len()));
+    }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::framing::Frame;
-use crate::lifecycle::once::Once;
+use crate::lifecycle::once::{CopyKey, Once};
 use crate::lifecycle::peers::Peers;
 use crate::record::{Encoder, Enrichment};
 
@@ -67,16 +67,20 @@ impl SourceContext {
         }
     }
 
-    /// Encodes a frame into `batch` and hands any hook event to the peers; a second copy of a
-    /// wrapper's lifecycle record (it came by the other route) is taken out again.
+    /// Encodes a frame into `batch` and hands any hook event to the peers. Of a wrapper's
+    /// lifecycle record, which comes by every route, the peers see the first copy read; every
+    /// copy goes into the batch, marked, and the pipeline keeps the first in its order.
     pub fn encode(&self, encoder: &mut Encoder, frame: Frame<'_>, time_ms: i64, batch: &mut Batch) {
-        let (bytes, records) = (batch.buf.len(), batch.records.len());
+        let records = batch.records.len();
         let line = frame.bytes;
         if let Some(event) = encoder.encode(frame, time_ms, batch) {
-            if !self.once.first(&event, line) {
-                batch.buf.truncate(bytes);
-                batch.records.truncate(records);
-                return;
+            if let Some(copy) = CopyKey::of(&event, line) {
+                batch
+                    .copies
+                    .extend((records..batch.records.len()).map(|i| (i, copy)));
+                if !self.once.first_copy(copy) {
+                    return;
+                }
             }
             self.peers.observe(event);
         }
