@@ -156,7 +156,7 @@ pub enum Command {
         after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
     )]
     Emit(EmitArgs),
-    /// Find broken lifecycle hooks in Kubernetes manifests, offline.
+    /// Find broken lifecycle hooks in Kubernetes manifests, before deploy (no cluster needed).
     #[command(
         after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on, 1 otherwise, 64 for usage errors or input that does not parse, 69 when --require-image and an image cannot be read."
     )]

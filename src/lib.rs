@@ -10,7 +10,8 @@
 //! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
 //!   through [`client`], and passes its output through ([`passthrough`]).
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
-//! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, offline.
+//! - [`manifest`]: `check`, `inject` and `uninject` on Kubernetes manifests, without a cluster
+//!   (images read from their registries unless `--offline`).
 //! - [`webhook`] (`hooklog webhook`): a mutating admission webhook giving pods what `inject`
 //!   gives them, as the API server creates them.
 //! - [`registry`]: images read from their registries (manifests, layers' file lists), for
