@@ -277,14 +277,19 @@ pub async fn execute(
     let mut timed_out = false;
     let mut kill_at: Option<tokio::time::Instant> = None;
     let status: std::io::Result<ExitStatus> = loop {
+        // Looked at once per turn: the reporting thread makes room at any moment, and two looks
+        // that disagreed (no room for the lines, then room enough to wait for none) disabled
+        // every branch but the command's exit, which waited on its full pipe: a hang, seen once.
+        // Waiting for both is safe: a wake-up with room still short only turns the loop again.
+        let room = reporter.has_room() && passed.has_room();
         tokio::select! {
             status = child.wait() => break status,
-            Some((stream, line, partial)) = lines.recv(), if reporter.has_room() && passed.has_room() => {
+            Some((stream, line, partial)) = lines.recv(), if room => {
                 passed.write(stream, &line, partial);
                 on_line(stream, &line, partial);
             }
-            _ = reporter.room(), if !reporter.has_room() => {}
-            _ = passed.room(), if !passed.has_room() => {}
+            _ = reporter.room(), if !room => {}
+            _ = passed.room(), if !room => {}
             _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
                 timed_out = true;
                 send(pid, Signal::SIGTERM);
@@ -306,9 +311,10 @@ pub async fn execute(
     let drain_by = tokio::time::Instant::now() + OUTPUT_DRAIN_MAX;
     loop {
         if !(reporter.has_room() && passed.has_room()) {
+            // Both, as above: the branches' own looks could disagree with this one.
             tokio::select! {
-                _ = reporter.room(), if !reporter.has_room() => {}
-                _ = passed.room(), if !passed.has_room() => {}
+                _ = reporter.room() => {}
+                _ = passed.room() => {}
                 _ = tokio::time::sleep_until(drain_by) => break,
             }
             continue;
