@@ -62,13 +62,8 @@ pub struct Once {
 }
 
 impl Once {
-    /// True for the first copy of `event` read from `line` (or an event without a run, or a line
-    /// that differs from the first one of its key); false for a copy of a line already seen.
-    pub fn first(&self, event: &HookEvent, line: &[u8]) -> bool {
-        CopyKey::of(event, line).is_none_or(|k| self.first_copy(k))
-    }
-
-    /// [`Once::first`] for a key already taken.
+    /// True for the first copy of a lifecycle record (or a line that differs from the first one
+    /// of its key); false for a copy of a line already seen.
     pub fn first_copy(&self, copy: CopyKey) -> bool {
         let CopyKey { key, line: hash } = copy;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -92,6 +87,12 @@ mod tests {
     use super::*;
     use crate::record::HookRun;
 
+    /// Whether `event` read from `line` is the first copy, as a source asks it (an event
+    /// without a run always is).
+    fn first(once: &Once, event: &HookEvent, line: &[u8]) -> bool {
+        CopyKey::of(event, line).is_none_or(|k| once.first_copy(k))
+    }
+
     fn event(id: &str, finished: bool) -> HookEvent {
         HookEvent {
             container: "app".into(),
@@ -114,37 +115,41 @@ mod tests {
     #[test]
     fn keeps_the_first_copy_of_each_run_and_event() {
         let once = Once::default();
-        assert!(once.first(&event("a", false), b"s"));
-        assert!(once.first(&event("a", true), b"f"));
-        assert!(!once.first(&event("a", false), b"s"));
-        assert!(!once.first(&event("a", true), b"f"));
-        assert!(once.first(&event("b", false), b"s"));
+        assert!(first(&once, &event("a", false), b"s"));
+        assert!(first(&once, &event("a", true), b"f"));
+        assert!(!first(&once, &event("a", false), b"s"));
+        assert!(!first(&once, &event("a", true), b"f"));
+        assert!(first(&once, &event("b", false), b"s"));
         let no_run = HookEvent {
             run: None,
             ..event("x", false)
         };
-        assert!(once.first(&no_run, b"n") && once.first(&no_run, b"n"));
+        assert!(first(&once, &no_run, b"n") && first(&once, &no_run, b"n"));
     }
 
     #[test]
     fn a_different_line_naming_a_seen_run_is_kept() {
         let once = Once::default();
-        assert!(once.first(&event("a", true), br#"{"outcome":"ok"}"#));
-        assert!(once.first(&event("a", true), br#"{"outcome":"failed"}"#));
-        assert!(!once.first(&event("a", true), br#"{"outcome":"ok"}"#));
+        assert!(first(&once, &event("a", true), br#"{"outcome":"ok"}"#));
+        assert!(first(&once, &event("a", true), br#"{"outcome":"failed"}"#));
+        assert!(!first(&once, &event("a", true), br#"{"outcome":"ok"}"#));
     }
 
     #[test]
     fn remembers_a_bounded_number_of_keys() {
         let once = Once::default();
         for i in 0..REMEMBERED * 3 {
-            assert!(once.first(&event(&i.to_string(), false), b"s"));
+            assert!(first(&once, &event(&i.to_string(), false), b"s"));
         }
         let seen = once.seen.lock().unwrap();
         assert_eq!((seen.0.len(), seen.1.len()), (REMEMBERED, REMEMBERED));
         drop(seen);
         // The newest are still known, the oldest forgotten.
-        assert!(!once.first(&event(&(REMEMBERED * 3 - 1).to_string(), false), b"s"));
-        assert!(once.first(&event("0", false), b"s"));
+        assert!(!first(
+            &once,
+            &event(&(REMEMBERED * 3 - 1).to_string(), false),
+            b"s"
+        ));
+        assert!(first(&once, &event("0", false), b"s"));
     }
 }
