@@ -24,5 +24,7 @@ mod torture;
 mod webhook;
 // After webhook: uses its helpers.
 mod apiserver;
+// After webhook and manifest: uses their helpers.
+mod adoption;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;

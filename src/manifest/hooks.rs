@@ -244,8 +244,8 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
             _ => Bound::default(),
         };
     }
-    if is_sleep(program) {
-        return match sleep_args(&argv[1..]) {
+    if let Some(args) = sleep_command(argv) {
+        return match sleep_args(args) {
             Some(d) => Bound {
                 min: d,
                 max: Some(d),
@@ -254,10 +254,7 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
         };
     }
     if let Some(script) = shell_script(argv) {
-        return Bound {
-            min: script_sleeps(script),
-            max: None,
-        };
+        return script_bound(script, env);
     }
     Bound::default()
 }
@@ -301,26 +298,245 @@ pub fn shell_script(argv: &[String]) -> Option<&str> {
     argv.get(c + 1).map(String::as_str)
 }
 
-/// The sum of the `sleep N` (and `hooklog sleep D`) commands in a simple script: its words split
-/// on `;`, `&&`, `||`, `|` and newlines.
-pub fn script_sleeps(script: &str) -> Duration {
-    let mut total = Duration::ZERO;
-    for part in script.split([';', '\n', '&', '|']) {
-        let words: Vec<String> = part
-            .split_whitespace()
-            .map(|w| w.trim_matches(['"', '\'']).to_string())
-            .collect();
-        let Some(first) = words.first() else { continue };
-        if is_sleep(first) {
-            total += sleep_args(&words[1..]).unwrap_or_default();
-        } else if is_hooklog(first) && words.get(1).is_some_and(|w| w == "sleep") {
-            total += words
-                .get(2)
-                .and_then(|d| crate::duration::parse(d).ok())
-                .unwrap_or_default();
+/// The arguments of a sleep command: `sleep ARGS`, `/bin/sleep ARGS`, `busybox sleep ARGS`.
+fn sleep_command(argv: &[String]) -> Option<&[String]> {
+    match argv {
+        [program, rest @ ..] if is_sleep(program) => Some(rest),
+        [program, applet, rest @ ..]
+            if (program == "busybox" || program.ends_with("/busybox")) && applet == "sleep" =>
+        {
+            Some(rest)
+        }
+        _ => None,
+    }
+}
+
+/// Commands a hook's script runs that end at once, whatever they are given (shell builtins
+/// that neither wait nor read).
+const QUICK: [&str; 8] = [
+    "echo", "printf", "true", ":", "trap", "set", "export", "exit",
+];
+
+/// How one script is joined to the command before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// `;`, a newline, the start.
+    Then,
+    /// `&&`: runs if the one before succeeded.
+    And,
+    /// `||`: runs if the one before failed.
+    Or,
+    /// `|`: runs beside the one before.
+    Pipe,
+}
+
+/// One command of a script.
+struct Simple {
+    /// How it joins the command before it.
+    join: Join,
+    words: Vec<String>,
+    /// It ends with `&`: run in the background, not waited for.
+    background: bool,
+    /// It holds what this reader does not follow (an expansion, a redirection, a subshell, a
+    /// compound command's word): of unknown length.
+    opaque: bool,
+}
+
+/// A script's commands, split on `;`, newlines, `&&`, `||`, `|` and `&` outside quotes (a `#`
+/// comment left out); `None` when a quote is not closed.
+fn commands(script: &str) -> Option<Vec<Simple>> {
+    let mut out = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word: Option<String> = None;
+    let mut opaque = false;
+    let mut join = Join::Then;
+    let mut chars = script.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        ch => w.push(ch),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        ch @ ('$' | '`' | '\\') => {
+                            opaque = true;
+                            w.push(ch);
+                        }
+                        ch => w.push(ch),
+                    }
+                }
+            }
+            ' ' | '\t' => words.extend(word.take()),
+            ';' | '\n' | '&' | '|' => {
+                words.extend(word.take());
+                let (next, background) = match c {
+                    '&' if chars.peek() == Some(&'&') => {
+                        chars.next();
+                        (Join::And, false)
+                    }
+                    '&' => (Join::Then, true),
+                    '|' if chars.peek() == Some(&'|') => {
+                        chars.next();
+                        (Join::Or, false)
+                    }
+                    '|' => (Join::Pipe, false),
+                    _ => (Join::Then, false),
+                };
+                if !words.is_empty() || opaque {
+                    out.push(Simple {
+                        join,
+                        words: std::mem::take(&mut words),
+                        background,
+                        opaque,
+                    });
+                    opaque = false;
+                    join = next;
+                } else if next != Join::Then || background {
+                    // `&& cmd` with nothing before it: not a script sh runs.
+                    return None;
+                }
+            }
+            '#' if word.is_none() => {
+                // A comment, to the end of the line.
+                while chars.peek().is_some_and(|c| *c != '\n') {
+                    chars.next();
+                }
+            }
+            '$' | '`' | '\\' | '(' | ')' | '{' | '}' | '<' | '>' => {
+                opaque = true;
+                word.get_or_insert_with(String::new).push(c);
+            }
+            ch => word.get_or_insert_with(String::new).push(ch),
         }
     }
-    total
+    words.extend(word.take());
+    if !words.is_empty() || opaque {
+        out.push(Simple {
+            join,
+            words,
+            background: false,
+            opaque,
+        });
+    }
+    Some(out)
+}
+
+/// A `NAME=value` word before a command.
+fn assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// How long one command of a script lasts, and whether the script ends with it (`exec`,
+/// `exit`).
+fn command_bound(words: &[String], env: &BTreeMap<String, String>) -> (Bound, bool) {
+    let mut words: &[String] = words;
+    while words.first().is_some_and(|w| assignment(w)) {
+        words = &words[1..];
+    }
+    let mut ends = false;
+    while let Some(first) = words.first().filter(|w| *w == "exec" || *w == "command") {
+        ends |= first == "exec";
+        words = &words[1..];
+    }
+    let Some(first) = words.first() else {
+        return (
+            Bound {
+                min: Duration::ZERO,
+                max: Some(Duration::ZERO),
+            },
+            ends,
+        );
+    };
+    let quick = Bound {
+        min: Duration::ZERO,
+        max: Some(Duration::ZERO),
+    };
+    if QUICK.contains(&first.as_str()) {
+        return (quick, ends || first == "exit");
+    }
+    if sleep_command(words).is_some() || is_hooklog(first) {
+        return (exec_bound(words, env), ends);
+    }
+    (Bound::default(), ends)
+}
+
+/// How long a simple script lasts: its sleeps (`sleep N`, `exec sleep N`, `/bin/sleep`, `busybox
+/// sleep`, `hooklog sleep`, after `NAME=value` words) and quick builtins are known; any other
+/// command is of unknown length (it still lasts at least the sleeps that surely run). A script
+/// this reader does not follow lasts an unknown time.
+pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
+    let Some(commands) = commands(script) else {
+        return Bound::default();
+    };
+    let mut min = Duration::ZERO;
+    let mut max = Some(Duration::ZERO);
+    // The command before runs for sure and succeeds for sure (a sleep, a quick builtin): what
+    // `&&` and `||` after it run is then known.
+    let mut sure = true;
+    let mut sure_ok = true;
+    let mut pipeline: Option<Bound> = None;
+    for (i, cmd) in commands.iter().enumerate() {
+        let (join, background) = (&cmd.join, &cmd.background);
+        let (b, ends) = if cmd.opaque {
+            (Bound::default(), false)
+        } else {
+            command_bound(&cmd.words, env)
+        };
+        let runs_surely = match join {
+            Join::Then => true,
+            Join::And => sure && sure_ok,
+            Join::Or => false,
+            Join::Pipe => sure,
+        };
+        if *background {
+            // Not waited for; `wait` (unknown) would.
+            sure = runs_surely;
+            sure_ok = true;
+            continue;
+        }
+        let b = match (join, pipeline.take()) {
+            // A pipeline lasts as long as its longest part.
+            (Join::Pipe, Some(p)) => Bound {
+                min: p.min.max(b.min),
+                max: p.max.zip(b.max).map(|(a, c)| a.max(c)),
+            },
+            _ => b,
+        };
+        let next_is_pipe = commands.get(i + 1).is_some_and(|c| c.join == Join::Pipe);
+        if next_is_pipe {
+            pipeline = Some(b);
+            sure = runs_surely;
+            continue;
+        }
+        if runs_surely {
+            min = min.saturating_add(b.min);
+        }
+        max = max.zip(b.max).map(|(a, c)| a.saturating_add(c));
+        sure = runs_surely;
+        sure_ok = b.max.is_some();
+        if ends && runs_surely {
+            break;
+        }
+    }
+    Bound { min, max }
+}
+
+/// The sum of the sleeps that surely run in a simple script (see [`script_bound`]).
+pub fn script_sleeps(script: &str) -> Duration {
+    script_bound(script, &BTreeMap::new()).min
 }
 
 #[cfg(test)]
@@ -349,7 +565,7 @@ mod tests {
             ),
             Bound {
                 min: Duration::from_secs(65),
-                max: None
+                max: Some(Duration::from_secs(65))
             }
         );
         let wrapped = v(&[
@@ -375,6 +591,84 @@ mod tests {
             "20s",
         ]);
         assert_eq!(exec_bound(&sleep, &env).max, Some(Duration::from_secs(20)));
+    }
+
+    /// `sh -c "exec sleep 60"` was no known sleep, and a 61 s period gave it `--timeout 59s`:
+    /// the forms of a sleep in a script, each with what it lasts (at least, at most).
+    #[test]
+    fn the_forms_of_a_sleep_in_a_script() {
+        let env = BTreeMap::new();
+        let s = Duration::from_secs;
+        let cases: &[(&str, u64, Option<u64>)] = &[
+            ("sleep 60", 60, Some(60)),
+            ("exec sleep 60", 60, Some(60)),
+            ("exec /bin/sleep 60", 60, Some(60)),
+            ("/bin/sleep 60", 60, Some(60)),
+            ("busybox sleep 60", 60, Some(60)),
+            ("exec /bin/busybox sleep 60", 60, Some(60)),
+            ("sleep 60s", 60, Some(60)),
+            ("sleep 1m", 60, Some(60)),
+            ("sleep 30 30", 60, Some(60)),
+            ("sleep 1 && sleep 2", 3, Some(3)),
+            ("sleep 1; sleep 2\nsleep 3", 6, Some(6)),
+            ("trap 'echo bye; exit 0' TERM; sleep 60", 60, Some(60)),
+            ("trap \"\" TERM; exec sleep 60", 60, Some(60)),
+            ("DELAY=1 sleep 60", 60, Some(60)),
+            ("A=1 B=2 exec sleep 60", 60, Some(60)),
+            ("command sleep 60", 60, Some(60)),
+            ("'sleep' \"60\"", 60, Some(60)),
+            ("echo draining; sleep 5", 5, Some(5)),
+            ("exec sleep 5; sleep 100", 5, Some(5)),
+            ("exit 0; sleep 100", 0, Some(0)),
+            ("/x/hooklog sleep 1m", 60, Some(60)),
+            ("sleep 5 # then drain", 5, Some(5)),
+            // Unknown length: another program, an expansion, a sleep that may not run.
+            ("sleep 5; nginx -s quit", 5, None),
+            ("sleep $DELAY", 0, None),
+            ("sleep \"$DELAY\"", 0, None),
+            ("sleep 5; kill -QUIT $(pidof nginx)", 5, None),
+            ("sleep infinity", 0, None),
+            ("sleep soon", 0, None),
+            ("false || sleep 5", 0, None),
+            ("test -f /x && sleep 5", 0, None),
+            ("sleep 5 || sleep 7", 5, Some(12)),
+            ("sleep 60 & wait", 0, None),
+            ("sleep 60 &", 0, Some(0)),
+            ("sleep 2 | sleep 3", 3, Some(3)),
+            ("sleep 5 > /dev/null", 0, None),
+            ("(sleep 5)", 0, None),
+            ("'unclosed sleep 5", 0, None),
+        ];
+        for (script, min, max) in cases {
+            let got = exec_bound(&v(&["sh", "-c", script]), &env);
+            assert_eq!(
+                got,
+                Bound {
+                    min: s(*min),
+                    max: max.map(s)
+                },
+                "{script:?}"
+            );
+        }
+        for argv in [
+            &["busybox", "sleep", "60"][..],
+            &["/bin/busybox", "sleep", "1m"],
+            &["/bin/sh", "-c", "exec sleep 60"],
+            &["bash", "-lc", "exec sleep 60"],
+        ] {
+            assert_eq!(exec_bound(&v(argv), &env).max, Some(s(60)), "{argv:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any script: never a panic, and what it surely lasts is never above what it may.
+        #[test]
+        fn a_scripts_least_is_at_most_its_most(script in "[a-z0-9 ;&|'\"$#()\n=/-]{0,40}") {
+            let b = script_bound(&script, &BTreeMap::new());
+            if let Some(max) = b.max {
+                proptest::prop_assert!(b.min <= max, "{script:?}: {b:?}");
+            }
+        }
     }
 
     #[test]

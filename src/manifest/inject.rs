@@ -12,8 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::budget::{self, NATIVE_SIDECAR_SINCE, SidecarMode, secs};
 
+use super::adoption::{self, Adoption, PodView};
 use super::hooks::{self, Handler, container_hooklog_argv, is_sleep, parse_hooklog, wrapped};
-use super::podspec::{self, Container, ObjectRef, RUN_TO_COMPLETION, TemplateRef};
+use super::podspec::{self, Container, ObjectRef, TemplateRef};
 use crate::cli::Command;
 
 use super::layout::prefix;
@@ -100,7 +101,16 @@ fn display_name(obj: &Value) -> String {
 
 /// Injects every pod template of `doc`; returns the report lines (objects and notes).
 pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectError> {
+    inject_outcomes(doc, opts).map(|(report, _)| report)
+}
+
+/// [`inject`], with what happened to each pod template, in order.
+pub fn inject_outcomes(
+    doc: &mut Value,
+    opts: &Options,
+) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
     let mut report = Vec::new();
+    let mut outcomes = Vec::new();
     let templates = podspec::templates(doc);
     for (pointer, obj) in podspec::objects(doc) {
         if !templates
@@ -115,7 +125,14 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
         }
     }
     for t in &templates {
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = podspec::objects(doc)
+            .into_iter()
+            .find(|(p, _)| t.spec_pointer.starts_with(&format!("{p}/")))
+            .and_then(|(p, obj)| {
+                adoption::misplaced_annotation(obj, &t.metadata_pointer[p.len()..])
+            })
+            .into_iter()
+            .collect();
         let outcome = inject_pod(doc, t, opts, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,
@@ -126,8 +143,9 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
             &outcome,
         ));
         report.extend(notes.into_iter().map(|n| format!("  {n}")));
+        outcomes.push(outcome);
     }
-    Ok(report)
+    Ok((report, outcomes))
 }
 
 /// What inject records in [`ANNOTATION`]: only what cannot be recognised in the pod later.
@@ -247,6 +265,15 @@ fn inject_pod(
     notes: &mut Vec<String>,
 ) -> Result<Outcome, String> {
     let spec = doc.pointer(&t.spec_pointer).cloned().ok_or("no pod spec")?;
+    let adoption = adoption::decide(&PodView {
+        kind: &t.object.kind,
+        metadata: doc.pointer(&t.metadata_pointer),
+        spec: &spec,
+    });
+    if let Adoption::LeaveAlone(why) = &adoption {
+        notes.push(why.to_string());
+        return Ok(Outcome::NotInjected);
+    }
     let record = read_record(doc, t)?;
     let containers = podspec::containers(&spec, &t.spec_path);
     distinct_mappings(&containers)?;
@@ -265,13 +292,9 @@ fn inject_pod(
         ));
     }
     if installed.is_none()
-        && mode == SidecarMode::Classic
-        && RUN_TO_COMPLETION.contains(&t.object.kind.as_str())
+        && let Err(why) = adoption::form(&adoption, mode)
     {
-        notes.push(format!(
-            "a classic sidecar never ends, so the {} would never complete: a native sidecar does, on Kubernetes 1.29+ (`--kubernetes-version 1.29` or later)",
-            t.object.kind
-        ));
+        notes.push(why);
         return Ok(Outcome::NotInjected);
     }
     let mut hook_notes = Vec::new();

@@ -19,6 +19,12 @@ const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
 pub enum LoadError {
     #[error("{file}: cannot read: {why}")]
     Read { file: String, why: String },
+    #[error("{path}: no manifests found (no .yaml, .yml or .json file in it)")]
+    Empty { path: String },
+    #[error(
+        "{path}: a Helm chart (Chart.yaml beside templates/), whose templates are not manifests until rendered: `helm template {path} | hooklog check -`"
+    )]
+    HelmChart { path: String },
     #[error("{file}:{line}:{column}: not valid YAML: {why}")]
     Yaml {
         file: String,
@@ -78,29 +84,88 @@ impl Document {
     }
 }
 
-/// Reads every path (`-` is stdin; an empty list means stdin, as a Helm post-renderer runs it).
+/// Reads every path (`-` is stdin; an empty list means stdin, as a Helm post-renderer runs it);
+/// the first input that cannot be read is the error.
 pub fn load(paths: &[PathBuf]) -> Result<Vec<Source>, LoadError> {
+    load_each(paths).into_iter().collect()
+}
+
+/// Reads every path, each file on its own: what cannot be read is an error in its place, and
+/// the rest is still read. A folder is searched recursively for manifest files; one with none, a
+/// Helm chart's folder (not searched: its templates are no YAML), is an error too.
+pub fn load_each(paths: &[PathBuf]) -> Vec<Result<Source, LoadError>> {
     let stdin = [PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
-    let mut sources = Vec::new();
+    let mut out = Vec::new();
     for p in paths {
         if p.as_os_str() == "-" {
-            let text = read_limited(std::io::stdin().lock(), "-")?;
-            sources.push(parse("-", text)?);
+            out.push(read_limited(std::io::stdin().lock(), "-").and_then(|t| parse("-", t)));
         } else if p.is_dir() {
-            for f in files_under(p)? {
-                let name = f.display().to_string();
-                let file = std::fs::File::open(&f).map_err(|e| read_error(&name, e))?;
-                sources.push(parse(&name, read_limited(file, &name)?)?);
+            let before = out.len();
+            let mut found = 0;
+            for f in files_under(p) {
+                found += usize::from(f.is_ok());
+                out.push(f.and_then(|f| read_file(&f)));
+            }
+            if found == 0 && out.len() == before {
+                out.push(Err(LoadError::Empty {
+                    path: p.display().to_string(),
+                }));
             }
         } else {
-            let name = p.display().to_string();
-            let file = std::fs::File::open(p).map_err(|e| read_error(&name, e))?;
-            sources.push(parse(&name, read_limited(file, &name)?)?);
+            out.push(read_file(p));
         }
     }
-    Ok(sources)
+    out
 }
+
+/// One file, read and parsed; a Helm template's YAML error says to render it first.
+fn read_file(path: &Path) -> Result<Source, LoadError> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| read_error(&name, e))?;
+    let text = read_limited(file, &name)?;
+    let template = text.contains("{{");
+    parse(&name, text).map_err(|e| match (e, chart_of(path)) {
+        (
+            LoadError::Yaml {
+                file,
+                line,
+                column,
+                why,
+            },
+            Some(chart),
+        ) if template => LoadError::Yaml {
+            file,
+            line,
+            column,
+            why: format!(
+                "{why} (a template of the Helm chart {}: `helm template {} | hooklog check -`)",
+                chart.display(),
+                chart.display()
+            ),
+        },
+        (e, _) => e,
+    })
+}
+
+/// The chart a file lies in, when it is one of its `templates/`.
+fn chart_of(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|d| d.file_name().is_some_and(|n| n == HELM_TEMPLATES))
+        .and_then(Path::parent)
+        .filter(|chart| is_chart(chart))
+        .map(Path::to_path_buf)
+}
+
+/// A Helm chart's folder: a `Chart.yaml` beside `templates/` (Helm's "Chart File Structure").
+fn is_chart(dir: &Path) -> bool {
+    dir.join(HELM_CHART_FILE).is_file() && dir.join(HELM_TEMPLATES).is_dir()
+}
+
+/// A chart's metadata file and its templates' folder (Helm's "Chart File Structure").
+const HELM_CHART_FILE: &str = "Chart.yaml";
+const HELM_TEMPLATES: &str = "templates";
 
 fn read_error(name: &str, e: impl std::fmt::Display) -> LoadError {
     LoadError::Read {
@@ -123,14 +188,32 @@ fn read_limited(r: impl Read, name: &str) -> Result<String, LoadError> {
     String::from_utf8(bytes).map_err(|e| read_error(name, format!("not UTF-8 text: {e}")))
 }
 
-/// Manifest files under `dir`, recursively, sorted by path.
-fn files_under(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+/// Manifest files under `dir`, recursively, sorted by path, or what could not be searched (a
+/// folder that cannot be listed, a Helm chart) in its place.
+fn files_under(dir: &Path) -> Vec<Result<PathBuf, LoadError>> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let name = d.display().to_string();
-        for entry in std::fs::read_dir(&d).map_err(|e| read_error(&name, e))? {
-            let path = entry.map_err(|e| read_error(&name, e))?.path();
+        if is_chart(&d) {
+            out.push((d.clone(), Err(LoadError::HelmChart { path: name })));
+            continue;
+        }
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) => {
+                out.push((d.clone(), Err(read_error(&name, e))));
+                continue;
+            }
+        };
+        for entry in entries {
+            let path = match entry {
+                Ok(entry) => entry.path(),
+                Err(e) => {
+                    out.push((d.clone(), Err(read_error(&name, e))));
+                    continue;
+                }
+            };
             if path.is_dir() {
                 stack.push(path);
             } else if path
@@ -138,12 +221,12 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
                 .and_then(|e| e.to_str())
                 .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e))
             {
-                out.push(path);
+                out.push((path.clone(), Ok(path)));
             }
         }
     }
-    out.sort();
-    Ok(out)
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Parses one input's text: JSON when it starts with `{` or `[`, YAML otherwise.

@@ -1,7 +1,8 @@
 //! Manifests, offline: `hooklog check` finds broken lifecycle hooks before deploy, `hooklog
 //! inject` / `uninject` add and remove hooklog in a pipe. Nothing here touches the daemon.
 //!
-//! [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
+//! [`adoption`] is the one rule of which pods get hooklog, in which form (inject, the webhook
+//! and check share it). [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
 //! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
@@ -10,6 +11,7 @@
 //! every node's place in the text, [`splice`] writes a change back into that text, [`emit`]
 //! YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
+pub mod adoption;
 pub mod budget;
 pub mod check;
 pub mod emit;
@@ -65,13 +67,19 @@ pub fn check_command(args: CheckArgs) -> u8 {
         Ok(roots) => opts.image_roots = roots,
         Err(code) => return code,
     }
-    let sources = match load::load(&args.paths) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("hooklog: {e}");
-            return EXIT_USAGE;
+    // Every input is checked that can be: one that cannot (unreadable, not YAML, a Helm
+    // chart, a folder without manifests) is one line on stderr, and exit 64 at the end.
+    let mut sources = Vec::new();
+    let mut unloadable = 0;
+    for loaded in load::load_each(&args.paths) {
+        match loaded {
+            Ok(s) => sources.push(s),
+            Err(e) => {
+                unloadable += 1;
+                eprintln!("hooklog: {e}");
+            }
         }
-    };
+    }
     for note in sources.iter().flat_map(|s| &s.notes) {
         eprintln!("{note}");
     }
@@ -101,9 +109,11 @@ pub fn check_command(args: CheckArgs) -> u8 {
         eprintln!("hooklog: cannot write the report: {e}");
         return EXIT_FINDINGS;
     }
-    // An image that could not be read under --require-image makes the check incomplete: that
-    // outranks its findings.
-    if unreadable > 0 && args.require_image {
+    // An input that could not be read, or an image under --require-image, makes the check
+    // incomplete: that outranks its findings.
+    if unloadable > 0 {
+        EXIT_USAGE
+    } else if unreadable > 0 && args.require_image {
         EXIT_UNAVAILABLE
     } else if findings.iter().any(|f| f.severity >= args.fail_on) {
         EXIT_FINDINGS

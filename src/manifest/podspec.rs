@@ -22,9 +22,6 @@ const POD_SPEC_POINTERS: [(&str, &str); 8] = [
 /// the standard `spec.template`, taken only when its `spec.containers` is a sequence.
 const STANDARD_POD_SPEC: &str = "/spec/template/spec";
 
-/// Kinds whose pods run to completion: a container that never ends keeps them from completing.
-pub const RUN_TO_COMPLETION: [&str; 2] = ["Job", "CronJob"];
-
 /// kind, namespace and name of an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct ObjectRef {

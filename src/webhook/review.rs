@@ -6,7 +6,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::manifest::budget::SidecarMode;
+use crate::manifest::adoption::{self, Adoption, Leave, PodView};
 use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
 use crate::manifest::podspec;
 
@@ -191,35 +191,32 @@ fn workload(object: &Value, kind: &Value) -> Decision {
             vec![format!("hooklog webhook: {why}")],
         );
     };
-    let on_object = object["metadata"]["annotations"][OPT_IN].as_str();
-    let on_template = object
-        .pointer(&t.metadata_pointer)
-        .and_then(|m| m["annotations"][OPT_IN].as_str());
-    match (on_object, on_template) {
-        (Some(v), None) => skipped(format!(
-            "the {kind}'s metadata.annotations has {OPT_IN}: {v}, which its pods do not see; put it on {}.annotations",
-            t.metadata_pointer.trim_start_matches('/').replace('/', ".")
-        )),
-        _ => (Verdict::NotSelected("a workload"), None, vec![]),
+    match adoption::misplaced_annotation(object, &t.metadata_pointer) {
+        Some(why) => skipped(why),
+        None => (Verdict::NotSelected("a workload"), None, vec![]),
     }
 }
 
-/// A pod being created: the opt-in, the skips, then inject and the patch.
+/// A pod being created: the opt-in, the webhook's own skips, the adoption rule every part of
+/// hooklog shares ([`adoption::decide`]), then inject and the patch. A pod injected before (the
+/// API server reinvokes the webhook after a later one changed the pod) gets what inject, run
+/// again, wires: containers added since.
 fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decision {
-    let annotation = object["metadata"]["annotations"][OPT_IN].as_str();
-    let selected = match (annotation, scope) {
-        (Some("disabled"), _) => {
+    let spec = &object["spec"];
+    let rule = adoption::decide(&PodView {
+        kind: "Pod",
+        metadata: object.get("metadata"),
+        spec,
+    });
+    let annotated = object["metadata"]["annotations"][OPT_IN].as_str() == Some("enabled");
+    match &rule {
+        Adoption::LeaveAlone(Leave::OptedOut) => {
             return (Verdict::NotSelected("annotation disabled"), None, vec![]);
         }
-        (Some("enabled"), _) | (None, Scope::NamespaceEnabled) => true,
-        (Some(other), _) => {
-            return skipped(format!(
-                "annotation {OPT_IN}: {other:?} is neither \"enabled\" nor \"disabled\""
-            ));
-        }
-        (None, Scope::Other) => false,
-    };
-    if !selected {
+        Adoption::LeaveAlone(why @ Leave::Unclear(_)) => return skipped(why.to_string()),
+        _ => {}
+    }
+    if !annotated && scope == Scope::Other {
         return (Verdict::NotSelected("not opted in"), None, vec![]);
     }
     if SYSTEM_NAMESPACES.contains(&namespace) {
@@ -228,37 +225,19 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
     if policy.own_namespace.as_deref() == Some(namespace) {
         return skipped(format!("{namespace} is the webhook's own namespace"));
     }
-    let spec = &object["spec"];
     if spec["hostNetwork"] == true {
         return skipped("hostNetwork pod (its ports are the node's)".into());
     }
-    if object["metadata"]["annotations"][RECORD_ANNOTATION].is_string() {
-        return (Verdict::Skipped("already injected".into()), None, vec![]);
-    }
-    if policy.inject.mode == SidecarMode::Classic {
-        let restart = spec["restartPolicy"].as_str().unwrap_or("Always");
-        let job = object["metadata"]["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|o| o["kind"] == "Job" && o["controller"] == true);
-        if job || restart != "Always" {
-            return skipped(format!(
-                "{}: a classic sidecar never ends and would keep it running (native sidecars, Kubernetes 1.29+, do end)",
-                if job {
-                    "a Job's pod".to_string()
-                } else {
-                    format!("restartPolicy {restart}")
-                }
-            ));
-        }
+    let injected_before = object["metadata"]["annotations"][RECORD_ANNOTATION].is_string();
+    if !injected_before && let Err(why) = adoption::form(&rule, policy.inject.mode) {
+        return skipped(why);
     }
     let mut pod = object.clone();
     // The review's object may lack `kind` (it is implied by the request's); inject finds pod
     // templates by kind.
     pod["kind"] = json!("Pod");
     pod["apiVersion"] = json!("v1");
-    let report = match inject::inject(&mut pod, &policy.inject) {
+    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &policy.inject) {
         Ok(r) => r,
         Err(e) => return skipped(e.why),
     };
@@ -271,6 +250,10 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
                 }
             }
         }
+    }
+    if outcomes == [inject::Outcome::AlreadyInjected] {
+        // Asked again with nothing new (a reinvocation): nothing to say at INFO.
+        return (Verdict::NotSelected("already injected"), None, vec![]);
     }
     if &pod == object {
         // inject's own words: why it left the pod as it was (a grace period too short, ...).
@@ -288,6 +271,7 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::budget::SidecarMode;
 
     fn policy(mode: SidecarMode) -> Policy {
         Policy {
@@ -434,7 +418,7 @@ mod tests {
         );
         let injected = apply(&object, &r);
         let again = review(&review_of(injected, "shop"), Scope::NamespaceEnabled, &p);
-        assert_eq!(again.verdict, Verdict::Skipped("already injected".into()));
+        assert_eq!(again.verdict, Verdict::NotSelected("already injected"));
         assert!(again.response["response"].get("patch").is_none());
     }
 

@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{Pod, Rule, Severity, Sink};
+use crate::manifest::adoption::{Adoption, Leave};
+use crate::manifest::hooks::container_hooklog_argv;
 use crate::manifest::layout::{ANNOTATION, OPT_IN, SYSTEM_NAMESPACES};
 use crate::manifest::load::Source;
 use crate::manifest::podspec;
@@ -17,6 +19,32 @@ pub const MISSED_INJECTION: Rule = Rule {
     severity: Severity::Warning,
     description: "A pod that opted in to `hooklog webhook` (its namespace's label or its own annotation hooklog.dev/inject) runs without hooklog: it was created while the webhook was down or unreachable.",
 };
+
+pub const NOT_LINUX: Rule = Rule {
+    id: "hooklog-in-windows-pod",
+    severity: Severity::Error,
+    description: "hooklog in a Windows pod (spec.os.name, nodeSelector or required node affinity on kubernetes.io/os): its image and securityContext are Linux-only, and the API server refuses them in a Windows pod.",
+};
+
+/// hooklog's pieces (its sidecar, its installer) in a pod sent to Windows.
+pub fn check_not_linux(pod: &Pod, sink: &mut Sink) {
+    let Adoption::LeaveAlone(why @ Leave::NotLinux(_)) = &pod.adoption else {
+        return;
+    };
+    for c in pod
+        .containers
+        .iter()
+        .filter(|c| container_hooklog_argv(c).is_some())
+    {
+        sink.add(
+            &NOT_LINUX,
+            Some(&c.name),
+            &c.path,
+            format!("{}: hooklog cannot run here", why),
+            "leave hooklog out of Windows pods (`hooklog uninject`; inject and the webhook leave them alone)",
+        );
+    }
+}
 
 /// Namespaces labelled `hooklog.dev/inject=enabled`, among the objects read.
 pub fn opted_in_namespaces(sources: &[Source]) -> BTreeSet<String> {
@@ -40,6 +68,7 @@ pub fn check_pod(
     pod: &Pod,
     metadata: Option<&Value>,
     opted_in: &BTreeSet<String>,
+    native: bool,
     sink: &mut Sink,
 ) {
     if pod.object.kind != "Pod" {
@@ -54,7 +83,15 @@ pub fn check_pod(
         Some(_) => false,
         None => by_namespace,
     };
+    // What the webhook would have left alone (Windows, a run-to-completion pod in a cluster
+    // without native sidecars) is no missed injection.
+    let left_alone = match &pod.adoption {
+        Adoption::Any => false,
+        Adoption::NativeOnly(_) => !native,
+        Adoption::LeaveAlone(_) => true,
+    };
     if !selected
+        || left_alone
         || SYSTEM_NAMESPACES.contains(&namespace)
         || pod.spec["hostNetwork"] == true
         || annotations.is_some_and(|a| a[ANNOTATION].is_string())

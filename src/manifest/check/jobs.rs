@@ -1,15 +1,18 @@
 //! Pods that must complete: a regular container that never ends on its own (`hooklog run` as a
-//! classic sidecar, `sleep infinity`) keeps a Job's pod running, so the Job never completes.
+//! classic sidecar, `sleep infinity`) keeps a pod that runs to completion (a Job's, a bare Pod's
+//! with restartPolicy Never or OnFailure: [`crate::manifest::adoption::runs_to_completion`])
+//! running, so it never completes.
 
 use super::{Pod, Rule, Severity, Sink};
 use crate::cli::Command;
+use crate::manifest::adoption::{self, PodView};
 use crate::manifest::hooks::{container_hooklog_argv, is_sleep, parse_hooklog};
-use crate::manifest::podspec::{Container, RUN_TO_COMPLETION};
+use crate::manifest::podspec::Container;
 
 pub const NEVER_ENDS: Rule = Rule {
     id: "job-container-never-ends",
     severity: Severity::Error,
-    description: "A regular container that never ends on its own (`hooklog run`, `sleep infinity`) in a Job or CronJob: the Job's pod never completes.",
+    description: "A regular container that never ends on its own (`hooklog run` as a classic sidecar, `sleep infinity`) in a pod that runs to completion (a Job's or CronJob's, a Pod whose restartPolicy is Never or OnFailure, a batch kind's): the pod never completes.",
 };
 
 /// Why `c` runs until it is signalled, if it does.
@@ -34,9 +37,14 @@ fn never_ends(c: &Container) -> Option<&'static str> {
 }
 
 pub fn check_pod(pod: &Pod, sink: &mut Sink) {
-    if !RUN_TO_COMPLETION.contains(&pod.object.kind.as_str()) {
+    // The same rule inject and the webhook follow.
+    let Some(completion) = adoption::runs_to_completion(&PodView {
+        kind: &pod.object.kind,
+        metadata: pod.metadata,
+        spec: pod.spec,
+    }) else {
         return;
-    }
+    };
     for c in pod.containers.iter().filter(|c| !c.init) {
         let Some(why) = never_ends(c) else { continue };
         sink.add(
@@ -44,8 +52,8 @@ pub fn check_pod(pod: &Pod, sink: &mut Sink) {
             Some(&c.name),
             &c.path,
             format!(
-                "{why}, and {} is a regular container of a {}: the pod never completes, so the Job never does",
-                c.name, pod.object.kind
+                "{why}, and {} is a regular container of {}: the pod never completes, so the {} never does",
+                c.name, completion.why, completion.what
             ),
             "run it as a native sidecar (an init container with `restartPolicy: Always`, Kubernetes 1.29+: `hooklog inject` does), or leave it out",
         );

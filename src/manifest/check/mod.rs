@@ -64,6 +64,8 @@ pub const RULES: &[Rule] = &[
     timing::UNBOUNDED,
     timing::CANNOT_FIT,
     jobs::NEVER_ENDS,
+    output::NOT_WRAPPED,
+    adoption::NOT_LINUX,
     wiring::BINARY_NOT_MOUNTED,
     wiring::BINARY_NOT_INSTALLED,
     wiring::PATH_NOT_SHARED,
@@ -163,6 +165,10 @@ pub struct Pod<'a> {
     pub period: Duration,
     /// The `hooklog run` container, its mode and arguments.
     pub sidecar: Option<Sidecar<'a>>,
+    /// The pod's metadata (the template's, or the Pod's own).
+    pub metadata: Option<&'a Value>,
+    /// What the adoption rule, shared with inject and the webhook, says of this pod.
+    pub adoption: super::adoption::Adoption,
 }
 
 /// The hooklog sidecar of a pod.
@@ -268,10 +274,11 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
                     object: &t.object,
                     findings: Vec::new(),
                 };
-                let pod = pod(&t, spec);
-                check_pod(&pod, opts, &mut sink);
                 let metadata = doc.value.pointer(&t.metadata_pointer);
-                adoption::check_pod(&pod, metadata, &opted_in, &mut sink);
+                let pod = pod(&t, spec, metadata);
+                check_pod(&pod, opts, &mut sink);
+                let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
+                adoption::check_pod(&pod, metadata, &opted_in, native, &mut sink);
                 out.extend(sink.findings);
             }
         }
@@ -303,7 +310,7 @@ pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> 
     out.into_iter().collect()
 }
 
-fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
+fn pod<'a>(t: &'a TemplateRef, spec: &'a Value, metadata: Option<&'a Value>) -> Pod<'a> {
     let containers = podspec::containers(spec, &t.spec_path);
     let sidecar = containers.iter().find_map(|c| {
         let argv = container_hooklog_argv(c)?;
@@ -320,8 +327,15 @@ fn pod<'a>(t: &'a TemplateRef, spec: &'a Value) -> Pod<'a> {
             _ => None,
         }
     });
+    let adoption = super::adoption::decide(&super::adoption::PodView {
+        kind: &t.object.kind,
+        metadata,
+        spec,
+    });
     Pod {
         object: &t.object,
+        metadata,
+        adoption,
         spec,
         spec_path: &t.spec_path,
         period: Duration::from_secs(podspec::termination_grace_seconds(spec)),
@@ -345,6 +359,7 @@ fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     timing::check_pod(pod, opts, sink);
     wiring::check_pod(pod, opts, sink);
     jobs::check_pod(pod, sink);
+    adoption::check_not_linux(pod, sink);
     version::check_pod(pod, opts, sink);
     if opts.fargate {
         fargate::check_pod(pod, sink);

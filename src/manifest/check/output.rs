@@ -2,8 +2,10 @@
 //! that nothing reports.
 
 use super::{Options, Pod, Rule, Severity, Sink};
+use crate::manifest::adoption::Adoption;
 use crate::manifest::budget::SidecarMode;
-use crate::manifest::hooks::{Handler, Hook, wrapped};
+use crate::manifest::hooks::{Handler, Hook, container_hooklog_argv, wrapped};
+use crate::manifest::layout::{INSTALLER, SIDECAR};
 use crate::manifest::podspec::Container;
 
 pub const PROC_1: Rule = Rule {
@@ -15,6 +17,12 @@ pub const NOT_REPORTED: Rule = Rule {
     id: "hook-not-reported",
     severity: Severity::Info,
     description: "An exec preStop hook is not wrapped in `hooklog hook` and no hooklog sidecar reports it (none in the pod, or a classic one, stopped before a native sidecar's hook): its output and failure go nowhere.",
+};
+
+pub const NOT_WRAPPED: Rule = Rule {
+    id: "hook-not-wrapped",
+    severity: Severity::Warning,
+    description: "An exec preStop hook in a pod with a hooklog sidecar is not wrapped in `hooklog hook` (a container added after inject, a hook left as it was): the sidecar neither reports it nor waits for it.",
 };
 
 /// PID 1's stdout and stderr, as hooks write to them to reach `kubectl logs`.
@@ -50,7 +58,12 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &Options, sink: &
         return;
     }
     let program = argv.first().map(String::as_str).unwrap_or_default();
+    if argv.is_empty() {
+        return;
+    }
     match &pod.sidecar {
+        // A pod inject leaves alone (opted out, Windows): "hooklog inject" is no fix.
+        None if matches!(pod.adoption, Adoption::LeaveAlone(_)) => {}
         None => sink.add(
             &NOT_REPORTED,
             Some(&c.name),
@@ -72,6 +85,21 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, opts: &Options, sink: &
             ),
             "a native hooklog sidecar reports it (Kubernetes 1.29+: `hooklog inject --kubernetes-version 1.29`)",
         ),
-        Some(_) => {}
+        // hooklog's own containers have no hook of their own to wrap.
+        Some(s) if s.container.path == c.path || is_own(c) => {}
+        Some(_) => sink.add(
+            &NOT_WRAPPED,
+            Some(&c.name),
+            &hook.path,
+            format!(
+                "preStop `{program}` is not wrapped in `hooklog hook`, though the pod has a hooklog sidecar: it is not reported, and the sidecar does not wait for it"
+            ),
+            "hooklog inject (run again on an injected pod, it wires the containers added since)",
+        ),
     }
+}
+
+/// hooklog's installer or sidecar, known by its name and what it runs.
+fn is_own(c: &Container) -> bool {
+    (c.name == SIDECAR || c.name == INSTALLER) && container_hooklog_argv(c).is_some()
 }

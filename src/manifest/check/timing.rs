@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Options;
 use super::{Pod, Rule, Severity, Sink, secs};
+use crate::manifest::adoption::Adoption;
 use crate::manifest::budget::{self, BudgetError, SidecarMode};
 use crate::manifest::hooks::{self, Handler, Hook, bound, wrapped};
 use crate::manifest::layout::own_prefix;
@@ -73,7 +74,7 @@ fn reported<'a>(pod: &'a Pod) -> impl Iterator<Item = &'a Container<'a>> {
 }
 
 /// The sidecar form `hooklog inject` would write for the cluster (native without a version).
-fn inject_mode(opts: &Options) -> SidecarMode {
+pub(super) fn inject_mode(opts: &Options) -> SidecarMode {
     match opts.kubernetes_version {
         Some(v) if v < super::version::NATIVE_SIDECAR_SINCE => SidecarMode::Classic,
         _ => SidecarMode::Native,
@@ -126,7 +127,11 @@ fn check_fit(pod: &Pod, opts: &Options, sink: &mut Sink) {
 
 pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     let Some(sidecar) = &pod.sidecar else {
-        check_fit(pod, opts, sink);
+        // A pod inject leaves alone anyway (opted out, Windows) is not "left unchanged" for
+        // its grace period.
+        if !matches!(pod.adoption, Adoption::LeaveAlone(_)) {
+            check_fit(pod, opts, sink);
+        }
         return;
     };
     let mut longest = Duration::ZERO;
