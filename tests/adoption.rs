@@ -354,3 +354,300 @@ fn regression_check_stopped_at_one_bad_file_and_passed_on_none() {
     assert_eq!(hints.len(), 1, "{err}");
     assert!(hints[0].contains("hooklog check -"), "{err}");
 }
+
+/// One generated case of the adoption property: a workload or pod in every shape the rule reads.
+#[derive(Debug, Clone)]
+struct Case {
+    kind: &'static str,
+    restart: Option<Value>,
+    os: Value,
+    template_annotation: Option<&'static str>,
+    object_annotation: Option<&'static str>,
+    owner: Option<&'static str>,
+    native: bool,
+}
+
+/// Where each generated kind keeps its pod template (a CRD's at the standard `spec.template`),
+/// and the kind of the controller that owns its pods.
+fn shape(kind: &str) -> (Option<&'static str>, &'static str) {
+    match kind {
+        "Pod" => (None, ""),
+        "CronJob" => (Some("/spec/jobTemplate/spec/template"), "Job"),
+        "Deployment" => (Some("/spec/template"), "ReplicaSet"),
+        "Job" => (Some("/spec/template"), "Job"),
+        "BroadcastJob" => (Some("/spec/template"), "BroadcastJob"),
+        other => (
+            Some("/spec/template"),
+            if other == "Rollout" {
+                "ReplicaSet"
+            } else {
+                "StatefulSet"
+            },
+        ),
+    }
+}
+
+fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+    use proptest::prelude::*;
+    let kinds = prop::sample::select(vec![
+        "Pod",
+        "Deployment",
+        "StatefulSet",
+        "Job",
+        "CronJob",
+        "BroadcastJob",
+        "Rollout",
+    ]);
+    let restart = prop::sample::select(vec![
+        None,
+        Some(json!("Always")),
+        Some(json!("Never")),
+        Some(json!("OnFailure")),
+        Some(json!("always")),
+        Some(json!(7)),
+        Some(Value::Null),
+    ]);
+    let affinity = |terms: Value| json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}});
+    let expr = |op: &str, values: Value| json!({"matchExpressions": [{"key": "kubernetes.io/os", "operator": op, "values": values}]});
+    let os = prop::sample::select(vec![
+        json!({}),
+        json!({}),
+        json!({"os": {"name": "windows"}}),
+        json!({"os": {"name": "linux"}}),
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+        json!({"nodeSelector": {"kubernetes.io/os": "linux", "zone": "a"}}),
+        json!({"nodeSelector": {"beta.kubernetes.io/os": "windows"}}),
+        affinity(json!([expr("In", json!(["windows"]))])),
+        affinity(json!([expr("In", json!(["linux", "windows"]))])),
+        affinity(json!([expr("NotIn", json!(["linux"]))])),
+        affinity(json!([
+            expr("In", json!(["windows"])),
+            expr("In", json!(["linux"]))
+        ])),
+        affinity(
+            json!([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]),
+        ),
+    ]);
+    let annotation = prop::sample::select(vec![
+        None,
+        None,
+        Some("enabled"),
+        Some("disabled"),
+        Some("yes"),
+    ]);
+    let object_annotation =
+        prop::sample::select(vec![None, None, Some("disabled"), Some("enabled")]);
+    let owner = prop::sample::select(vec![
+        None,
+        Some("Job"),
+        Some("ReplicaSet"),
+        Some("Workflow"),
+    ]);
+    (
+        kinds,
+        restart,
+        os,
+        annotation,
+        object_annotation,
+        owner,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(kind, restart, os, template_annotation, object_annotation, owner, native)| Case {
+                kind,
+                restart,
+                os,
+                template_annotation,
+                object_annotation,
+                // Only a Pod's own manifest says who owns it; a template's pods get their owner.
+                owner: if kind == "Pod" { owner } else { None },
+                native,
+            },
+        )
+}
+
+impl Case {
+    fn spec(&self) -> Value {
+        let mut spec = json!({"containers": [{"name": "app", "image": "nginx:1.25",
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 1; nginx -s quit"]}}}}]});
+        if let Some(r) = &self.restart {
+            spec["restartPolicy"] = r.clone();
+        }
+        for (k, v) in self.os.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        spec
+    }
+
+    fn pod_metadata(&self) -> Value {
+        let mut m = json!({});
+        if let Some(a) = self.template_annotation {
+            m["annotations"] = json!({"hooklog.dev/inject": a});
+        }
+        m
+    }
+
+    /// The object as a manifest holds it.
+    fn object(&self) -> Value {
+        let mut obj = json!({"apiVersion": "v1", "kind": self.kind, "metadata": {"name": "x", "namespace": "shop"}});
+        match shape(self.kind).0 {
+            None => {
+                for (k, v) in self.pod_metadata().as_object().into_iter().flatten() {
+                    obj["metadata"][k] = v.clone();
+                }
+                if let Some(o) = self.owner {
+                    obj["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": o, "name": "o", "uid": "u", "controller": true}]);
+                }
+                obj["spec"] = self.spec();
+            }
+            Some(template) => {
+                let t = json!({"metadata": self.pod_metadata(), "spec": self.spec()});
+                let mut cursor = &mut obj;
+                for part in template.split('/').skip(1) {
+                    cursor = &mut cursor[part];
+                }
+                *cursor = t;
+                if let Some(a) = self.object_annotation {
+                    obj["metadata"]["annotations"] = json!({"hooklog.dev/inject": a});
+                }
+            }
+        }
+        obj
+    }
+
+    /// The pod its controller creates, as the API server sends it to the webhook.
+    fn created_pod(&self) -> Value {
+        if shape(self.kind).0.is_none() {
+            return self.object();
+        }
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": self.pod_metadata(), "spec": self.spec()});
+        pod["metadata"]["name"] = json!("x-1");
+        pod["metadata"]["namespace"] = json!("shop");
+        pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": shape(self.kind).1, "name": "x", "uid": "u", "controller": true}]);
+        pod
+    }
+
+    fn mode(&self) -> hooklog::manifest::budget::SidecarMode {
+        if self.native {
+            hooklog::manifest::budget::SidecarMode::Native
+        } else {
+            hooklog::manifest::budget::SidecarMode::Classic
+        }
+    }
+
+    fn version(&self) -> (u32, u32) {
+        if self.native { (1, 32) } else { (1, 28) }
+    }
+}
+
+/// What inject, the webhook and check each decide for one case: (inject, webhook, check).
+fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
+    use hooklog::manifest::{check, inject, load};
+    use hooklog::webhook::review;
+    let opts = inject::Options {
+        image: IMAGE.into(),
+        mode: c.mode(),
+        prestop_sleep: vec![],
+    };
+    let mut doc = c.object();
+    inject::inject(&mut doc, &opts).map_err(|e| e.to_string())?;
+    let by_inject = doc != c.object();
+    let policy = review::Policy {
+        inject: opts.clone(),
+        own_namespace: Some("hooklog".into()),
+    };
+    let body = crate::webhook::pod_review("p-1", "shop", &c.created_pod());
+    let answer = review::review(&body, review::Scope::NamespaceEnabled, &policy);
+    let by_webhook = answer.response["response"].get("patch").is_some();
+    let live = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    hooklog.dev/inject: enabled\n---\n{}",
+        c.created_pod()
+    );
+    let source = load::parse("live", live).map_err(|e| e.to_string())?;
+    let copts = check::Options {
+        kubernetes_version: Some(c.version()),
+        ..Default::default()
+    };
+    let findings = check::check(&[source], &copts);
+    let by_check = findings.iter().any(|f| f.rule == "missed-injection");
+    // What inject wrote never breaks the rule check holds it to.
+    if by_inject {
+        let text = serde_json::to_string(&doc).map_err(|e| e.to_string())?;
+        let source = load::parse("injected", text).map_err(|e| e.to_string())?;
+        let bad: Vec<_> = check::check(&[source], &copts)
+            .into_iter()
+            .filter(|f| ["job-container-never-ends", "hooklog-in-windows-pod"].contains(&f.rule))
+            .map(|f| f.message)
+            .collect();
+        if !bad.is_empty() {
+            return Err(format!("check on inject's output: {bad:?}"));
+        }
+    }
+    Ok((by_inject, by_webhook, by_check))
+}
+
+/// Cases the property runs (more with HOOKLOG_FUZZ_CASES).
+fn adoption_cases() -> u32 {
+    std::env::var("HOOKLOG_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
+/// Least share of the cases each decision must have, so that the property tests all three
+/// (issue 30: every property counts what reaches its assertion).
+const LEAST_SHARE: f64 = 0.10;
+
+/// inject, the webhook's review and check's `missed-injection` take the same decision for
+/// every pod: kinds, restartPolicy (absent, Always, Never, OnFailure, garbage), OS by
+/// `spec.os`, nodeSelector and node affinity, the annotation on the template or the object, an
+/// owner, either sidecar form.
+#[test]
+fn inject_the_webhook_and_check_decide_alike() {
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config {
+        cases: adoption_cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let counts = std::cell::RefCell::new([0u32; 3]);
+    let result = runner.run(&case(), |c| {
+        let (i, w, k) = decisions(&c)
+            .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{c:?}: {e}")))?;
+        proptest::prop_assert!(
+            i == w && w == k,
+            "{c:?}: inject {i}, webhook {w}, check {k}"
+        );
+        let mut n = counts.borrow_mut();
+        n[0] += 1;
+        n[1] += u32::from(i);
+        // Left alone in both forms: opted out, unclear, not Linux.
+        let mut native = c.clone();
+        native.native = true;
+        n[2] += u32::from(!decisions(&native).map(|d| d.0).unwrap_or(true));
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let [reached, injected, left_alone] = *counts.borrow();
+    let other = reached - injected - left_alone;
+    eprintln!(
+        "adoption: {reached} cases: {injected} injected, {left_alone} left alone, {other} native only with classic asked"
+    );
+    for (what, n) in [
+        ("injected", injected),
+        ("left alone", left_alone),
+        ("native only, classic asked", other),
+    ] {
+        assert!(
+            f64::from(n) >= LEAST_SHARE * f64::from(reached),
+            "{what}: {n} of {reached} cases, below {LEAST_SHARE}"
+        );
+    }
+    assert_eq!(
+        reached,
+        adoption_cases(),
+        "cases that reached the assertion"
+    );
+}

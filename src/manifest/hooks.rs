@@ -475,18 +475,18 @@ fn command_bound(words: &[String], env: &BTreeMap<String, String>) -> (Bound, bo
 
 /// How long a simple script lasts: its sleeps (`sleep N`, `exec sleep N`, `/bin/sleep`, `busybox
 /// sleep`, `hooklog sleep`, after `NAME=value` words) and quick builtins are known; any other
-/// command is of unknown length (it still lasts at least the sleeps that surely run). A script
-/// this reader does not follow lasts an unknown time.
+/// command is of unknown length. It lasts at least the sleeps that run when every command
+/// succeeds (`a && sleep 5` sleeps, `a || sleep 5` does not), and at most the sum of all, when
+/// every command is known. A script this reader does not follow lasts an unknown time.
 pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
     let Some(commands) = commands(script) else {
         return Bound::default();
     };
     let mut min = Duration::ZERO;
     let mut max = Some(Duration::ZERO);
-    // The command before runs for sure and succeeds for sure (a sleep, a quick builtin): what
-    // `&&` and `||` after it run is then known.
+    // What runs when every command succeeds (as a drain script is written to): the command
+    // before ran, so `&&` runs the next and `||` does not.
     let mut sure = true;
-    let mut sure_ok = true;
     let mut pipeline: Option<Bound> = None;
     for (i, cmd) in commands.iter().enumerate() {
         let (join, background) = (&cmd.join, &cmd.background);
@@ -497,14 +497,13 @@ pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
         };
         let runs_surely = match join {
             Join::Then => true,
-            Join::And => sure && sure_ok,
+            Join::And => sure,
             Join::Or => false,
             Join::Pipe => sure,
         };
         if *background {
             // Not waited for; `wait` (unknown) would.
             sure = runs_surely;
-            sure_ok = true;
             continue;
         }
         let b = match (join, pipeline.take()) {
@@ -526,7 +525,6 @@ pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
         }
         max = max.zip(b.max).map(|(a, c)| a.saturating_add(c));
         sure = runs_surely;
-        sure_ok = b.max.is_some();
         if ends && runs_surely {
             break;
         }
@@ -630,7 +628,8 @@ mod tests {
             ("sleep infinity", 0, None),
             ("sleep soon", 0, None),
             ("false || sleep 5", 0, None),
-            ("test -f /x && sleep 5", 0, None),
+            ("test -f /x && sleep 5", 5, None),
+            ("/app/flush.sh && sleep 120", 120, None),
             ("sleep 5 || sleep 7", 5, Some(12)),
             ("sleep 60 & wait", 0, None),
             ("sleep 60 &", 0, Some(0)),
