@@ -173,10 +173,9 @@ fn regression_inject_ignored_the_opt_out_annotation() {
     assert!(err.contains("spec.template.metadata.annotations"), "{err}");
 }
 
-/// The webhook injected Windows pods (the API server then refused them), and when reinvoked
-/// logged "InjectionSkipped ... already injected" instead of wiring a later webhook's container.
+/// The webhook injected Windows pods, and the API server then refused them with 422.
 #[test]
-fn regression_the_webhook_injected_windows_pods_and_did_not_wire_on_reinvocation() {
+fn regression_the_webhook_injected_windows_pods() {
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");
     let w = Webhook::start(&certs, &["--kubernetes-version", "1.32"]);
@@ -201,8 +200,16 @@ fn regression_the_webhook_injected_windows_pods_and_did_not_wire_on_reinvocation
         let ws = answer["response"]["warnings"].to_string();
         assert!(ws.contains("InjectionSkipped") && ws.contains("Windows"), "{ws}");
     }
-    // Reinvoked after a later webhook added a container with a preStop: it is wired, as
-    // re-running inject wires it.
+}
+
+/// Reinvoked after a later webhook added a container with a preStop (reinvocationPolicy
+/// IfNeeded), the webhook logged "InjectionSkipped ... already injected" and left the new
+/// container's hook raw, unmounted and out of `--peers`.
+#[test]
+fn regression_a_reinvoked_webhook_did_not_wire_a_later_webhooks_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--kubernetes-version", "1.32"]);
     let mut pod = injected(&web_pod(json!({})), &["--kubernetes-version", "1.32"]);
     pod["spec"]["containers"]
         .as_array_mut()
