@@ -295,7 +295,9 @@ fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
 
 /// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
 /// wrongly on purpose.
-const NOT_INJECTABLE: [&str; 5] = [
+const NOT_INJECTABLE: [&str; 7] = [
+    "added-after-inject.yaml",
+    "bare-pod-classic-sidecar.yaml",
     "multi-document.yaml",
     "job-classic-sidecar.yaml",
     "statefulset-classic.yaml",
