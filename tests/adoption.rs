@@ -658,3 +658,184 @@ fn inject_the_webhook_and_check_decide_alike() {
         "cases that reached the assertion"
     );
 }
+
+/// A second mutating webhook, as a service mesh's injector is: it adds a container `late` with
+/// an exec preStop to every pod it is sent that has none. A plain HTTPS server on 127.0.0.1, one
+/// request per connection.
+struct LateWebhook {
+    port: u16,
+}
+
+impl LateWebhook {
+    fn start(certs: &Certs) -> LateWebhook {
+        use std::io::{Read, Write};
+        let reloading = std::sync::Arc::new(
+            hooklog::webhook::tls::Reloading::open(certs.cert_file.clone(), certs.key_file.clone())
+                .expect("the test's certificate"),
+        );
+        let config = std::sync::Arc::new(
+            hooklog::webhook::tls::server_config(reloading).expect("a TLS config"),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().map_while(Result::ok) {
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    let conn = rustls::ServerConnection::new(config).expect("a TLS session");
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let (head_end, length) = loop {
+                        let Ok(n) = tls.read(&mut chunk) else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
+                            let length = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            break (at + 4, length);
+                        }
+                    };
+                    while buf.len() < head_end + length {
+                        match tls.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let review: Value = serde_json::from_slice(&buf[head_end..head_end + length])
+                        .unwrap_or_default();
+                    let pod = &review["request"]["object"];
+                    let has_late = pod["spec"]["containers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["name"] == "late");
+                    let mut response = json!({"uid": review["request"]["uid"], "allowed": true});
+                    if !has_late {
+                        let patch = json!([{"op": "add", "path": "/spec/containers/-", "value": {
+                            "name": "late", "image": "busybox:1.36",
+                            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 1; echo late-bye"]}}}}}]);
+                        response["patchType"] = json!("JSONPatch");
+                        response["patch"] = json!(base64::Engine::encode(
+                            &base64::engine::general_purpose::STANDARD,
+                            patch.to_string()
+                        ));
+                    }
+                    let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}).to_string();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(answer.as_bytes());
+                    let _ = tls.flush();
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        LateWebhook { port }
+    }
+}
+
+/// Deletes a webhook configuration when the test ends, passed or failed.
+struct Registered<'a>(&'a crate::apiserver::Api, String);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        // Best effort, as the tier's own cleanup.
+        let _ = self.0.call(
+            "DELETE",
+            &format!(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+                self.1
+            ),
+            None,
+        );
+    }
+}
+
+/// Under a real kube-apiserver: hooklog, then a later webhook that adds a container with a
+/// preStop; the API server reinvokes hooklog (reinvocationPolicy IfNeeded), which wires it. The
+/// stored pod is what `hooklog inject` makes of the pod with both containers, and hooklog's log
+/// has no "already injected".
+#[test]
+fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
+    use crate::apiserver::{Api, Tier, pod};
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let late = LateWebhook::start(&certs);
+    let t = Tier::new(&api, "reinvoke");
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Fail"));
+    // Named after hooklog's configuration: the API server calls configurations in name order.
+    let late_name = format!("{}-z-late", t.name);
+    let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem);
+    let (status, body) = api.call(
+        "POST",
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+        Some(&json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": late_name},
+            "webhooks": [{
+                "name": format!("late.{}.example.com", t.name),
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{}/late", late.port), "caBundle": bundle},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"hooklog-test": t.name}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 10,
+                "reinvocationPolicy": "Never",
+            }]
+        })),
+    );
+    assert_eq!(status, 201, "{body:#}");
+    let _late = Registered(&api, late_name);
+    t.wait_active();
+    // Both called now: the dry-run pod comes back with `late`.
+    let both = wait_until(Duration::from_secs(30), || {
+        let (status, v) = t.create(&t.ns_in, &pod("probe"), true);
+        status == 201 && v["spec"]["containers"].to_string().contains("\"late\"")
+    });
+    assert!(both, "the API server never called the later webhook");
+
+    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
+    assert_eq!(status, 201, "{stored:#}");
+    let containers = stored["spec"]["containers"].as_array().unwrap();
+    let late_c = containers
+        .iter()
+        .find(|c| c["name"] == "late")
+        .expect("late");
+    let command = late_c["lifecycle"]["preStop"]["exec"]["command"].to_string();
+    assert!(
+        command.starts_with("[\"/hooklog/bin/hooklog\",\"hook\""),
+        "not wired: {command}"
+    );
+    assert!(
+        late_c["volumeMounts"].to_string().contains("/hooklog"),
+        "{late_c:#}"
+    );
+    let sidecar = containers
+        .iter()
+        .find(|c| c["name"] == "hooklog")
+        .expect("hooklog");
+    let args: Vec<String> = serde_json::from_value(sidecar["args"].clone()).unwrap();
+    let peers = args
+        .iter()
+        .position(|a| a == "--peers")
+        .map(|i| args[i + 1].clone());
+    assert_eq!(peers.as_deref(), Some("app,late"), "{args:?}");
+    assert!(
+        !w.log().iter().any(|l| l.contains("already injected")),
+        "{:#?}",
+        w.log()
+    );
+}
