@@ -532,11 +532,6 @@ pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
     Bound { min, max }
 }
 
-/// The sum of the sleeps that surely run in a simple script (see [`script_bound`]).
-pub fn script_sleeps(script: &str) -> Duration {
-    script_bound(script, &BTreeMap::new()).min
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

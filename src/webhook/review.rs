@@ -422,6 +422,50 @@ mod tests {
         assert!(again.response["response"].get("patch").is_none());
     }
 
+    /// The adoption rule inject follows: Windows pods are skipped with a warning, a reinvoked
+    /// review wires a container added since, and one with nothing new is not logged at INFO.
+    #[test]
+    fn windows_pods_are_skipped_and_a_reinvocation_wires_what_was_added() {
+        let p = policy(SidecarMode::Native);
+        let windows = pod(json!({}), json!({"os": {"name": "windows"}}));
+        let r = review(&review_of(windows, "shop"), Scope::NamespaceEnabled, &p);
+        assert!(
+            matches!(&r.verdict, Verdict::Skipped(w) if w.contains("Windows")),
+            "{:?}",
+            r.verdict
+        );
+        let object = pod(
+            json!({}),
+            json!({"containers": [{"name": "app", "image": "nginx", "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 1; drain"]}}}}]}),
+        );
+        let r = review(
+            &review_of(object.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            &p,
+        );
+        let mut injected = apply(&object, &r);
+        injected["spec"]["containers"]
+            .as_array_mut()
+            .expect("containers")
+            .push(json!({"name": "late", "image": "x", "lifecycle": {"preStop": {"exec": {"command": ["/drain"]}}}}));
+        let again = review(
+            &review_of(injected.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            &p,
+        );
+        assert_eq!(again.verdict, Verdict::Injected);
+        let wired = apply(&injected, &again);
+        let mut want = injected.clone();
+        want["kind"] = json!("Pod");
+        inject::inject(&mut want, &p.inject).expect("rewires");
+        let mut got = wired.clone();
+        got["kind"] = json!("Pod");
+        assert_eq!(got, want);
+        let done = review(&review_of(wired, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(done.verdict, Verdict::NotSelected("already injected"));
+        assert!(done.response["response"].get("warnings").is_none());
+    }
+
     #[test]
     fn an_annotation_on_the_deployment_is_reported() {
         let p = policy(SidecarMode::Classic);
