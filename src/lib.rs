@@ -37,6 +37,8 @@ pub mod manifest;
 pub mod nofollow;
 pub mod passthrough;
 pub mod pod;
+#[cfg(test)]
+pub(crate) mod reach;
 pub mod record;
 pub mod registry;
 pub mod sink;
