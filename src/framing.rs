@@ -186,7 +186,11 @@ fn whole_chars(bytes: &[u8]) -> usize {
             0xF0..=0xF7 => 4,
             _ => 1,
         };
-        return if need > back && len > back { len - back } else { len };
+        return if need > back && len > back {
+            len - back
+        } else {
+            len
+        };
     }
     len
 }

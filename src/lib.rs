@@ -37,12 +37,12 @@ pub mod manifest;
 pub mod nofollow;
 pub mod passthrough;
 pub mod pod;
-#[cfg(test)]
-pub(crate) mod reach;
 pub mod record;
 pub mod registry;
 pub mod sink;
 pub mod source;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod timefmt;
 pub mod tools;
 pub mod webhook;

@@ -271,7 +271,12 @@ fn joined(values: &[Value]) -> Vec<(Option<String>, Value, bool)> {
     for v in values {
         let split = &v["hooklog"]["split"];
         let message = v["message"].as_str().map(str::to_string);
-        let flags = Value::Array(v["hooklog"]["flags"].as_array().cloned().unwrap_or_default());
+        let flags = Value::Array(
+            v["hooklog"]["flags"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
         if split.is_null() {
             let whole = open.take().is_none();
             out.push((message, flags, whole));
@@ -327,7 +332,11 @@ fn lines_come_back(data: &[u8], values: &[Value]) -> Result<u64, TestCaseError> 
     prop_assert_eq!(got.len(), lines.len(), "one record per line");
     let mut compared = 0;
     for (line, (message, flags, whole)) in lines.iter().zip(&got) {
-        prop_assert!(*whole, "the parts of {:?} came apart", String::from_utf8_lossy(line));
+        prop_assert!(
+            *whole,
+            "the parts of {:?} came apart",
+            String::from_utf8_lossy(line)
+        );
         if serde_json::from_slice::<serde_json::Map<String, Value>>(line).is_ok() {
             continue;
         }
@@ -338,8 +347,11 @@ fn lines_come_back(data: &[u8], values: &[Value]) -> Result<u64, TestCaseError> 
                 let kept = |s: &str| s.chars().filter(|&c| c != '\u{fffd}').collect::<String>();
                 prop_assert_eq!(kept(message), kept(&String::from_utf8_lossy(line)));
                 prop_assert!(
-                    flags.as_array().is_some_and(|f| f.contains(&json!("invalid_utf8"))),
-                    "invalid UTF-8 is flagged: {}", flags
+                    flags
+                        .as_array()
+                        .is_some_and(|f| f.contains(&json!("invalid_utf8"))),
+                    "invalid UTF-8 is flagged: {}",
+                    flags
                 );
             }
         }
@@ -368,17 +380,24 @@ fn any_input_gives_valid_capped_records() {
         1024usize..1500,
     );
     // Nearly every case has lines that are not JSON objects (measured: 64 of 64).
-    crate::reach::property(file!(), "any_input_gives_valid_capped_records", 64, 0.9, strategy, |(data, max), reach| {
-        let (values, _, raw) = encode_all(max, &data);
-        for r in &raw {
-            prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
-            prop_assert!(serde_json::from_str::<Value>(r).is_ok());
-        }
-        if lines_come_back(&data, &values)? > 0 {
-            reach.reached();
-        }
-        Ok(())
-    });
+    crate::testkit::property(
+        file!(),
+        "any_input_gives_valid_capped_records",
+        64,
+        0.9,
+        strategy,
+        |(data, max), reach| {
+            let (values, _, raw) = encode_all(max, &data);
+            for r in &raw {
+                prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
+                prop_assert!(serde_json::from_str::<Value>(r).is_ok());
+            }
+            if lines_come_back(&data, &values)? > 0 {
+                reach.reached();
+            }
+            Ok(())
+        },
+    );
 }
 
 proptest! {
@@ -441,7 +460,7 @@ fn framer_and_encoder_survive_arbitrary_reads() {
     );
     // Cases with no line that is not a JSON object (no piece, or only the two objects) do not
     // reach the comparison: about 5% (measured).
-    crate::reach::property(
+    crate::testkit::property(
         file!(),
         "framer_and_encoder_survive_arbitrary_reads",
         fuzz_cases(),
@@ -483,7 +502,12 @@ fn framer_and_encoder_survive_arbitrary_reads() {
                         .is_ok_and(|v| v["event"] == "hook.finished" && v["container_name"] == "a")
                 })
                 .count();
-            prop_assert!(events.len() <= finished, "{} events from {} lines", events.len(), finished);
+            prop_assert!(
+                events.len() <= finished,
+                "{} events from {} lines",
+                events.len(),
+                finished
+            );
             if lines_come_back(&data, &values)? > 0 {
                 reach.reached();
             }
