@@ -232,13 +232,14 @@ impl Drop for Daemon {
 
 /// Waits until process `pid` has the file now at `path` open (a file created at the path and
 /// renamed away before hooklog ever opened it is not read: docs/inputs-and-records.md's limits).
+/// Fails the test when no file is at `path`, or hooklog has not opened it, within `timeout`.
 pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(m) = std::fs::metadata(path) else {
-        return;
-    };
     let fds = format!("/proc/{pid}/fd");
     let ok = wait_until(timeout, || {
+        let Ok(m) = std::fs::metadata(path) else {
+            return false;
+        };
         std::fs::read_dir(&fds)
             .into_iter()
             .flatten()
@@ -247,7 +248,12 @@ pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
                 std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
             })
     });
-    assert!(ok, "hooklog never opened {}", path.display());
+    assert!(
+        ok,
+        "hooklog never opened {} (there: {})",
+        path.display(),
+        path.exists()
+    );
 }
 
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
