@@ -40,6 +40,12 @@ pub fn hooklog() -> Command {
     c
 }
 
+/// How long a `hooklog run` without peers may take to exit after SIGTERM: it drains what it read
+/// and exits at once (tests/tail.rs measures under a second for 20,000 lines). The stated slack
+/// is for a debug build on a loaded 2-core machine; the bound stays far under the default
+/// `--grace` (25 s), so a SIGTERM that waits out its whole grace fails.
+pub const PROMPT_EXIT: Duration = Duration::from_secs(5);
+
 /// True on CI (`CI=true` or `CI=1`), where a missing tool or service fails a test instead of
 /// skipping it.
 pub fn in_ci() -> bool {
@@ -68,7 +74,7 @@ pub struct Collected(
 );
 
 impl Collected {
-    fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
+    pub fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
         let c = Collected::default();
         let lines = c.0.clone();
         let handle = std::thread::spawn(move || {
