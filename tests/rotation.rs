@@ -350,27 +350,6 @@ fn checkpoint_offset(path: &Path, ino: u64) -> Option<u64> {
         .and_then(|f| f[2].parse().ok())
 }
 
-/// Where process `pid` is reading the file `m` describes: the `pos` of its descriptor for it
-/// (/proc/PID/fdinfo), or `None` when it has none.
-fn read_position(pid: u32, m: &std::fs::Metadata) -> Option<u64> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .ok()?
-        .flatten()
-        .filter(|e| {
-            std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
-        })
-        .find_map(|e| {
-            let info =
-                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_str()?))
-                    .ok()?;
-            info.lines()
-                .find_map(|l| l.strip_prefix("pos:"))?
-                .trim()
-                .parse()
-                .ok()
-        })
-}
-
 /// SIGKILLs a `stalled` hooklog; returns the messages it delivered (whatever is in the pipe).
 fn kill_stalled(mut child: std::process::Child, stdout: std::process::ChildStdout) -> Vec<String> {
     child.kill().unwrap();
@@ -455,7 +434,7 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
     let mut at = 0;
     assert!(
         crate::util::wait_until(T, || {
-            at = read_position(child.id(), &old).unwrap_or(0);
+            at = crate::util::read_position(child.id(), &old).unwrap_or(0);
             at >= 200 * 1024
         }),
         "hooklog read {at} bytes of the old file"

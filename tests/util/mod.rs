@@ -262,6 +262,43 @@ pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
     );
 }
 
+/// Where process `pid` is reading the file `m` describes: the `pos` of its descriptor for it
+/// (/proc/PID/fdinfo), or `None` when it has none.
+pub fn read_position(pid: u32, m: &std::fs::Metadata) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
+        })
+        .find_map(|e| {
+            let info =
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_str()?))
+                    .ok()?;
+            info.lines()
+                .find_map(|l| l.strip_prefix("pos:"))?
+                .trim()
+                .parse()
+                .ok()
+        })
+}
+
+/// True when every thread of process `pid` is asleep (state `S` in /proc/PID/task/*/stat; a
+/// thread waiting for a CPU is `R`): nothing in it runs until something outside wakes it.
+pub fn all_asleep(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            // `pid (comm) state ...`: comm may hold spaces and parentheses.
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('S'))
+        })
+    })
+}
+
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
     let st = Command::new("sh")
