@@ -905,8 +905,8 @@ fn filter_matches(filter: &str, record: &Value) -> bool {
     let mut tokens = Vec::new();
     let mut rest = text.trim();
     while !rest.is_empty() {
-        let len = if rest.starts_with('"') {
-            rest[1..].find('"').expect("a closing quote") + 2
+        let len = if let Some(quoted) = rest.strip_prefix('"') {
+            quoted.find('"').expect("a closing quote") + 2
         } else if rest.starts_with(['(', ')']) {
             1
         } else {
