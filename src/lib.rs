@@ -41,6 +41,8 @@ pub mod record;
 pub mod registry;
 pub mod sink;
 pub mod source;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod timefmt;
 pub mod tools;
 pub mod webhook;

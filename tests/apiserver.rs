@@ -287,6 +287,7 @@ fn a_pod_in_an_opted_in_namespace_is_stored_as_inject_classic_makes_it() {
         None,
     );
     assert_eq!(got["spec"], stored["spec"]);
+    crate::webhook::assert_structurally_injected(&pod("web"), &got, false);
 
     // The same pod where nobody injects, as the API server defaults it; `hooklog inject` of that;
     // and inject's output as the API server defaults it in turn (it defaults what a webhook adds).
@@ -495,32 +496,22 @@ fn a_certificate_renewal_during_admissions_keeps_them_working() {
     assert!(has_hooklog(&p));
 }
 
-/// A port free now on 127.0.0.1, for a webhook whose configuration must name it before it starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// The port a configuration names before its webhook runs: nothing listens on the discard port
+/// here, and no pod is created before [`Tier::point_at`] names the webhook's own. (A port found
+/// free, released and given to the webhook later could be taken in between.)
+const NOT_YET: u16 = 9;
 
-/// `hooklog webhook` with auto-TLS (no certificate files) on `port`, keeping the configuration
-/// `config`'s caBundle through this API server, its certificate also for 127.0.0.1.
-fn auto_tls_webhook(
-    api: &Api,
-    dir: &std::path::Path,
-    config: &str,
-    port: u16,
-    args: &[&str],
-) -> Webhook {
+/// `hooklog webhook` with auto-TLS (no certificate files) on a port of its choosing (the one it
+/// reports), keeping the configuration `config`'s caBundle through this API server, its
+/// certificate also for 127.0.0.1.
+fn auto_tls_webhook(api: &Api, dir: &std::path::Path, config: &str, args: &[&str]) -> Webhook {
     let sa = serviceaccount(api, dir);
     let mut cmd = hooklog();
     cmd.env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         .env("KUBERNETES_SERVICE_PORT", api.port.to_string())
         .env("RUST_LOG", "info")
         .args(["webhook", "--image", IMAGE, "--sidecar", "classic"])
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
+        .args(["--listen", "127.0.0.1:0"])
         .arg("--serviceaccount-dir")
         .arg(&sa)
         .args(["--webhook-config", config, "--tls-san", "127.0.0.1"])
@@ -530,6 +521,24 @@ fn auto_tls_webhook(
 }
 
 impl Tier<'_> {
+    /// Points every webhook of the stored configuration at `port` (its caBundle as stored).
+    fn point_at(&self, port: u16) {
+        let path = format!(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+            self.name
+        );
+        let mut config = self.api.ok("GET", &path, None);
+        for w in config["webhooks"].as_array_mut().unwrap() {
+            let url = w["clientConfig"]["url"].as_str().unwrap().to_string();
+            let path = url
+                .split_once(&format!(":{NOT_YET}/"))
+                .map(|(_, p)| p)
+                .unwrap_or_else(|| panic!("{url} does not name the placeholder port"));
+            w["clientConfig"]["url"] = json!(format!("https://127.0.0.1:{port}/{path}"));
+        }
+        self.api.ok("PUT", &path, Some(&config));
+    }
+
     /// Each webhook's caBundle in the configuration as stored, decoded.
     fn bundles(&self) -> Vec<String> {
         let config = self.api.ok(
@@ -592,11 +601,11 @@ fn served_leaf(port: u16, ca_pem: &str) -> Vec<u8> {
 fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
     let Some(api) = Api::from_env() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let t = Tier::new(&api, "autotls");
     // Registered as a user applies k8s/webhook/: no caBundle. Fail: an untrusted webhook refuses.
-    t.register(&t.configuration(port, &[], "Fail"));
-    let w = auto_tls_webhook(&api, dir.path(), &t.name, port, &[]);
+    t.register(&t.configuration(NOT_YET, &[], "Fail"));
+    let w = auto_tls_webhook(&api, dir.path(), &t.name, &[]);
+    t.point_at(w.port);
     let bundles = t.bundles();
     assert_eq!(bundles.len(), 2);
     for b in &bundles {
@@ -621,7 +630,7 @@ fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
 
     // A second replica adds its own CA beside the first's: the API server trusts both.
     let dir2 = tempfile::tempdir().unwrap();
-    let w2 = auto_tls_webhook(&api, dir2.path(), &t.name, free_port(), &[]);
+    let w2 = auto_tls_webhook(&api, dir2.path(), &t.name, &[]);
     let bundles = t.bundles();
     for b in &bundles {
         assert_eq!(certificates_in(b), 2, "{b}");
@@ -640,11 +649,11 @@ fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
 fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
     let Some(api) = Api::from_env() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let t = Tier::new(&api, "autorenew");
-    t.register(&t.configuration(port, &[], "Fail"));
+    t.register(&t.configuration(NOT_YET, &[], "Fail"));
     // Valid 15 s: renewed after 10 s (2/3).
-    let w = auto_tls_webhook(&api, dir.path(), &t.name, port, &["--cert-validity", "15s"]);
+    let w = auto_tls_webhook(&api, dir.path(), &t.name, &["--cert-validity", "15s"]);
+    t.point_at(w.port);
     let bundle = t.bundles().remove(0);
     t.wait_active();
     let first = served_leaf(w.port, &bundle);
@@ -691,7 +700,7 @@ fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
 
     // `kubectl apply` of the shipped configuration empties the bundles: the next renewal (or
     // the minute's check) puts the CA back.
-    t.register(&t.configuration(port, &[], "Fail"));
+    t.register(&t.configuration(w.port, &[], "Fail"));
     assert_eq!(certificates_in(&t.bundles()[0]), 0);
     let back = wait_until(Duration::from_secs(30), || {
         // A GET every 100 ms rather than every 10: the API server is shared with other tests.
@@ -727,9 +736,8 @@ fn as_token(api: &Api, token: &str) -> Api {
 fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
     let Some(api) = Api::from_env() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let t = Tier::new(&api, "autorbac");
-    t.register(&t.configuration(port, &[], "Fail"));
+    t.register(&t.configuration(NOT_YET, &[], "Fail"));
     // k8s/webhook/rbac.yaml as shipped, but for this test's configuration and service account
     // (in this test's namespace): names changed, rules untouched.
     let ns = &t.ns_out;
@@ -777,12 +785,13 @@ fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
     let sa_api = as_token(&api, &token);
 
     // What the role allows is enough: the webhook starts and its CA is in the bundle.
-    let w = auto_tls_webhook(&sa_api, dir.path(), &t.name, port, &[]);
+    let w = auto_tls_webhook(&sa_api, dir.path(), &t.name, &[]);
     assert!(
         t.bundles().iter().all(|b| certificates_in(b) == 1),
         "{:#?}",
         w.log()
     );
+    t.point_at(w.port);
     t.wait_active();
     // And nothing more: another configuration, the list, pods, secrets.
     for path in [

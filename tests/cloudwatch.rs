@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -54,41 +54,72 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
-/// A port nothing listens on (bound, read, released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The validating, fault-injecting proxy in front of moto.
 struct Proxy {
     child: Child,
     port: u16,
+    /// The proxy's stdout, where it says `listening PORT` once it listens.
+    out: BufReader<std::process::ChildStdout>,
 }
 
 impl Proxy {
-    fn start(upstream: &str, port: u16) -> Proxy {
+    fn start(upstream: &str) -> Proxy {
+        let mut p = Proxy::spawn(upstream, false);
+        p.expect_line("listening");
+        p
+    }
+
+    /// A proxy that holds its port but refuses connections (as a server that is down) until
+    /// [`Proxy::listen`]: the port is the one the proxy bound, so nothing else takes it between
+    /// (a port found free, released and bound again later could be).
+    fn start_refusing(upstream: &str) -> Proxy {
+        let mut p = Proxy::spawn(upstream, true);
+        p.expect_line("bound");
+        p
+    }
+
+    fn spawn(upstream: &str, refusing: bool) -> Proxy {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cwproxy.py");
-        let mut child = Command::new("python3")
-            .arg(&script)
-            .args(["--upstream", upstream, "--port", &port.to_string()])
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script).args(["--upstream", upstream]);
+        if refusing {
+            cmd.arg("--listen-on-stdin");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 is needed for tests/support/cwproxy.py");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Proxy {
+            child,
+            port: 0,
+            out,
+        }
+    }
+
+    /// Reads the proxy's `WORD PORT` line and keeps the port.
+    fn expect_line(&mut self, word: &str) {
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        self.out.read_line(&mut line).unwrap();
         let port = line
             .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("cwproxy did not start: {line:?}"))
-            .parse()
-            .unwrap();
-        Proxy { child, port }
+            .strip_prefix(word)
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("cwproxy did not say {word:?}: {line:?}"));
+        assert!(
+            self.port == 0 || self.port == port,
+            "cwproxy moved to {port}"
+        );
+        self.port = port;
+    }
+
+    /// Starts listening on the port a [`Proxy::start_refusing`] holds.
+    fn listen(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("the proxy's stdin");
+        stdin.write_all(b"listen\n").unwrap();
+        stdin.flush().unwrap();
+        self.expect_line("listening");
     }
 
     fn url(&self) -> String {
@@ -109,6 +140,29 @@ impl Proxy {
         serde_json::from_str(json).unwrap()
     }
 
+    /// Sends a PutLogEvents request with the extra `headers` as given (no signing) and returns
+    /// the answer's status and AWS error type.
+    fn raw_put(&self, headers: &str) -> (u16, String) {
+        let body = r#"{"logGroupName":"g","logStreamName":"s","logEvents":[{"timestamp":1,"message":"m"}]}"#;
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Amz-Target: Logs_20140328.PutLogEvents\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let status = resp
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP answer: {resp}"));
+        let (_, json) = resp.split_once("\r\n\r\n").expect("an HTTP answer");
+        let v: Value = serde_json::from_str(json).unwrap();
+        (status, v["__type"].as_str().unwrap_or_default().to_string())
+    }
+
     fn faults(&self, json: &str) {
         self.http("POST", "/__cwproxy/faults", json);
     }
@@ -123,6 +177,10 @@ impl Proxy {
         assert_eq!(
             st["put_invalid"], 0,
             "hooklog sent requests AWS would reject: {st}"
+        );
+        assert_eq!(
+            st["signature_invalid"], 0,
+            "hooklog sent requests whose SigV4 signature AWS would refuse: {st}"
         );
     }
 }
@@ -336,7 +394,7 @@ fn append(path: &Path, lines: &[String]) {
 #[test]
 fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-happy");
     let mut d = start(
@@ -428,7 +486,7 @@ fn a_second_pod_on_the_same_group_and_stream_is_fine() {
 #[test]
 fn an_oversize_record_is_split_into_events_not_dropped() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-big");
     // A 1.5 MB line: one record (the cap is raised above it), more than one CloudWatch event.
@@ -466,7 +524,7 @@ fn an_oversize_record_is_split_into_events_not_dropped() {
 #[test]
 fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-order");
     let other = dir.path().join("other.log");
@@ -514,17 +572,46 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(15)).success());
-    // Every request was in chronological order (the proxy checks, as does moto).
+    // Every request was in chronological order (the proxy checks, as does moto)...
     proxy.assert_no_invalid_requests();
-    let want: Vec<String> = a.into_iter().chain(b).chain(c).collect();
-    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    // ...and so were the requests one after another: none started before the one before ended.
+    let st = proxy.stats();
+    assert_eq!(st["stamp_went_back"], 0, "{st}");
+    assert!(
+        st["put_ok"].as_u64().unwrap() >= 3,
+        "several requests: {st}"
+    );
+    let got = read_back(&moto, &group, STREAM);
+    let want: Vec<String> = a.iter().chain(&b).chain(&c).cloned().collect();
+    assert_exactly_once(&count_messages(&got), &want);
+    // In the stream's order, each input's lines are in the order they were written, and the
+    // summary is last.
+    let order: Vec<String> = got
+        .iter()
+        .map(|m| {
+            let v: Value = serde_json::from_str(m).unwrap();
+            match v["event"].as_str() {
+                Some("hooks.summary") => "<summary>".to_string(),
+                _ => v["message"].as_str().unwrap_or_default().to_string(),
+            }
+        })
+        .collect();
+    for (prefix, written) in [("a-", &a), ("b-", &b), ("c-", &c)] {
+        let seen: Vec<&String> = order.iter().filter(|m| m.starts_with(prefix)).collect();
+        let first_wrong = seen.iter().zip(written.iter()).position(|(s, w)| *s != w);
+        assert_eq!(
+            first_wrong, None,
+            "input {prefix}: the stream's order is not the order written"
+        );
+    }
+    assert_eq!(order.last().map(String::as_str), Some("<summary>"));
 }
 
 #[test]
 fn server_down_at_start_and_up_later_loses_nothing() {
     let Some(moto) = moto() else { return };
-    let port = free_port();
-    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut proxy = Proxy::start_refusing(&moto);
+    let endpoint = proxy.url();
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-late");
     let mut d = start(dir.path(), &group, &endpoint, &[]);
@@ -544,7 +631,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
         "the checkpoint moved past records CloudWatch never accepted"
     );
     // The server comes up on the address hooklog was given.
-    let proxy = Proxy::start(&moto, port);
+    proxy.listen();
     d.expect(
         Duration::from_secs(40),
         "records did not arrive once the server was up",
@@ -569,7 +656,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
 #[test]
 fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-down");
     let mut d = start(dir.path(), &group, &proxy.url(), &["--grace", "5s"]);
@@ -611,7 +698,7 @@ fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
 #[test]
 fn throttling_and_server_errors_are_retried_until_accepted() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     proxy.faults(r#"{"throttle": 3, "error5xx": 2}"#);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-throttle");
@@ -640,7 +727,7 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
 fn the_validating_proxy_rejects_what_aws_rejects() {
     use aws_sdk_cloudwatchlogs::types::InputLogEvent;
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let (rt, client) = reader(&proxy.url());
     let group = unique("hooklog-proxy");
     rt.block_on(async {
@@ -708,12 +795,57 @@ fn the_validating_proxy_rejects_what_aws_rejects() {
     )
     .unwrap();
     assert_eq!(proxy.stats()["put_invalid"], 5);
+
+    // SigV4, checked with botocore's signer: a request signed with another secret is refused as
+    // AWS refuses it, and so is one without a date or without a signature.
+    let wrong = aws_sdk_cloudwatchlogs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(proxy.url())
+        .credentials_provider(Credentials::new(
+            "testing",
+            "not-the-secret",
+            None,
+            None,
+            "tests",
+        ))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    let err = rt
+        .block_on(
+            Client::from_conf(wrong)
+                .put_log_events()
+                .log_group_name(&group)
+                .log_stream_name("s")
+                .set_log_events(Some(vec![ev(now, 1)]))
+                .send(),
+        )
+        .expect_err("signed with the wrong secret");
+    {
+        use aws_sdk_cloudwatchlogs::error::ProvideErrorMetadata;
+        assert_eq!(err.code(), Some("InvalidSignatureException"), "{err:?}");
+    }
+    let undated = "Authorization: AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/logs/aws4_request, SignedHeaders=host;x-amz-target, Signature=0000\r\n";
+    assert_eq!(
+        proxy.raw_put(undated),
+        (400, "IncompleteSignatureException".to_string())
+    );
+    assert_eq!(
+        proxy.raw_put(""),
+        (400, "MissingAuthenticationTokenException".to_string())
+    );
+    let st = proxy.stats();
+    assert_eq!(st["signature_invalid"], 3, "{st}");
+    assert_eq!(
+        st["put_ok"], 1,
+        "only the request at the limits was taken: {st}"
+    );
 }
 
 #[test]
 fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     proxy.faults(r#"{"reject_old": 7}"#);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-rejected");
@@ -771,7 +903,7 @@ fn a_group_deleted_while_running_is_created_again() {
 #[test]
 fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-both");
     let mut d = start(
@@ -829,7 +961,7 @@ fn record_time_ms(message: &str) -> i64 {
 /// pod's clock, stores them `store_shift_s` earlier (to keep them within its own window).
 fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     proxy.faults(&format!(
         r#"{{"clock_offset_s": {offset_s}, "store_shift_s": {store_shift_s}}}"#
     ));
@@ -905,7 +1037,7 @@ fn a_pod_clock_twenty_days_behind_cloudwatch_s_still_ships_every_record() {
 #[test]
 fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
     let Some(moto) = moto() else { return };
-    let proxy = Proxy::start(&moto, 0);
+    let proxy = Proxy::start(&moto);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("hooklog-stepback");
     let mut d = start(dir.path(), &group, &proxy.url(), &[]);

@@ -560,15 +560,64 @@ fn numbers_past_their_bounds_are_usage_errors_not_crashes() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
 }
 
+/// What process `pid`'s main thread is blocked in (`/proc/PID/syscall`, x86_64 numbers): a
+/// futex wait without a timeout (`Forever`), or a sleep of the seconds it asked for (read from its
+/// memory, the `timespec` the call was given). `None` while it is in anything else.
+#[derive(Debug, PartialEq)]
+enum Blocked {
+    Forever,
+    Sleep(i64),
+}
+
+fn blocked(pid: u32) -> Option<Blocked> {
+    use std::os::unix::fs::FileExt;
+    // asm/unistd_64.h: nanosleep 35, futex 202, clock_nanosleep 230.
+    const NANOSLEEP: u64 = 35;
+    const FUTEX: u64 = 202;
+    const CLOCK_NANOSLEEP: u64 = 230;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    let f: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| {
+            u64::from_str_radix(
+                w.trim_start_matches("0x"),
+                if w.starts_with("0x") { 16 } else { 10 },
+            )
+        })
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let timespec = match *f.first()? {
+        FUTEX => return (*f.get(4)? == 0).then_some(Blocked::Forever),
+        NANOSLEEP => *f.get(1)?,
+        CLOCK_NANOSLEEP => *f.get(3)?,
+        _ => return None,
+    };
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut secs = [0u8; 8];
+    mem.read_at(&mut secs, timespec).ok()?;
+    Some(Blocked::Sleep(i64::from_ne_bytes(secs)))
+}
+
 /// `sleep infinity` keeps a debugging container alive; `100000d` is what GNU sleep also takes.
+/// Each is seen blocked for as long as it says (a process alive after a moment would be any
+/// sleep longer than that moment).
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn sleep_takes_infinity_and_days_and_adds_up_several() {
-    for arg in ["infinity", "100000d"] {
+    for (arg, want) in [
+        ("infinity", Blocked::Forever),
+        ("100000d", Blocked::Sleep(100_000 * 86_400)),
+    ] {
         let mut child = hooklog().args(["sleep", arg]).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        let mut seen = None;
+        let ok = wait_until(Duration::from_secs(10), || {
+            seen = blocked(child.id());
+            seen.as_ref() == Some(&want)
+        });
         assert!(child.try_wait().unwrap().is_none(), "sleep {arg} ended");
         child.kill().unwrap();
         child.wait().unwrap();
+        assert!(ok, "sleep {arg}: blocked in {seen:?}, not {want:?}");
     }
     let t = Instant::now();
     let st = hooklog().args(["sleep", "0.2", "100ms"]).status().unwrap();

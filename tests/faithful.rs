@@ -165,7 +165,8 @@ fn inject_only_adds_lines_and_leaves_other_documents_untouched() {
 /// Python that reads two YAML streams with PyYAML (YAML 1.1, as Kubernetes reads YAML) and
 /// checks that every value of the first is in the second: mappings may gain keys, sequences
 /// items (the original's items in order, so a command may gain a prefix), scalars are equal
-/// and of the same type. Prints the first path that differs.
+/// and of the same type. Prints `changed meaning: ` and the first path that differs, and exits 1
+/// (a crash, or PyYAML missing, exits otherwise or says something else).
 const CONTAINED: &str = r#"
 import sys, yaml
 
@@ -208,12 +209,12 @@ with open(sys.argv[1]) as f:
 with open(sys.argv[2]) as f:
     after = [d for d in yaml.load_all(f, Loader) if d is not None]
 if len(before) != len(after):
-    print(f"{len(before)} documents became {len(after)}")
+    print(f"changed meaning: {len(before)} documents became {len(after)}")
     sys.exit(1)
 for i, (a, b) in enumerate(zip(before, after)):
     bad = contained(a, b, f"document {i + 1}")
     if bad:
-        print(bad)
+        print(f"changed meaning: {bad}")
         sys.exit(1)
 "#;
 
@@ -252,12 +253,29 @@ fn a_yaml_1_1_reader_finds_every_original_value_unchanged() {
 fn the_yaml_1_1_check_catches_a_changed_meaning() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
-    for (before, after) in [
-        ("mode: 0755\n", "mode: '0755'\n"),
-        ("v: \"0xFF\"\n", "v: 0xFF\n"),
-        ("v: \"no\"\n", "v: no\n"),
-        ("t: \"2024-03-01T10:00:00Z\"\n", "t: 2024-03-01T10:00:00Z\n"),
-        ("c: [a, b]\n", "c: [b, a]\n"),
+    for (before, after, said) in [
+        (
+            "mode: 0755\n",
+            "mode: '0755'\n",
+            "document 1.mode: 493 became '0755'",
+        ),
+        (
+            "v: \"0xFF\"\n",
+            "v: 0xFF\n",
+            "document 1.v: '0xFF' became 255",
+        ),
+        ("v: \"no\"\n", "v: no\n", "document 1.v: 'no' became False"),
+        (
+            "t: \"2024-03-01T10:00:00Z\"\n",
+            "t: 2024-03-01T10:00:00Z\n",
+            "document 1.t: '2024-03-01T10:00:00Z' became datetime.datetime(2024, 3, 1, 10, 0",
+        ),
+        (
+            "c: [a, b]\n",
+            "c: [b, a]\n",
+            "document 1.c[1] (not found in order)",
+        ),
+        ("a: 1\n", "a: 1\n---\nb: 2\n", "1 documents became 2"),
     ] {
         std::fs::write(&a, before).unwrap();
         std::fs::write(&b, after).unwrap();
@@ -267,7 +285,19 @@ fn the_yaml_1_1_check_catches_a_changed_meaning() {
             .arg(&b)
             .output()
             .unwrap();
-        assert!(!out.status.success(), "{before:?} -> {after:?} passed");
+        // Its own verdict, not any failure: a crash or a missing PyYAML exits 1 too.
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{before:?} -> {after:?}: {stdout}{}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.starts_with(&format!("changed meaning: {said}")),
+            "{before:?} -> {after:?}: {stdout}{}",
+            text(&out.stderr)
+        );
     }
 }
 

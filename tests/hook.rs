@@ -180,7 +180,12 @@ fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
     );
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(124), "{out:?}");
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // The contract: SIGTERM at the 500 ms timeout, and the command (which dies of it) reaped
+    // then. The stated slack, 1.8 s for starting hooklog and sh on a loaded machine, stays under
+    // the SIGKILL that follows 2 s after the SIGTERM (src/hook.rs KILL_AFTER): a hook that only
+    // ended at the SIGKILL takes 2.5 s and fails.
+    let bound = Duration::from_millis(500) + Duration::from_millis(1800);
+    assert!(took < bound, "took {took:?}, over {bound:?}");
     let records = json_lines(&std::fs::read_to_string(&file).unwrap());
     let f = records.last().unwrap();
     assert_eq!(f["outcome"], "timed_out", "{f}");

@@ -1,8 +1,10 @@
 //! The shipped manifests in k8s/: strict schema validation against every Kubernetes version the
 //! installed `kubernetes-validate` knows from 1.29 on; every hooklog command line in them parsed
 //! and validated by hooklog's own parser, with the shutdown budget checked; Fargate's Fluent Bit
-//! configuration applied to real hooklog output; the CloudWatch query, alarm and IAM files
-//! checked against the records hooklog really writes.
+//! configuration applied to real hooklog output by a simulation of Fluent Bit (no Fluent Bit
+//! here: `through_fluent_bit` reads the ConfigMap's own parsers and filters and applies them, with
+//! Python's `re` for Onigmo); the CloudWatch query's filters and the alarm's metric filter
+//! evaluated on the records hooklog really writes; the IAM files' scope.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -823,33 +825,158 @@ fn fargate_kubernetes_filter_replaces_the_map_but_container_name_names_the_write
         .expect("the summary");
     let query = std::fs::read_to_string(k8s_dir().join("aws/failed-hooks.insights")).unwrap();
     let alarm = std::fs::read_to_string(k8s_dir().join("aws/failed-hooks-alarm.cfn.yaml")).unwrap();
+    // The query's filters and the metric filter's pattern, evaluated on the shipped summary (a
+    // failed hook: both match), on it with every count 0 (neither does), and with each one
+    // problem count raised alone (both do): what they select, not which words they hold.
+    let filters: Vec<&str> = query
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("| filter "))
+        .collect();
+    assert!(filters.len() >= 2, "{query}");
+    let pattern = alarm
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("FilterPattern: "))
+        .expect("the metric filter's pattern")
+        .trim_matches('\'');
+    let selects = |r: &Value| {
+        let q = filters.iter().all(|f| filter_matches(f, r));
+        let a = filter_matches(pattern, r);
+        assert_eq!(q, a, "the query and the metric filter disagree on {r}");
+        q
+    };
+    assert!(
+        selects(summary),
+        "the failed hook's summary is not selected: {summary}"
+    );
+    let mut clean = summary.clone();
     for outcome in ["failed", "timed_out", "missing", "unfinished"] {
-        let field = format!("counts.{outcome}");
-        assert!(
-            query.contains(&format!("{field} > 0")),
-            "the query does not filter on {field}"
-        );
-        assert!(
-            alarm.contains(&format!("$.{field} > 0")),
-            "the metric filter does not test {field}"
-        );
-        assert!(
-            summary["counts"][outcome].is_u64(),
-            "the summary has no {field}: {summary}"
-        );
+        clean["counts"][outcome] = json!(0);
     }
     assert!(
-        query.contains("event = \"hooks.summary\"")
-            && alarm.contains("$.event = \"hooks.summary\"")
+        !selects(&clean),
+        "a summary without problems is selected: {clean}"
+    );
+    for outcome in ["failed", "timed_out", "missing", "unfinished"] {
+        assert!(
+            summary["counts"][outcome].is_u64(),
+            "the summary has no counts.{outcome}"
+        );
+        let mut one = clean.clone();
+        one["counts"][outcome] = json!(1);
+        assert!(selects(&one), "counts.{outcome} = 1 is not selected");
+    }
+    let mut other = summary.clone();
+    other["event"] = json!("hook.finished");
+    assert!(
+        !selects(&other),
+        "a record that is not the summary is selected"
     );
     assert_eq!(summary["counts"]["failed"], 1, "{summary}");
-    for field in ["kubernetes.namespace_name", "kubernetes.pod_name"] {
+    // Every field the query shows is one the summary has.
+    let fields: String = query
+        .lines()
+        .skip_while(|l| !l.starts_with("fields "))
+        .take_while(|l| !l.trim_start().starts_with('|'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for item in fields.trim_start_matches("fields ").split(',') {
+        let field = item.split_whitespace().next().expect("a field");
+        if field.starts_with('@') {
+            continue;
+        }
         let ptr = format!("/{}", field.replace('.', "/"));
         assert!(
             summary.pointer(&ptr).is_some(),
-            "the query reads {field}, absent: {summary}"
+            "the query shows {field}, absent: {summary}"
         );
     }
+}
+
+/// Evaluates a CloudWatch filter on `record`: a metric filter's JSON pattern (`{ ($.a = "x") &&
+/// ($.b.c > 0) }`) or a Logs Insights `filter` expression (`a = "x" and b.c > 0 or ...`), with
+/// `=`, `!=`, `<`, `<=`, `>`, `>=` on numbers and strings, `&&`/`and` binding tighter than
+/// `||`/`or`, and parentheses. Panics on anything else: the checks must read what AWS reads.
+fn filter_matches(filter: &str, record: &Value) -> bool {
+    let text = filter.trim();
+    let text = text
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .unwrap_or(text);
+    let mut tokens = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let len = if let Some(quoted) = rest.strip_prefix('"') {
+            quoted.find('"').expect("a closing quote") + 2
+        } else if rest.starts_with(['(', ')']) {
+            1
+        } else {
+            rest.find(|c: char| c.is_whitespace() || c == '(' || c == ')')
+                .unwrap_or(rest.len())
+        };
+        tokens.push(&rest[..len]);
+        rest = rest[len..].trim_start();
+    }
+    fn or(t: &[&str], i: &mut usize, r: &Value) -> bool {
+        let mut v = and(t, i, r);
+        while t.get(*i).is_some_and(|w| *w == "||" || *w == "or") {
+            *i += 1;
+            v |= and(t, i, r);
+        }
+        v
+    }
+    fn and(t: &[&str], i: &mut usize, r: &Value) -> bool {
+        let mut v = term(t, i, r);
+        while t.get(*i).is_some_and(|w| *w == "&&" || *w == "and") {
+            *i += 1;
+            v &= term(t, i, r);
+        }
+        v
+    }
+    fn term(t: &[&str], i: &mut usize, r: &Value) -> bool {
+        if t[*i] == "(" {
+            *i += 1;
+            let v = or(t, i, r);
+            assert_eq!(t[*i], ")", "{t:?}");
+            *i += 1;
+            return v;
+        }
+        let (field, op, want) = (t[*i], t[*i + 1], t[*i + 2]);
+        *i += 3;
+        let ptr = format!("/{}", field.trim_start_matches("$.").replace('.', "/"));
+        let got = r.pointer(&ptr);
+        let ord = match (
+            got,
+            want.strip_prefix('"').and_then(|w| w.strip_suffix('"')),
+        ) {
+            (Some(Value::String(s)), Some(w)) => Some(s.as_str().cmp(w)),
+            (Some(Value::Number(n)), None) => {
+                let w: f64 = want
+                    .parse()
+                    .unwrap_or_else(|_| panic!("not a number: {want}"));
+                n.as_f64().and_then(|n| n.partial_cmp(&w))
+            }
+            _ => None,
+        };
+        let Some(ord) = ord else { return op == "!=" };
+        match op {
+            "=" => ord.is_eq(),
+            "!=" => ord.is_ne(),
+            "<" => ord.is_lt(),
+            "<=" => ord.is_le(),
+            ">" => ord.is_gt(),
+            ">=" => ord.is_ge(),
+            other => panic!("the check does not read the operator {other}"),
+        }
+    }
+    let mut i = 0;
+    let v = or(&tokens, &mut i, record);
+    assert_eq!(
+        i,
+        tokens.len(),
+        "left unread in {filter}: {:?}",
+        &tokens[i..]
+    );
+    v
 }
 
 #[test]

@@ -181,10 +181,13 @@ fn hooklog_image(tier: &Tier) -> String {
     static IMAGE: OnceLock<String> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
+            // A tag named by the build's own id (tests/util/podman.rs): it names that image.
             let built = dockerfile_image(host_arch());
             let out = run(podman().args(["image", "inspect", "--format", "{{.Id}}", &built]));
             assert!(out.status.success(), "{}", text(&out.stderr));
             let id = text(&out.stdout).trim().to_string();
+            let built_id = built.rsplit('-').next().unwrap_or_default();
+            assert!(id.starts_with(built_id), "{built} is {id}, not the build's");
             let name = format!("localhost/hooklog-kubelet/hooklog:{}", &id[..12]);
             // Once per tier: a second test process waits, then finds it imported.
             let lock = tier.state.join("import.lock");

@@ -4,7 +4,7 @@
 //! tests/support/oci-push.py builds the images from tar layers and pushes them over the
 //! registry's HTTP API; the registry's access log shows what hooklog fetched.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -44,12 +44,16 @@ fn tools_present() -> bool {
     false
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Reads `WORD PORT` lines until one names the port (a child that listens on port 0 says which).
+fn reported_port(out: impl std::io::Read, word: &str) -> u16 {
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
+    let line = lines
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no {word:?} line"));
+    line.strip_prefix(word)
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("not {word:?} PORT: {line:?}"))
 }
 
 fn run_ok(cmd: &mut Command) {
@@ -157,10 +161,10 @@ impl Registry {
     fn start(tls: bool, auth: Auth) -> Registry {
         let basic = auth != Auth::None;
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
+        // Port 0: the registry says which port it took ("listening on 127.0.0.1:PORT"), so no
+        // other process can take one found free between the finding and the binding.
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:0\n",
             dir.path().join("data").display()
         );
         let mut ca = None;
@@ -195,25 +199,17 @@ impl Registry {
                     .arg("-out")
                     .arg(&cert),
             );
-            let tport = free_port();
-            token_server = Some(
-                Command::new("python3")
-                    .arg(
-                        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/token-server.py"),
-                    )
-                    .arg(tport.to_string())
-                    .args([&key, &cert])
-                    .args(["hooklog-test", "hooklog-test-issuer", USER, PASSWORD])
-                    .arg(&token_log)
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .expect("spawn token-server.py"),
-            );
-            assert!(
-                wait_until(START_TIMEOUT, || TcpStream::connect(("127.0.0.1", tport))
-                    .is_ok()),
-                "token-server.py did not listen"
-            );
+            let mut server = Command::new("python3")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/token-server.py"))
+                .arg("0")
+                .args([&key, &cert])
+                .args(["hooklog-test", "hooklog-test-issuer", USER, PASSWORD])
+                .arg(&token_log)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn token-server.py");
+            let tport = reported_port(server.stdout.take().unwrap(), "listening ");
+            token_server = Some(server);
             config.push_str(&format!(
                 "auth:\n  token:\n    realm: http://127.0.0.1:{tport}/token\n    service: hooklog-test\n    issuer: hooklog-test-issuer\n    rootcertbundle: {}\n",
                 cert.display()
@@ -234,13 +230,28 @@ impl Registry {
         let cfg = dir.path().join("config.yml");
         std::fs::write(&cfg, config).unwrap();
         let log = dir.path().join("registry.log");
+        let err = dir.path().join("registry.err");
         let child = Command::new("docker-registry")
             .arg("serve")
             .arg(&cfg)
             .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(dir.path().join("registry.err")).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .expect("spawn docker-registry");
+        let mut addr = String::new();
+        let listening = wait_until(START_TIMEOUT, || {
+            let text = std::fs::read_to_string(&err).unwrap_or_default();
+            let found = text.split("msg=\"listening on ").nth(1);
+            found
+                .and_then(|rest| rest.split(['"', ',']).next())
+                .map(|a| addr = a.to_string())
+                .is_some()
+        });
+        assert!(
+            listening,
+            "docker-registry did not say where it listens: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
         let r = Registry {
             child,
             token_server,

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, messages, sh};
+use crate::util::{Daemon, PROMPT_EXIT, messages, sh};
 
+/// A bound on waiting for output to come out (not for exits: [`PROMPT_EXIT`]).
 const T: Duration = Duration::from_secs(30);
 
 /// Messages of every record that is not the summary.
@@ -71,9 +72,17 @@ fn append(path: &Path) -> std::fs::File {
         .unwrap()
 }
 
+/// SIGTERMs `d` and checks that it exits 0 within [`PROMPT_EXIT`] (it has no peers to wait for)
+/// and ends its output with the summary.
 fn stop(mut d: Daemon) -> Daemon {
     d.terminate();
-    assert!(d.wait_exit(T).success(), "{:?}", d.stderr.lines());
+    assert!(d.wait_exit(PROMPT_EXIT).success(), "{:?}", d.stderr.lines());
+    let records = d.records();
+    assert_eq!(
+        records.last().map(|r| r["event"].clone()),
+        Some(Value::from("hooks.summary")),
+        "the summary is last"
+    );
     d
 }
 
@@ -172,7 +181,7 @@ fn a_rotation_during_shutdown_loses_nothing() {
     want.extend(write_lines(&mut new, "new-file", 0, 200, 10_000));
     drop((old, new));
     let mut d = d;
-    assert!(d.wait_exit(T).success());
+    assert!(d.wait_exit(PROMPT_EXIT).success());
     exactly_once(&lines(&d), &want);
     assert_eq!(d.records().last().unwrap()["event"], "hooks.summary");
 }
@@ -312,16 +321,33 @@ fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
 }
 
 /// hooklog following `file` with its stdout into a pipe nobody reads yet (a stalled log router):
-/// what it reads stays queued, undelivered.
-fn stalled(file: &Path) -> (std::process::Child, std::process::ChildStdout) {
+/// what it reads stays queued, undelivered. Its stderr is collected.
+fn stalled(
+    file: &Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdout,
+    crate::util::Collected,
+) {
     let mut child = crate::util::hooklog()
         .args(["run", "--file", file.to_str().unwrap()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    (child, stdout)
+    let stderr = crate::util::Collected::spawn(child.stderr.take().unwrap());
+    (child, stdout, stderr)
+}
+
+/// The committed offset of the file with inode `ino` in the checkpoint at `path` (one `dev ino
+/// offset fingerprint-len fingerprint-crc born` line per file being read).
+fn checkpoint_offset(path: &Path, ino: u64) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .find(|f| f.len() == 6 && f[1] == ino.to_string())
+        .and_then(|f| f[2].parse().ok())
 }
 
 /// SIGKILLs a `stalled` hooklog; returns the messages it delivered (whatever is in the pipe).
@@ -335,14 +361,56 @@ fn kill_stalled(mut child: std::process::Child, stdout: std::process::ChildStdou
         .collect()
 }
 
-/// Restarts hooklog on `file` and waits until `first` and what it writes hold every one of `want`.
+/// After a SIGKILL, at most one batch is delivered again: src/source/mod.rs BATCH_BYTES plus one
+/// record of at most --max-line-bytes.
+const ONE_BATCH: usize = 64 * 1024 + 16 * 1024;
+
+/// Restarts hooklog on `file` after a SIGKILL whose run delivered `first`, waits until every one
+/// of `want` came out of the two runs, stops it and checks exactly-once with the one-batch bound:
+/// it exits 0 promptly with its summary last, neither run wrote a line that is not in `want` or
+/// wrote one twice, and what the restart repeated of `first` is at most [`ONE_BATCH`] bytes.
 fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
+    use std::collections::HashSet;
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     d.expect(T, "every line, across both runs", || {
-        let mut seen: std::collections::HashSet<String> = first.iter().cloned().collect();
+        let mut seen: HashSet<String> = first.iter().cloned().collect();
         seen.extend(lines(&d));
         want.iter().all(|w| seen.contains(w))
     });
+    let d = stop(d);
+    let wanted: HashSet<&str> = want.iter().map(String::as_str).collect();
+    let second = lines(&d);
+    for (run, got) in [("first", first), ("second", &second[..])] {
+        let extra: Vec<&String> = got
+            .iter()
+            .filter(|m| !wanted.contains(m.as_str()))
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "the {run} run wrote lines never written: {extra:.3?}"
+        );
+        let mut once = HashSet::new();
+        let twice: Vec<&String> = got.iter().filter(|m| !once.insert(m.as_str())).collect();
+        assert!(
+            twice.is_empty(),
+            "the {run} run wrote lines twice: {twice:.3?}"
+        );
+    }
+    let before: HashSet<&str> = first.iter().map(String::as_str).collect();
+    let repeated: usize = d
+        .stdout
+        .lines()
+        .iter()
+        .filter(|l| {
+            serde_json::from_str::<Value>(l)
+                .is_ok_and(|v| v["message"].as_str().is_some_and(|m| before.contains(m)))
+        })
+        .map(|l| l.len() + 1)
+        .sum();
+    assert!(
+        repeated <= ONE_BATCH,
+        "the restart repeated {repeated} bytes of records, more than one batch ({ONE_BATCH})"
+    );
 }
 
 /// Found in review: the new file's position reached the checkpoint while the old file's batches
@@ -352,7 +420,7 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
     std::fs::write(&file, "").unwrap();
-    let (child, stdout) = stalled(&file);
+    let (child, stdout, stderr) = stalled(&file);
     let pad = "x".repeat(200);
     sh(
         dir.path(),
@@ -360,13 +428,31 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
             "i=0; while [ $i -lt 5000 ]; do echo \"old $i {pad}\"; i=$((i+1)); done >> prestop.log"
         ),
     );
-    std::thread::sleep(Duration::from_millis(1500)); // Let it read what fits in its queues.
+    // Until it has read a good part of the old file (its queues hold about 300 KB): what it read
+    // is queued behind the stalled stdout.
+    let old = std::fs::metadata(&file).unwrap();
+    let mut at = 0;
+    assert!(
+        crate::util::wait_until(T, || {
+            at = crate::util::read_position(child.id(), &old).unwrap_or(0);
+            at >= 200 * 1024
+        }),
+        "hooklog read {at} bytes of the old file"
+    );
     sh(
         dir.path(),
         "mv prestop.log prestop.log.1; touch prestop.log",
     );
-    std::thread::sleep(Duration::from_millis(1500)); // Past the old 1 s checkpoint save.
+    drop(stderr);
     let first = kill_stalled(child, stdout);
+    // What the checkpoint says was delivered of the old file was delivered: it is checked, not
+    // waited out (a fixed 1.5 s let an old 1 s save run ahead of the queued batches).
+    let delivered: u64 = first.iter().map(|l| l.len() as u64 + 1).sum();
+    let committed = checkpoint_offset(&dir.path().join(".hooklog/prestop.log.offset"), old.ino());
+    assert!(
+        committed.unwrap_or(0) <= delivered,
+        "the checkpoint says {committed:?} bytes of the old file, {delivered} were delivered"
+    );
     let want: Vec<String> = (0..5000).map(|i| format!("old {i} {pad}")).collect();
     restart_delivers_the_rest(&file, &first, &want);
 }
@@ -378,9 +464,9 @@ fn repeated_after_sigkill(file: &Path, kill_after: usize, total: usize) -> usize
     d.expect(T, "lines before the kill", || d.stdout.len() >= kill_after);
     let mut d = d;
     d.signal("KILL");
-    let _ = d.wait_exit(T);
+    let _ = d.wait_exit(PROMPT_EXIT);
     let first = d.stdout.lines();
-    let mut rest = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let rest = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     // Order is kept within the file: the last line coming out means everything did.
     let last = format!("\"message\":\"backlog line {}\"", total - 1);
     let start = Instant::now();
@@ -396,8 +482,7 @@ fn repeated_after_sigkill(file: &Path, kill_after: usize, total: usize) -> usize
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    rest.terminate();
-    assert!(rest.wait_exit(T).success());
+    let rest = stop(rest);
     // A record cut by the kill is not JSON: it was not delivered whole.
     let msg = |l: &String| {
         serde_json::from_str::<Value>(l)
@@ -431,8 +516,6 @@ fn repeated_after_sigkill(file: &Path, kill_after: usize, total: usize) -> usize
 /// over), wherever in its work the kill lands.
 #[test]
 fn sigkill_repeats_at_most_one_batch() {
-    // src/source/mod.rs BATCH_BYTES plus one record of at most --max-line-bytes.
-    const ONE_BATCH: usize = 64 * 1024 + 16 * 1024;
     let dir = tempfile::tempdir().unwrap();
     let file: PathBuf = dir.path().join("prestop.log");
     let total = 150_000;
@@ -466,7 +549,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     let file = dir.path().join("prestop.log");
     std::fs::write(&file, "").unwrap();
     // The old file (300 KB) fits in the queues, so hooklog goes on to the path's next file.
-    let (child, stdout) = stalled(&file);
+    let (child, stdout, _stderr) = stalled(&file);
     crate::util::wait_open(child.id(), &file, T);
     let pad = "x".repeat(200);
     let mut want = Vec::new();

@@ -46,7 +46,7 @@ fn concurrent_writers_never_interleave_partial_lines() {
     }
     daemon.wait_records(WRITERS * LINES, T);
     daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
     let got = messages(&daemon.records());
     let mut per_writer: HashMap<usize, Vec<usize>> = HashMap::new();
     for m in got.iter().filter(|m| m.starts_with("writer ")) {
@@ -83,7 +83,7 @@ fn a_writer_that_leaves_mid_line_gets_its_own_record() {
     drop(b);
     let records = daemon.wait_records(3, T);
     daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
     let frag = records
         .iter()
         .find(|r| r["message"] == "from a, unfinished")
@@ -127,7 +127,7 @@ fn stale_socket_is_replaced_with_the_asked_mode() {
         "{err}"
     );
     daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
 }
 
 #[test]
@@ -153,5 +153,5 @@ fn emit_through_the_socket_is_well_formed() {
     assert_eq!(r["container_name"], "api-server");
     assert_eq!(r["kubernetes"]["container_name"], "api-server");
     daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
 }

@@ -376,26 +376,33 @@ fn stalled_stdout(n: usize, line: impl Fn(usize) -> String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Until every queue it has is full: it has stopped reading the file. RSS is sampled all along,
-    // so a peak on the way counts too.
+    // Until every queue it has is full: it has stopped reading the file, which is there whole,
+    // so only a full queue stops it. Seen as: every thread of it asleep, twice in a row, with
+    // its position in the file (fdinfo) the same (a thread that could run, on a CPU or waiting
+    // for one, is not asleep). RSS is sampled all along, so a peak on the way counts too.
+    let meta = std::fs::metadata(&file).unwrap();
     let mut peak = 0;
-    let mut last_read = (0, std::time::Instant::now());
+    let mut last: Option<u64> = None;
+    let mut pos = 0;
     let settled = wait_until(T, || {
         peak = peak.max(rss_kib(child.id()));
-        let read = read_bytes(child.id());
-        if read != last_read.0 {
-            last_read = (read, std::time::Instant::now());
-        }
-        read > 0 && last_read.1.elapsed() > Duration::from_millis(500)
+        let Some(now) = crate::util::read_position(child.id(), &meta) else {
+            return false;
+        };
+        pos = now;
+        let asleep = crate::util::all_asleep(child.id()) && now > 0;
+        let same = last == Some(now);
+        last = asleep.then_some(now);
+        asleep && same
     });
     assert!(
         settled,
-        "hooklog never stopped reading with its stdout stalled"
+        "hooklog never stopped reading with its stdout stalled (at {pos} bytes)"
     );
+    let read = read_bytes(child.id());
     assert!(
-        last_read.0 < std::fs::metadata(&file).unwrap().len() / 2,
-        "hooklog read {} bytes with nobody reading its stdout: not bounded",
-        last_read.0
+        pos < meta.len() / 2 && read < meta.len() / 2,
+        "hooklog read {pos} bytes of the file ({read} in all) with nobody reading its stdout: not bounded"
     );
     assert!(peak < 64 * 1024, "RSS {peak} KiB while stdout is stalled");
     // Now read everything: nothing was dropped while it waited.

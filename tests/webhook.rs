@@ -340,6 +340,115 @@ pub fn patched(object: &Value, answer: &Value) -> Value {
     out
 }
 
+/// Facts about a pod the webhook patched that do not come from inject's core (the tests'
+/// other oracle): it validates with `kubernetes-validate --strict` for every version from 1.29;
+/// every exec preStop of `original` is wrapped as `/hooklog/bin/hooklog hook --container NAME ...
+/// -- COMMAND` around its own command; the shared and podinfo volumes are there, every mount
+/// names a volume of the pod, and each wrapped container mounts the shared one at /hooklog; the
+/// install init container fills it, and a `hooklog run` sidecar (a container or, `native`, an
+/// init container that restarts `Always`) reads it; every original container keeps its image.
+pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pod.yaml");
+    // The API server names a `generateName` pod before it stores it; the validator needs a name.
+    let mut named_pod = got.clone();
+    if named_pod["metadata"]["name"].is_null() {
+        let prefix = named_pod["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or("pod-");
+        named_pod["metadata"]["name"] = json!(format!("{prefix}x7k2q"));
+    }
+    std::fs::write(&file, serde_json::to_string_pretty(&named_pod).unwrap()).unwrap();
+    crate::manifest::validate_strictly(&[file]);
+    let spec = &got["spec"];
+    let list = |v: &Value, f: &str| v[f].as_array().cloned().unwrap_or_default();
+    let all: Vec<Value> = list(spec, "initContainers")
+        .into_iter()
+        .chain(list(spec, "containers"))
+        .collect();
+    let named = |n: &str| all.iter().find(|c| c["name"] == n).cloned();
+    let volumes: Vec<String> = list(spec, "volumes")
+        .iter()
+        .filter_map(|v| v["name"].as_str().map(String::from))
+        .collect();
+    for v in ["hooklog-shared", "hooklog-podinfo"] {
+        assert!(volumes.iter().any(|n| n == v), "no volume {v}: {got:#}");
+    }
+    for c in &all {
+        for m in list(c, "volumeMounts") {
+            let n = m["name"].as_str().unwrap_or_default();
+            assert!(
+                volumes.iter().any(|v| v == n),
+                "{} mounts {n}, no such volume",
+                c["name"]
+            );
+        }
+    }
+    let mounts_shared = |c: &Value| {
+        list(c, "volumeMounts")
+            .iter()
+            .any(|m| m["name"] == "hooklog-shared" && m["mountPath"] == "/hooklog")
+    };
+    for c in list(&original["spec"], "containers") {
+        let name = c["name"].as_str().unwrap();
+        let now = named(name).unwrap_or_else(|| panic!("container {name} is gone: {got:#}"));
+        assert_eq!(now["image"], c["image"], "{name}'s image");
+        let Some(before) = c["lifecycle"]["preStop"]["exec"]["command"].as_array() else {
+            continue;
+        };
+        let after = now["lifecycle"]["preStop"]["exec"]["command"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let words: Vec<&str> = after.iter().filter_map(Value::as_str).collect();
+        assert_eq!(
+            words.get(..2),
+            Some(&["/hooklog/bin/hooklog", "hook"][..]),
+            "{name}: {words:?}"
+        );
+        assert!(
+            words.windows(2).any(|w| w == ["--container", name]),
+            "{name}'s hook does not name it: {words:?}"
+        );
+        let dashes = words.iter().position(|w| *w == "--").expect("a `--`");
+        assert_eq!(
+            &after[dashes + 1..],
+            &before[..],
+            "{name}'s own command, after `--`"
+        );
+        assert!(
+            mounts_shared(&now),
+            "{name} calls hooklog but does not mount it: {now:#}"
+        );
+    }
+    let install = named("hooklog-install").expect("the install init container");
+    assert!(
+        list(spec, "initContainers")
+            .iter()
+            .any(|c| c["name"] == "hooklog-install")
+    );
+    assert!(mounts_shared(&install), "{install:#}");
+    let sidecar = named("hooklog").expect("the hooklog sidecar");
+    let (command, args) = (list(&sidecar, "command"), list(&sidecar, "args"));
+    let argv: Vec<&str> = command
+        .iter()
+        .chain(args.iter())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(argv.contains(&"run"), "the sidecar runs {argv:?}");
+    assert!(mounts_shared(&sidecar), "{sidecar:#}");
+    let in_init = list(spec, "initContainers")
+        .iter()
+        .any(|c| c["name"] == "hooklog");
+    assert_eq!(
+        in_init, native,
+        "native: {native}, the sidecar among init containers: {in_init}"
+    );
+    if native {
+        assert_eq!(sidecar["restartPolicy"], "Always");
+    }
+}
+
 fn warnings(answer: &Value) -> Vec<String> {
     answer["response"]["warnings"]
         .as_array()
@@ -369,6 +478,7 @@ fn an_opted_in_pod_is_patched_into_what_inject_classic_makes_of_it() {
     assert_eq!(answer["response"]["uid"], "u-1");
     assert_eq!(answer["response"]["allowed"], true);
     assert_eq!(patched(&pod, &answer), want);
+    assert_structurally_injected(&pod, &patched(&pod, &answer), false);
 
     // Any namespace, the pod's annotation asks.
     let pod = web_pod(json!({"hooklog.dev/inject": "enabled"}));
@@ -569,6 +679,7 @@ fn native_sidecars_for_a_1_29_cluster_as_inject_makes_them_jobs_included() {
         );
         let got = patched(&pod, &answer);
         assert_eq!(got, injected(&pod, &["--kubernetes-version", "1.29"]));
+        assert_structurally_injected(&pod, &got, true);
         let init = got["spec"]["initContainers"].as_array().unwrap();
         assert!(
             init.iter()

@@ -1077,22 +1077,175 @@ mod tests {
             })
     }
 
-    proptest::proptest! {
-        /// Malformed pod specs never panic check, inject or uninject; an injected one undoes.
-        #[test]
-        fn arbitrary_pod_specs_never_panic(spec in value(), containers in proptest::collection::vec(proptest::prop_oneof![value(), container()], 0..4)) {
-            let mut spec = spec;
-            if let Value::Object(m) = &mut spec {
-                m.insert("containers".into(), Value::Array(containers));
-            }
-            let original = json!({"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": spec}}});
-            let source = crate::manifest::load::parse("p.yaml", crate::manifest::emit::to_yaml(&original)).unwrap();
-            crate::manifest::check::check(&[source], &Default::default());
-            let mut doc = original.clone();
-            if inject(&mut doc, &opts()).is_ok() {
-                uninject(&mut doc).unwrap();
-                proptest::prop_assert_eq!(doc, original);
-            }
+    /// Malformed pod specs never panic check, inject or uninject; an injected one undoes. Every
+    /// case reaches the assertion that nothing panicked; the round trip runs in about a fifth.
+    #[test]
+    fn arbitrary_pod_specs_never_panic() {
+        use proptest::prelude::*;
+        let strategy = (
+            value(),
+            proptest::collection::vec(proptest::prop_oneof![value(), container()], 0..4),
+        );
+        crate::testkit::property(
+            file!(),
+            "arbitrary_pod_specs_never_panic",
+            256,
+            1.0,
+            strategy,
+            |(spec, containers), reach| {
+                let mut spec = spec;
+                if let Value::Object(m) = &mut spec {
+                    m.insert("containers".into(), Value::Array(containers));
+                }
+                let original = json!({"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": spec}}});
+                let source = crate::manifest::load::parse(
+                    "p.yaml",
+                    crate::manifest::emit::to_yaml(&original),
+                )
+                .map_err(|e| TestCaseError::fail(format!("to_yaml does not read back: {e}")))?;
+                crate::manifest::check::check(&[source], &Default::default());
+                let mut doc = original.clone();
+                if inject(&mut doc, &opts()).is_ok() {
+                    uninject(&mut doc).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(doc, original);
+                }
+                reach.reached();
+                Ok(())
+            },
+        );
+    }
+
+    /// The check rules that say hooklog's own wiring is wrong: inject must never add one (a hook
+    /// that called hooklog unmounted before may still). (`hook-not-reported` may stay: a native sidecar's preStop beside a classic hooklog
+    /// is left unwrapped on purpose.)
+    const WIRING_RULES: [&str; 8] = [
+        "hooklog-binary-not-mounted",
+        "hooklog-binary-not-installed",
+        "hooklog-path-not-shared",
+        "hooklog-sidecar-missing",
+        "hook-container-name-mismatch",
+        "sidecar-downward-api-missing",
+        "hooklog-command-invalid",
+        "hooklog-mount-over-image-path",
+    ];
+
+    /// Workloads in the shapes real manifests have (every kind with a pod template, containers
+    /// with each kind of hook, init and native sidecars, grace periods from 0 to an hour), read
+    /// from YAML text with a comment: `check`'s findings name lines of the file and containers of
+    /// the pod; injected through the text splicer (as `hooklog inject` writes it), the comment is
+    /// kept, the text reads back as inject's document, `check` finds nothing newly wrong with
+    /// hooklog's wiring in it, injecting again changes nothing, and uninject gives the original back.
+    #[test]
+    fn realistic_workloads_inject_through_the_text_and_undo() {
+        use proptest::prelude::*;
+        let strategy = (crate::testkit::workload(), any::<bool>());
+        // Inject leaves a workload as it was when its grace period is too short for its hooks,
+        // or has nothing to wire: measured 169 of 258 cases change.
+        crate::testkit::property(
+            file!(),
+            "realistic_workloads_inject_through_the_text_and_undo",
+            256,
+            0.5,
+            strategy,
+            |(original, native), reach| {
+                let fail = |what: &str, e: String| TestCaseError::fail(format!("{what}: {e}"));
+                let text = format!(
+                    "# the shop's workload\n{}",
+                    crate::manifest::emit::to_yaml(&original)
+                );
+                let lines = text.lines().count();
+                let parse = |t: &str| {
+                    crate::manifest::load::parse("p.yaml", t.to_string())
+                        .map_err(|e| fail("does not read", e.to_string()))
+                };
+                let source = parse(&text)?;
+                prop_assert_eq!(&source.documents[0].value, &original);
+                let names: Vec<String> = ["containers", "initContainers"]
+                    .iter()
+                    .flat_map(|f| {
+                        let spec = pod_spec_of(&original);
+                        spec[*f].as_array().cloned().unwrap_or_default()
+                    })
+                    .filter_map(|c| c["name"].as_str().map(str::to_string))
+                    .collect();
+                let wiring = |findings: Vec<crate::manifest::check::Finding>| -> Vec<String> {
+                    findings
+                        .into_iter()
+                        .filter(|f| WIRING_RULES.contains(&f.rule))
+                        .map(|f| format!("{} ({:?}): {}", f.rule, f.container, f.message))
+                        .collect()
+                };
+                let findings = crate::manifest::check::check(&[source], &Default::default());
+                for f in &findings {
+                    prop_assert!(
+                        (1..=lines).contains(&f.line),
+                        "{} at line {} of {}",
+                        f.rule,
+                        f.line,
+                        lines
+                    );
+                    if let Some(c) = &f.container {
+                        prop_assert!(
+                            names.contains(c),
+                            "{} names {:?}, not in {:?}",
+                            f.rule,
+                            c,
+                            names
+                        );
+                    }
+                }
+                let opts = Options {
+                    mode: if native {
+                        SidecarMode::Native
+                    } else {
+                        SidecarMode::Classic
+                    },
+                    ..opts()
+                };
+                let mut doc = original.clone();
+                inject(&mut doc, &opts).map_err(|e| fail("inject", e.to_string()))?;
+                if doc == original {
+                    return Ok(());
+                }
+                let source = parse(&text)?;
+                let out = crate::manifest::rewrite(&source, std::slice::from_ref(&doc))
+                    .map_err(|e| fail("the splicer", e))?;
+                prop_assert!(
+                    out.starts_with("# the shop's workload\n"),
+                    "the comment is gone: {}",
+                    out
+                );
+                let back = parse(&out)?;
+                prop_assert_eq!(&back.documents[0].value, &doc);
+                let before = wiring(findings);
+                let wrong: Vec<String> =
+                    wiring(crate::manifest::check::check(&[back], &Default::default()))
+                        .into_iter()
+                        .filter(|f| !before.contains(f))
+                        .collect();
+                prop_assert!(
+                    wrong.is_empty(),
+                    "check finds inject's wiring wrong: {:?}\n{}",
+                    wrong,
+                    out
+                );
+                let once = doc.clone();
+                inject(&mut doc, &opts).map_err(|e| fail("inject again", e.to_string()))?;
+                prop_assert_eq!(&doc, &once, "injecting again changed it");
+                uninject(&mut doc).map_err(|e| fail("uninject", e.to_string()))?;
+                prop_assert_eq!(doc, original);
+                reach.reached();
+                Ok(())
+            },
+        );
+    }
+
+    /// The pod spec of a generated workload (a Pod's, a template's, a CronJob's job's).
+    fn pod_spec_of(doc: &Value) -> &Value {
+        match doc["kind"].as_str() {
+            Some("Pod") => &doc["spec"],
+            Some("CronJob") => &doc["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+            _ => &doc["spec"]["template"]["spec"],
         }
     }
 

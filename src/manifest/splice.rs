@@ -1040,7 +1040,10 @@ mod tests {
         let doc = tree::parse(text).unwrap().remove(0);
         let mut new = doc.value.clone();
         new["b"] = json!([1, 2]);
-        assert!(edits(text, &doc.node, &doc.value, &new).is_err());
+        assert_eq!(
+            edits(text, &doc.node, &doc.value, &new).map_err(|e| (e.line, e.why)),
+            Err((2, "a change inside an anchored or aliased node".into()))
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::*;
 use crate::framing::Framer;
 use proptest::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn pod() -> PodMeta {
     PodMeta {
@@ -261,25 +261,146 @@ fn escaped_len_matches_serde_json() {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-
-    /// Any bytes at all: every record is valid JSON under the cap, nothing panics, and the
-    /// messages of plain-text input reassemble to the (lossily decoded) lines.
-    #[test]
-    fn any_input_gives_valid_capped_records(
-        data in proptest::collection::vec(prop_oneof![
-            Just(b'\n'), Just(b'{'), Just(b'"'), Just(b'\\'), Just(0u8), Just(0xC3u8), any::<u8>()
-        ], 0..3000),
-        max in 1024usize..1500,
-    ) {
-        let (_, _, raw) = encode_all(max, &data);
-        for r in &raw {
-            prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
-            prop_assert!(serde_json::from_str::<Value>(r).is_ok());
+/// The records of `values` with split parts joined: `(message, flags of every part, whole)` per
+/// line, where
+/// `whole` says the record was one piece or its parts came in order (index 0, 1, ... with `last`
+/// on the final one only, one id).
+fn joined(values: &[Value]) -> Vec<(Option<String>, Value, bool)> {
+    let mut out: Vec<(Option<String>, Value, bool)> = Vec::new();
+    let mut open: Option<(Value, u64)> = None;
+    for v in values {
+        let split = &v["hooklog"]["split"];
+        let message = v["message"].as_str().map(str::to_string);
+        let flags = Value::Array(
+            v["hooklog"]["flags"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        if split.is_null() {
+            let whole = open.take().is_none();
+            out.push((message, flags, whole));
+            continue;
+        }
+        let index = split["index"].as_u64().unwrap_or(u64::MAX);
+        match open.take() {
+            Some((id, next)) => {
+                let last = out.last_mut().expect("an open split has a record");
+                last.2 &= split["id"] == id && index == next;
+                if let (Some(m), Some(piece)) = (&mut last.0, message) {
+                    m.push_str(&piece);
+                }
+                if let (Some(all), Some(more)) = (last.1.as_array_mut(), flags.as_array()) {
+                    all.extend(more.iter().cloned());
+                }
+                if split["last"] != true {
+                    open = Some((id, next + 1));
+                }
+            }
+            None => {
+                let first = index == 0;
+                out.push((message, flags, first));
+                if split["last"] != true {
+                    open = Some((split["id"].clone(), 1));
+                }
+            }
         }
     }
+    if open.is_some() {
+        if let Some(last) = out.last_mut() {
+            last.2 = false;
+        }
+    }
+    out
+}
 
+/// The lines of `data` as a reader sees them: cut at each newline, with a last line without one.
+fn input_lines(data: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines
+}
+
+/// Checks that every line of `data` came out as one record (its parts joined in order), and that
+/// a line that is not a JSON object comes back as its `message`: byte for byte when it is UTF-8,
+/// every valid character kept (U+FFFD for the rest) when it is not.
+fn lines_come_back(data: &[u8], values: &[Value]) -> Result<u64, TestCaseError> {
+    let lines = input_lines(data);
+    let got = joined(values);
+    prop_assert_eq!(got.len(), lines.len(), "one record per line");
+    let mut compared = 0;
+    for (line, (message, flags, whole)) in lines.iter().zip(&got) {
+        prop_assert!(
+            *whole,
+            "the parts of {:?} came apart",
+            String::from_utf8_lossy(line)
+        );
+        if serde_json::from_slice::<serde_json::Map<String, Value>>(line).is_ok() {
+            continue;
+        }
+        let message = message.as_deref().unwrap_or("<no message>");
+        match std::str::from_utf8(line) {
+            Ok(s) => prop_assert_eq!(message, s),
+            Err(_) => {
+                let kept = |s: &str| s.chars().filter(|&c| c != '\u{fffd}').collect::<String>();
+                prop_assert_eq!(kept(message), kept(&String::from_utf8_lossy(line)));
+                prop_assert!(
+                    flags
+                        .as_array()
+                        .is_some_and(|f| f.contains(&json!("invalid_utf8"))),
+                    "invalid UTF-8 is flagged: {}",
+                    flags
+                );
+            }
+        }
+        compared += 1;
+    }
+    Ok(compared)
+}
+
+/// Any bytes at all: every record is valid JSON under the cap, nothing panics, and the
+/// messages of plain-text input reassemble to the (lossily decoded) lines.
+#[test]
+fn any_input_gives_valid_capped_records() {
+    let strategy = (
+        proptest::collection::vec(
+            prop_oneof![
+                Just(b'\n'),
+                Just(b'{'),
+                Just(b'"'),
+                Just(b'\\'),
+                Just(0u8),
+                Just(0xC3u8),
+                any::<u8>()
+            ],
+            0..3000,
+        ),
+        1024usize..1500,
+    );
+    // Nearly every case has lines that are not JSON objects (measured: 64 of 64).
+    crate::testkit::property(
+        file!(),
+        "any_input_gives_valid_capped_records",
+        64,
+        0.9,
+        strategy,
+        |(data, max), reach| {
+            let (values, _, raw) = encode_all(max, &data);
+            for r in &raw {
+                prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
+                prop_assert!(serde_json::from_str::<Value>(r).is_ok());
+            }
+            if lines_come_back(&data, &values)? > 0 {
+                reach.reached();
+            }
+            Ok(())
+        },
+    );
+}
+
+proptest! {
     #[test]
     fn escaped_len_matches_serde_json_for_any_string(s in ".*") {
         prop_assert_eq!(escaped_len(&s), serde_json::to_string(&s).unwrap().len() - 2);
@@ -311,86 +432,86 @@ fn fuzz_cases() -> u32 {
         .unwrap_or(4096)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(fuzz_cases()))]
-
-    /// The framer and the encoder together against arbitrary bytes cut into arbitrary reads
-    /// (JSON-ish fragments, escapes, invalid UTF-8, control characters, long runs): no panic,
-    /// every output line valid JSON under the cap, and the text of plain lines comes back whole
-    /// from its split parts.
-    #[test]
-    fn framer_and_encoder_survive_arbitrary_reads(
-        pieces in proptest::collection::vec(prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..64),
-            Just(b"{\"message\":\"".to_vec()),
-            Just(b"{\"time\":1,\"kubernetes\":{},\"hooklog\":[]}\n".to_vec()),
-            Just(b"{\"event\":\"hook.finished\",\"container_name\":\"a\",\"outcome\":\"ok\"}\n".to_vec()),
-            Just(vec![b'x'; 1500]),
-            Just(vec![b'\n']),
-            Just(vec![0xF0, 0x9F, 0x98]),
-            Just(b"\\u00".to_vec()),
-        ], 0..60),
-        cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..10),
-        max in 1024usize..2048,
-    ) {
-        let data: Vec<u8> = pieces.concat();
-        let mut bounds: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
-        bounds.push(0);
-        bounds.push(data.len());
-        bounds.sort();
-        let enr = Arc::new(Enrichment::new(&pod(), max));
-        let mut enc = Encoder::new(enr, "socket:/shared/hooklog.sock");
-        let mut framer = Framer::new(max);
-        let mut batch = Batch::new();
-        for w in bounds.windows(2) {
-            framer.feed(&data[w[0]..w[1]], |f| {
-                let _ = enc.encode(f, 1_796_000_000_123, &mut batch);
+/// The framer and the encoder together against arbitrary bytes cut into arbitrary reads
+/// (JSON-ish fragments, escapes, invalid UTF-8, control characters, long runs): no panic,
+/// every output line valid JSON under the cap, and the text of plain lines comes back whole
+/// from its split parts.
+#[test]
+fn framer_and_encoder_survive_arbitrary_reads() {
+    let strategy = (
+        proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..64),
+                Just(b"{\"message\":\"".to_vec()),
+                Just(b"{\"time\":1,\"kubernetes\":{},\"hooklog\":[]}\n".to_vec()),
+                Just(
+                    b"{\"event\":\"hook.finished\",\"container_name\":\"a\",\"outcome\":\"ok\"}\n"
+                        .to_vec()
+                ),
+                Just(vec![b'x'; 1500]),
+                Just(vec![b'\n']),
+                Just(vec![0xF0, 0x9F, 0x98]),
+                Just(b"\\u00".to_vec()),
+            ],
+            0..60,
+        ),
+        proptest::collection::vec(any::<proptest::sample::Index>(), 0..10),
+        1024usize..2048,
+    );
+    // Cases with no line that is not a JSON object (no piece, or only the two objects) do not
+    // reach the comparison: about 5% (measured).
+    crate::testkit::property(
+        file!(),
+        "framer_and_encoder_survive_arbitrary_reads",
+        fuzz_cases(),
+        0.8,
+        strategy,
+        |(pieces, cuts, max), reach| {
+            let data: Vec<u8> = pieces.concat();
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
+            bounds.push(0);
+            bounds.push(data.len());
+            bounds.sort();
+            let enr = Arc::new(Enrichment::new(&pod(), max));
+            let mut enc = Encoder::new(enr, "socket:/shared/hooklog.sock");
+            let mut framer = Framer::new(max);
+            let mut batch = Batch::new();
+            // What the encoder reports of each frame, kept: a hook event must come only from a
+            // line that is a JSON object with that event.
+            let mut events = Vec::new();
+            for w in bounds.windows(2) {
+                framer.feed(&data[w[0]..w[1]], |f| {
+                    events.extend(enc.encode(f, 1_796_000_000_123, &mut batch));
+                });
+            }
+            framer.finish(|f| {
+                events.extend(enc.encode(f, 1_796_000_000_123, &mut batch));
             });
-        }
-        framer.finish(|f| {
-            let _ = enc.encode(f, 1_796_000_000_123, &mut batch);
-        });
-        prop_assert_eq!(batch.buf.last().copied().unwrap_or(b'\n'), b'\n');
-        for (r, _) in batch.iter() {
-            prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
-            let v: Result<Value, _> = serde_json::from_slice(r);
-            prop_assert!(v.is_ok(), "not JSON: {}", String::from_utf8_lossy(r));
-        }
-    }
-}
-
-#[test]
-fn a_duplicated_key_keeps_its_first_place_and_last_value_however_many_keys() {
-    let r = one(r#"{"a":1,"b":2,"a":3}"#);
-    assert_eq!(r["a"], 3);
-    let (_, _, raw) = encode_all(DEFAULT_MAX_LINE_BYTES, b"{\"a\":1,\"b\":2,\"a\":3}\n");
-    assert!(raw[0].contains(r#""a":3,"b":2,"hooklog""#), "{}", raw[0]);
-    // Past the linear scan: duplicates of early and late keys, found through the index.
-    let mut line: Vec<String> = (0..40).map(|i| format!("\"x{i}\":{i}")).collect();
-    line.push("\"x0\":\"late\"".into());
-    line.push("\"x30\":\"later\"".into());
-    let r = one(&format!("{{{}}}", line.join(",")));
-    let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
-    assert_eq!(keys.iter().filter(|k| k.starts_with('x')).count(), 40);
-    assert_eq!(keys[1], "x0");
-    assert_eq!(r["x0"], "late");
-    assert_eq!(r["x30"], "later");
-    let (_, _, raw) = encode_all(
-        DEFAULT_MAX_LINE_BYTES,
-        format!("{{{}}}\n", line.join(",")).as_bytes(),
+            prop_assert_eq!(batch.buf.last().copied().unwrap_or(b'\n'), b'\n');
+            let mut values = Vec::new();
+            for (r, _) in batch.iter() {
+                prop_assert!(r.len() < max, "record {} >= cap {}", r.len(), max);
+                let v: Result<Value, _> = serde_json::from_slice(r);
+                prop_assert!(v.is_ok(), "not JSON: {}", String::from_utf8_lossy(r));
+                values.extend(v.ok());
+            }
+            let finished = input_lines(&data)
+                .iter()
+                .filter(|l| {
+                    serde_json::from_slice::<Value>(l)
+                        .is_ok_and(|v| v["event"] == "hook.finished" && v["container_name"] == "a")
+                })
+                .count();
+            prop_assert!(
+                events.len() <= finished,
+                "{} events from {} lines",
+                events.len(),
+                finished
+            );
+            if lines_come_back(&data, &values)? > 0 {
+                reach.reached();
+            }
+            Ok(())
+        },
     );
-    assert_eq!(raw[0].matches("\"x0\":").count(), 1, "{}", raw[0]);
-}
-
-#[test]
-fn hooklogs_own_event_names_are_marked_forged_unless_the_wrappers() {
-    let forged = one(r#"{"event":"hooks.summary","message":"hooks: 1 ok"}"#);
-    assert_eq!(forged["hooklog"]["forged"], true, "{forged}");
-    assert!(forged["hooklog"].get("flags").is_none(), "{forged}");
-    let real = one(
-        r#"{"event":"hook.finished","container_name":"envoy","hook":"preStop","run_id":"1-2","started_ms":1,"outcome":"ok"}"#,
-    );
-    assert!(real["hooklog"].get("forged").is_none(), "{real}");
-    let other = one(r#"{"event":"hookup","message":"x"}"#);
-    assert!(other["hooklog"].get("forged").is_none(), "{other}");
 }

@@ -105,4 +105,115 @@ mod tests {
         check(json!([1]), json!({"a": 1}));
         assert!(diff(&json!({"a": [1]}), &json!({"a": [1]})).is_empty());
     }
+
+    /// Small JSON with keys that need escaping and lists of every length, for `diff` alone.
+    fn value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..3).prop_map(|n| json!(n)),
+            prop::sample::select(vec!["", "a", "~", "/"]).prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop::sample::select(vec!["a", "b", "a/b", "~0", "~1", "", "x~y/z"]),
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| Value::Object(
+                    m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    /// Any two documents: the json-patch crate, an RFC 6902 implementation of its own, applies
+    /// the patch to the first and gets the second.
+    #[test]
+    fn the_patch_between_any_two_documents_applies() {
+        use proptest::prelude::*;
+        // Every case applies its patch: the share is 1 by construction, stated anyway.
+        crate::testkit::property(
+            file!(),
+            "the_patch_between_any_two_documents_applies",
+            512,
+            1.0,
+            (value(), value(), any::<bool>()),
+            |(a, b, nest), reach| {
+                // Half the cases: the second inside the first, so most of the tree is shared.
+                let b = if nest {
+                    json!({"keep": a.clone(), "new": b})
+                } else {
+                    b
+                };
+                let a = if nest {
+                    json!({"keep": a, "old": 1})
+                } else {
+                    a
+                };
+                let ops = diff(&a, &b);
+                let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+                    .map_err(|e| TestCaseError::fail(format!("not a JSONPatch: {e}")))?;
+                let mut got = a.clone();
+                json_patch::patch(&mut got, &patch)
+                    .map_err(|e| TestCaseError::fail(format!("does not apply: {e}")))?;
+                prop_assert_eq!(got, b);
+                reach.reached();
+                Ok(())
+            },
+        );
+    }
+
+    /// A pod in the shapes real manifests have, and the pod inject makes of it: the webhook's
+    /// patch, applied by the json-patch crate, gives inject's pod exactly (escaped annotation
+    /// keys, init containers put first, lists that grew).
+    #[test]
+    fn the_patch_of_a_random_pod_gives_inject_s_pod() {
+        use crate::manifest::budget::SidecarMode;
+        use crate::manifest::inject;
+        use proptest::prelude::*;
+        let strategy = (
+            crate::testkit::metadata(),
+            crate::testkit::pod_spec(),
+            any::<bool>(),
+        );
+        // Inject leaves a pod as it was when its grace period is too short for its hooks (or 0):
+        // about a fifth of the cases (measured: 415 of 512 change).
+        crate::testkit::property(
+            file!(),
+            "the_patch_of_a_random_pod_gives_inject_s_pod",
+            512,
+            0.6,
+            strategy,
+            |(metadata, spec, native), reach| {
+                let pod =
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+                let opts = inject::Options {
+                    image: "registry.example.com/hooklog:0.1.0".into(),
+                    mode: if native {
+                        SidecarMode::Native
+                    } else {
+                        SidecarMode::Classic
+                    },
+                    prestop_sleep: vec![("web".into(), "5s".into())],
+                };
+                let mut injected = pod.clone();
+                if inject::inject(&mut injected, &opts).is_err() || injected == pod {
+                    return Ok(());
+                }
+                let ops = diff(&pod, &injected);
+                let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
+                    .map_err(|e| TestCaseError::fail(format!("not a JSONPatch: {e}")))?;
+                let mut got = pod.clone();
+                json_patch::patch(&mut got, &patch)
+                    .map_err(|e| TestCaseError::fail(format!("does not apply: {e}")))?;
+                prop_assert_eq!(got, injected);
+                reach.reached();
+                Ok(())
+            },
+        );
+    }
 }

@@ -9,9 +9,12 @@ then follow that clock, as AWS's do. moto checks the same window on the machine'
 `store_shift_s` moves the timestamps it stores back by that much, so that events days away
 from the machine's clock can be stored at all.
 
-    python3 cwproxy.py --upstream http://127.0.0.1:PORT [--port 0]
+    python3 cwproxy.py --upstream http://127.0.0.1:PORT [--port 0] [--listen-on-stdin]
 
-Prints "listening PORT" on stdout once ready. Control, on the same port:
+Prints "listening PORT" on stdout once ready. With --listen-on-stdin it prints "bound PORT"
+instead and only binds the port (a connection to it is refused, as to a server that is down)
+until a line arrives on stdin: then it listens and prints "listening PORT". The port stays its
+own all along, so nothing else can take it in between. Control, on the same port:
     POST /__cwproxy/faults {"down": true|false, "throttle": N, "error5xx": N, "reject_old": N,
                             "clock_offset_s": S, "store_shift_s": S}
         throttle / error5xx: answer the next N PutLogEvents calls with ThrottlingException (400)
@@ -22,10 +25,21 @@ Prints "listening PORT" on stdout once ready. Control, on the same port:
         store_shift_s: timestamps are stored in moto S seconds earlier than sent.
     GET  /__cwproxy/stats  -> {"put_ok", "put_invalid", "throttled", "errors5xx", "dropped",
                                "events_ok", "rejected_old", "rejected_new", "signature_refused",
-                               "max_stamp_error_ms", "violations": [...]}
+                               "signature_invalid", "stamp_went_back", "max_stamp_error_ms",
+                               "violations": [...]}
+        stamp_went_back: accepted PutLogEvents calls whose first timestamp is before the last
+        timestamp of the call accepted before them on the same stream (stored events, after
+        store_shift_s).
 
-Always, as AWS does: a request whose X-Amz-Date is more than 5 minutes from the proxy's clock is
-refused (403 InvalidSignatureException, "Signature expired" / "Signature not yet current"), and
+Always, as AWS does: every request's SigV4 signature is computed again with botocore's signer
+(botocore.auth.SigV4Auth, from the headers the request says it signed, its body and its
+X-Amz-Date) and the test keys (`--keys ACCESS_KEY:SECRET`, default testing:testing): a request
+without an Authorization header is refused (400 MissingAuthenticationTokenException), one
+without X-Amz-Date (400 IncompleteSignatureException), one with an unknown key (400
+UnrecognizedClientException), one whose signature differs (403 InvalidSignatureException, "The
+request signature we calculated does not match": counted in `signature_invalid`). A request whose
+X-Amz-Date is more than 5 minutes from the proxy's clock is refused (403
+InvalidSignatureException, "Signature expired" / "Signature not yet current"), and
 PutLogEvents events more than 14 days old or 2 hours ahead of it are not stored and are reported
 in rejectedLogEventsInfo. `max_stamp_error_ms` is the largest distance between an accepted
 event's timestamp and the proxy's clock when it arrived.
@@ -43,6 +57,10 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 MAX_BATCH_EVENTS = 10_000
 MAX_BATCH_BYTES = 1_048_576
@@ -65,7 +83,11 @@ faults = {"down": False, "throttle": 0, "error5xx": 0, "reject_old": 0, "clock_o
           "store_shift_s": 0}
 stats = {"put_ok": 0, "put_invalid": 0, "throttled": 0, "errors5xx": 0, "dropped": 0,
          "events_ok": 0, "rejected_old": 0, "rejected_new": 0, "signature_refused": 0,
-         "max_stamp_error_ms": 0, "violations": []}
+         "signature_invalid": 0, "stamp_went_back": 0, "max_stamp_error_ms": 0, "violations": []}
+# (group, stream) -> the last timestamp of the last request accepted for it.
+last_stamp = {}
+# Access key -> secret key: the keys the tests sign with (--keys).
+keys = {}
 
 
 def clock_offset_s():
@@ -75,6 +97,49 @@ def clock_offset_s():
 
 def amz_time(t):
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
+
+
+def signature_mismatch(method, path, headers, body):
+    """What AWS would answer a request whose SigV4 signature is missing, incomplete or wrong, as
+    (status, kind, message), or None. The signature is computed again with botocore's signer from
+    the headers the request names in SignedHeaders, its body and its own X-Amz-Date."""
+    auth = headers.get("Authorization")
+    if not auth:
+        return 400, "MissingAuthenticationTokenException", "Missing Authentication Token"
+    amz_date = headers.get("X-Amz-Date")
+    if not amz_date:
+        return (400, "IncompleteSignatureException",
+                "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
+    algorithm, _, fields = auth.partition(" ")
+    parts = dict(f.strip().split("=", 1) for f in fields.split(",") if "=" in f)
+    try:
+        key, day, region, service, terminal = parts["Credential"].split("/")
+        signed = parts["SignedHeaders"].split(";")
+        given = parts["Signature"]
+    except (KeyError, ValueError):
+        return 400, "IncompleteSignatureException", f"Authorization header is malformed: {auth!r}"
+    if algorithm != "AWS4-HMAC-SHA256" or terminal != "aws4_request" or day != amz_date[:8]:
+        return 400, "IncompleteSignatureException", f"Credential is malformed: {parts['Credential']!r}"
+    if key not in keys:
+        return 400, "UnrecognizedClientException", "The security token included in the request is invalid."
+    wanted = {}
+    for name in signed:
+        if name == "host":
+            wanted[name] = headers.get("Host", "")
+        elif headers.get(name) is None:
+            return 403, "InvalidSignatureException", f"signed header {name} is not in the request"
+        else:
+            wanted[name] = ", ".join(v.strip() for v in headers.get_all(name))
+    request = AWSRequest(method=method, url=f"http://{wanted.get('host', 'localhost')}{path}",
+                         data=body, headers=wanted)
+    request.context["timestamp"] = amz_date
+    signer = SigV4Auth(Credentials(key, keys[key]), service, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    if expected != given:
+        return (403, "InvalidSignatureException",
+                "The request signature we calculated does not match the signature you provided. "
+                "Check your AWS Secret Access Key and signing method.")
+    return None
 
 
 def signature_problem(amz_date):
@@ -172,7 +237,14 @@ class Handler(BaseHTTPRequestHandler):
                 stats["dropped"] += 1
                 self.close_connection = True
                 return  # No answer: the client sees the connection close.
-        # AWS checks the signature first.
+        # AWS checks the signature first: that it is there and right, then its time.
+        wrong = signature_mismatch(self.command, self.path, self.headers, body)
+        if wrong is not None:
+            status, kind, why = wrong
+            with lock:
+                stats["signature_invalid"] += 1
+            print(f"cwproxy: refused {target or self.path}: {kind}: {why}", file=sys.stderr, flush=True)
+            return self.aws_error(status, kind, why)
         why = signature_problem(self.headers.get("X-Amz-Date"))
         if why is not None:
             with lock:
@@ -228,6 +300,15 @@ class Handler(BaseHTTPRequestHandler):
             status, headers, data = self.forward(body)
         if is_put and status == 200:
             with lock:
+                # Arrival order across requests: a stream's accepted timestamps never go down.
+                stream = (req.get("logGroupName"), req.get("logStreamName"))
+                stamps = [ev["timestamp"] for ev in json.loads(body)["logEvents"]]
+                if stamps and stamps[0] < last_stamp.get(stream, stamps[0]):
+                    stats["stamp_went_back"] += 1
+                    stats["violations"].append(
+                        f"{stream}: a request starts at {stamps[0]}, before the last one's {last_stamp[stream]}")
+                if stamps:
+                    last_stamp[stream] = stamps[-1]
                 stats["put_ok"] += 1
                 stats["events_ok"] += len(json.loads(body).get("logEvents", []))
                 stats["rejected_old"] += old
@@ -272,10 +353,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--listen-on-stdin", action="store_true")
+    ap.add_argument("--keys", default="testing:testing",
+                    help="ACCESS_KEY:SECRET[,...]: the keys requests may be signed with")
     args = ap.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    for pair in args.keys.split(","):
+        access, _, secret = pair.partition(":")
+        keys[access] = secret
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler, bind_and_activate=False)
     server.daemon_threads = True
     server.upstream = args.upstream
+    server.server_bind()
+    if args.listen_on_stdin:
+        # Bound, not listening: Linux refuses a connection to it (RST), as to a server down.
+        print(f"bound {server.server_address[1]}", flush=True)
+        sys.stdin.readline()
+    server.server_activate()
     print(f"listening {server.server_address[1]}", flush=True)
     server.serve_forever()
 

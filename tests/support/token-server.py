@@ -3,6 +3,8 @@
 
 usage: token-server.py PORT KEY.pem CERT.pem SERVICE ISSUER USER PASSWORD LOG
 
+Prints "listening PORT" on stdout once it listens (PORT 0: the port the kernel chose).
+
 GET /token?service=...&scope=repository:NAME:ACTIONS answers {"token": JWT}: an RS256 JWT signed
 with KEY (openssl CLI: no Python crypto library needed), CERT in its x5c header (the registry's
 `rootcertbundle` holds CERT). Anonymous callers get `pull`; USER:PASSWORD (Basic) gets what it
@@ -71,4 +73,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-ThreadingHTTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", int(port)), Handler)
+# The port it listens on (PORT 0: one the kernel chose), for the test to read.
+print(f"listening {server.server_address[1]}", flush=True)
+server.serve_forever()

@@ -40,6 +40,12 @@ pub fn hooklog() -> Command {
     c
 }
 
+/// How long a `hooklog run` without peers may take to exit after SIGTERM: it drains what it read
+/// and exits at once (tests/tail.rs measures under a second for 20,000 lines). The stated slack
+/// is for a debug build on a loaded 2-core machine; the bound stays far under the default
+/// `--grace` (25 s), so a SIGTERM that waits out its whole grace fails.
+pub const PROMPT_EXIT: Duration = Duration::from_secs(5);
+
 /// True on CI (`CI=true` or `CI=1`), where a missing tool or service fails a test instead of
 /// skipping it.
 pub fn in_ci() -> bool {
@@ -68,7 +74,7 @@ pub struct Collected(
 );
 
 impl Collected {
-    fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
+    pub fn spawn(r: impl std::io::Read + Send + 'static) -> Self {
         let c = Collected::default();
         let lines = c.0.clone();
         let handle = std::thread::spawn(move || {
@@ -232,13 +238,14 @@ impl Drop for Daemon {
 
 /// Waits until process `pid` has the file now at `path` open (a file created at the path and
 /// renamed away before hooklog ever opened it is not read: docs/inputs-and-records.md's limits).
+/// Fails the test when no file is at `path`, or hooklog has not opened it, within `timeout`.
 pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(m) = std::fs::metadata(path) else {
-        return;
-    };
     let fds = format!("/proc/{pid}/fd");
     let ok = wait_until(timeout, || {
+        let Ok(m) = std::fs::metadata(path) else {
+            return false;
+        };
         std::fs::read_dir(&fds)
             .into_iter()
             .flatten()
@@ -247,7 +254,49 @@ pub fn wait_open(pid: u32, path: &Path, timeout: Duration) {
                 std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
             })
     });
-    assert!(ok, "hooklog never opened {}", path.display());
+    assert!(
+        ok,
+        "hooklog never opened {} (there: {})",
+        path.display(),
+        path.exists()
+    );
+}
+
+/// Where process `pid` is reading the file `m` describes: the `pos` of its descriptor for it
+/// (/proc/PID/fdinfo), or `None` when it has none.
+pub fn read_position(pid: u32, m: &std::fs::Metadata) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            std::fs::metadata(e.path()).is_ok_and(|f| (f.dev(), f.ino()) == (m.dev(), m.ino()))
+        })
+        .find_map(|e| {
+            let info =
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", e.file_name().to_str()?))
+                    .ok()?;
+            info.lines()
+                .find_map(|l| l.strip_prefix("pos:"))?
+                .trim()
+                .parse()
+                .ok()
+        })
+}
+
+/// True when every thread of process `pid` is asleep (state `S` in /proc/PID/task/*/stat; a
+/// thread waiting for a CPU is `R`): nothing in it runs until something outside wakes it.
+pub fn all_asleep(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            // `pid (comm) state ...`: comm may hold spaces and parentheses.
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('S'))
+        })
+    })
 }
 
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.

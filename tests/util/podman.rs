@@ -94,7 +94,10 @@ fn text(b: &[u8]) -> String {
 /// `--build-arg BUILDPLATFORM` (podman 4.3 leaves `$BUILDPLATFORM` empty in FROM), from the
 /// stand-in base image, with the network (apt, rustup and cargo download in the build stage).
 /// Tagged `localhost/hooklog-test:<arch>` and kept: the next run's build is a cache hit unless
-/// the sources or the Dockerfile changed.
+/// the sources or the Dockerfile changed. Returned as `localhost/hooklog-test:<arch>-<id>`, a
+/// tag of the id this build made (podman's `--iidfile`): the shared `<arch>` tag is locked only
+/// during the build, and another process's build of other sources could move it before this one
+/// uses it; a tag named by its content cannot point at anything else.
 pub fn dockerfile_image(arch: &str) -> String {
     require_podman();
     let cache = cache_dir();
@@ -114,6 +117,8 @@ pub fn dockerfile_image(arch: &str) -> String {
     eprintln!("{}", text(&standin.stderr).trim_end());
 
     let image = format!("localhost/hooklog-test:{arch}");
+    let iid_dir = tempfile::tempdir().unwrap();
+    let iidfile = iid_dir.path().join("iid");
     // One build at a time on this machine: a second process waits, then hits the layer cache.
     let mut build = Command::new("flock");
     build.arg(cache.join("build.lock")).arg("podman");
@@ -123,6 +128,8 @@ pub fn dockerfile_image(arch: &str) -> String {
         .arg(format!("linux/{arch}"))
         .arg("--build-arg")
         .arg(format!("BUILDPLATFORM=linux/{}", host_arch()))
+        .arg("--iidfile")
+        .arg(&iidfile)
         .args(["-t", &image, "-f", "Dockerfile", "."])
         .current_dir(repo());
     let started = std::time::Instant::now();
@@ -132,10 +139,22 @@ pub fn dockerfile_image(arch: &str) -> String {
         out.status.success(),
         "podman build --platform linux/{arch} of the Dockerfile failed:\n{log}"
     );
+    let iid = std::fs::read_to_string(&iidfile).expect("podman build --iidfile");
+    let id = iid.trim().trim_start_matches("sha256:");
+    assert!(
+        id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "podman build --iidfile wrote {iid:?}"
+    );
+    let by_id = format!("{image}-{}", &id[..12]);
+    let out = podman()
+        .args(["tag", id, &by_id])
+        .output()
+        .expect("run podman tag");
+    assert!(out.status.success(), "podman tag: {}", text(&out.stderr));
     eprintln!(
-        "built {image} from the Dockerfile in {:.0?} (cached layers: {})",
+        "built {by_id} from the Dockerfile in {:.0?} (cached layers: {})",
         started.elapsed(),
         log.matches("Using cache").count()
     );
-    image
+    by_id
 }
