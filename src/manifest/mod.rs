@@ -295,7 +295,10 @@ fn transform(
 
 /// `source`'s text with each document changed to `values` (in order), read back to check that
 /// it holds exactly those values.
-fn rewrite(source: &load::Source, values: &[serde_json::Value]) -> Result<String, String> {
+pub(crate) fn rewrite(
+    source: &load::Source,
+    values: &[serde_json::Value],
+) -> Result<String, String> {
     let mut edits = Vec::new();
     for (doc, new) in source.documents.iter().zip(values) {
         edits.extend(

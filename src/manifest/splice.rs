@@ -61,8 +61,9 @@ enum Slot {
     BlockValue { key_col: usize, after_colon: usize },
     /// A block sequence's item, its `- ` at `dash_col`, the `-` ending at `after_dash`.
     BlockItem { dash_col: usize, after_dash: usize },
-    /// Inside a flow collection (or JSON).
-    Flow,
+    /// Inside a flow collection (or JSON); laid out one item a line at a column, nested ones a
+    /// step further in (pretty JSON), or on one line (`None`).
+    Flow(Option<(usize, usize)>),
 }
 
 /// The edits that turn `node` (read as `old`) into `new`.
@@ -73,12 +74,72 @@ pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Ed
         edits: Vec::new(),
     };
     s.diff(node, old, new, Slot::Root)?;
+    // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
+    // each insertion takes its neighbours' ending.
+    for e in &mut s.edits {
+        if e.text.contains('\n') && line_break_at(text, e.start) == CRLF {
+            e.text = e.text.replace('\n', CRLF);
+        }
+    }
     Ok(s.edits)
+}
+
+/// The line ending of Windows editors: kept where the file has it.
+const CRLF: &str = "\r\n";
+
+/// The line break new text at `at` takes: at a line's start, the line before's; elsewhere its
+/// own line's; on a last line without one, the line before's.
+fn line_break_at(text: &str, at: usize) -> &'static str {
+    let b = text.as_bytes();
+    let at = at.min(b.len());
+    let ending = |nl: usize| {
+        if nl > 0 && b[nl - 1] == b'\r' {
+            CRLF
+        } else {
+            "\n"
+        }
+    };
+    if at > 0 && b[at - 1] == b'\n' {
+        return ending(at - 1);
+    }
+    if let Some(i) = memchr::memchr(b'\n', &b[at..]) {
+        return ending(at + i);
+    }
+    memchr::memrchr(b'\n', &b[..at]).map_or("\n", ending)
+}
+
+/// `start..end` to delete, widened at the end of a text without a final line break to the
+/// break before it, which an insertion there added: what remains ends as the text did.
+fn widen_at_end(text: &str, start: usize, end: usize) -> (usize, usize) {
+    if end < text.len() || text.ends_with('\n') || start == 0 {
+        return (start, end);
+    }
+    let before = &text[..start];
+    match before.strip_suffix('\n') {
+        Some(b) => (b.strip_suffix('\r').unwrap_or(b).len(), end),
+        None => (start, end),
+    }
 }
 
 /// `text` with `edits` applied; edits must not overlap.
 pub fn apply(text: &str, mut edits: Vec<Edit>) -> Result<String, SpliceError> {
     edits.sort_by_key(|e| (e.start, e.end));
+    // Deletions that meet (the last lines of two mappings that end together) are one.
+    let mut merged: Vec<Edit> = Vec::with_capacity(edits.len());
+    for e in edits {
+        match merged.last_mut() {
+            Some(prev) if prev.text.is_empty() && e.text.is_empty() && e.start <= prev.end => {
+                prev.end = prev.end.max(e.end);
+            }
+            _ => merged.push(e),
+        }
+    }
+    if let Some(last) = merged.last_mut()
+        && last.text.is_empty()
+    {
+        (last.start, last.end) = widen_at_end(text, last.start, last.end);
+    }
+    let edits = merged;
     let mut out =
         String::with_capacity(text.len() + edits.iter().map(|e| e.text.len()).sum::<usize>());
     let mut at = 0;
@@ -202,6 +263,33 @@ impl Splicer<'_> {
         }
     }
 
+    /// Where a node's own text starts: after its anchor and tag (`&a !!str x`), which an edit of
+    /// its content keeps.
+    fn content_start(&self, node: &Node) -> usize {
+        let mut at = node.start;
+        loop {
+            let rest = &self.text[at..node.end.max(at)];
+            if !rest.starts_with(['&', '!']) {
+                return at;
+            }
+            let token = rest.find([' ', '\t', '\r', '\n']).unwrap_or(rest.len());
+            let gap = rest[token..].len() - rest[token..].trim_start().len();
+            if token + gap >= rest.len() {
+                return at;
+            }
+            at += token + gap;
+        }
+    }
+
+    /// A value written inside a flow collection: pretty when the collection is, on one line
+    /// otherwise.
+    fn flow_value(&self, v: &Value, layout: Option<(usize, usize)>) -> String {
+        match layout {
+            Some((col, step)) => pretty(v, col, step, Quote::AsNeeded),
+            None => flow_text(v),
+        }
+    }
+
     fn push(&mut self, start: usize, end: usize, text: String) {
         self.edits.push(Edit { start, end, text });
     }
@@ -216,8 +304,16 @@ impl Splicer<'_> {
         if old == new {
             return Ok(());
         }
-        if node.shared {
-            return Err(self.err(node, "a change inside an anchored or aliased node"));
+        if matches!(node.kind, Kind::Alias) {
+            let alias = &self.text[node.start..node.end];
+            return Err(self.err(
+                node,
+                format!(
+                    "the change falls on `{alias}`, which repeats the value anchored as `&{}`; \
+                     it cannot change here without changing there",
+                    alias.trim_start_matches('*')
+                ),
+            ));
         }
         match (&node.kind, old, new) {
             (Kind::Map { flow, entries }, Value::Object(o), Value::Object(n))
@@ -232,7 +328,7 @@ impl Splicer<'_> {
             }
             (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
                 let text = self.restyled(node, *style, s);
-                self.push(node.start, node.end, text);
+                self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
             _ => self.replace(node, new, slot),
@@ -241,6 +337,25 @@ impl Splicer<'_> {
 
     /// Writes `new` in place of `node` whole.
     fn replace(&mut self, node: &Node, new: &Value, slot: Slot) -> Result<(), SpliceError> {
+        let flow_node = matches!(
+            node.kind,
+            Kind::Seq { flow: true, .. } | Kind::Map { flow: true, .. }
+        );
+        if flow_node
+            && (new.is_object() || new.is_array())
+            && matches!(slot, Slot::BlockValue { .. } | Slot::BlockItem { .. })
+        {
+            // `volumes: []` gains its items in flow style, inside its own brackets.
+            let text = flow_text(new);
+            self.push(self.content_start(node), node.end, text);
+            return Ok(());
+        }
+        if node.shared {
+            return Err(self.err(
+                node,
+                "an anchored value (`&name`) would be written anew, and its aliases with it",
+            ));
+        }
         let block = !is_empty_collection(new) && (new.is_object() || new.is_array());
         match slot {
             Slot::BlockValue {
@@ -293,7 +408,10 @@ impl Splicer<'_> {
                 };
                 self.push(at, node.end.max(at), text);
             }
-            Slot::Flow => self.push(node.start, node.end, flow_text(new)),
+            Slot::Flow(layout) => {
+                let text = self.flow_value(new, layout);
+                self.push(self.content_start(node), node.end, text);
+            }
             Slot::Root => return Err(self.err(node, "the document itself would be replaced")),
         }
         Ok(())
@@ -323,6 +441,7 @@ impl Splicer<'_> {
     fn literal(&self, node: &Node, s: &str) -> Option<String> {
         let old = &self.text[node.start..node.end];
         let (header, body) = old.split_once('\n')?;
+        let header = header.strip_suffix('\r').unwrap_or(header);
         if !header.starts_with('|') || header.chars().any(|c| c.is_ascii_digit()) {
             return None;
         }
@@ -388,7 +507,7 @@ impl Splicer<'_> {
                 continue;
             }
             let slot = if flow {
-                Slot::Flow
+                Slot::Flow(self.flow_layout(node, entries.iter().map(|e| &e.key_node)))
             } else {
                 Slot::BlockValue {
                     key_col: e.key_node.col,
@@ -509,6 +628,9 @@ impl Splicer<'_> {
                 let at = after_line(self.text, &last.value);
                 if at == self.text.len() && !self.text.ends_with('\n') {
                     text.insert(0, '\n');
+                    // A last line without a line break: the new lines go after one, and end as
+                    // that line did, without one.
+                    text.pop();
                 }
                 self.push(at, at, text);
             }
@@ -579,7 +701,10 @@ impl Splicer<'_> {
         for (i, j) in &pairs {
             match (i, j) {
                 (Some(i), Some(j)) => {
-                    let slot = self.item_slot(flow, &items[*i])?;
+                    let slot = match self.item_slot(flow, &items[*i])? {
+                        Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
+                        other => other,
+                    };
                     self.diff(&items[*i], &old[*i], &new[*j], slot)?;
                     last_kept = Some(*i);
                 }
@@ -594,7 +719,7 @@ impl Splicer<'_> {
         let kept: Vec<usize> = (0..items.len()).filter(|i| !deleted.contains(i)).collect();
         if kept.is_empty() && inserts.is_empty() {
             return self
-                .replace(node, &Value::Array(new.to_vec()), Slot::Flow)
+                .replace(node, &Value::Array(new.to_vec()), Slot::Flow(None))
                 .map(|_| ());
         }
         self.delete_items(node, flow, items, &deleted, &kept)?;
@@ -607,7 +732,7 @@ impl Splicer<'_> {
 
     fn item_slot(&self, flow: bool, item: &Node) -> Result<Slot, SpliceError> {
         if flow {
-            return Ok(Slot::Flow);
+            return Ok(Slot::Flow(None));
         }
         let (dash, dash_col) = dash_of(self.text, item)
             .ok_or_else(|| self.err(item, "a `- ` that is not first on its line"))?;
@@ -721,6 +846,9 @@ impl Splicer<'_> {
             let at = after_line(self.text, &items[anchor]);
             if at == self.text.len() && !self.text.ends_with('\n') {
                 text.insert(0, '\n');
+                // A last line without a line break: the new lines go after one, and end as
+                // that line did, without one.
+                text.pop();
             }
             self.push(at, at, text);
         }
@@ -1066,5 +1194,59 @@ mod tests {
                 (Some(1), Some(3))
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod shapes {
+    //! inject's and uninject's edits of whole files in every shape go-yaml reads.
+
+    use super::*;
+    use crate::manifest::{inject, load, uninject};
+
+    fn opts() -> inject::Options {
+        inject::Options {
+            image: "registry.example.com/hooklog:0.1.0".into(),
+            mode: crate::manifest::budget::SidecarMode::Native,
+            prestop_sleep: Vec::new(),
+        }
+    }
+
+    /// The text of `f` applied to every document, spliced; the raw splice on error, to debug.
+    fn transform(
+        text: &str,
+        f: impl Fn(&mut Value) -> Result<Vec<String>, inject::InjectError>,
+    ) -> Result<String, String> {
+        let source = load::parse("t", text.to_string()).map_err(|e| e.to_string())?;
+        let mut values = Vec::new();
+        for d in &source.documents {
+            let mut v = d.value.clone();
+            f(&mut v).map_err(|e| e.to_string())?;
+            values.push(v);
+        }
+        crate::manifest::rewrite(&source, &values).map_err(|why| {
+            let mut edits = Vec::new();
+            for (d, v) in source.documents.iter().zip(&values) {
+                edits.extend(super::edits(text, &d.node, &d.value, v).unwrap_or_default());
+            }
+            format!("{why}\n{}", apply(text, edits).unwrap_or_default())
+        })
+    }
+
+    pub(crate) fn round_trip(text: &str) -> String {
+        let injected = transform(text, |v| inject::inject(v, &opts()))
+            .unwrap_or_else(|e| panic!("inject of {text:?}: {e}"));
+        let again = transform(&injected, |v| inject::inject(v, &opts())).unwrap();
+        assert_eq!(again, injected, "inject twice changed it");
+        let back = transform(&injected, uninject::uninject)
+            .unwrap_or_else(|e| panic!("uninject of {injected}: {e}"));
+        assert_eq!(back, text, "uninject of:\n{injected}");
+        injected
+    }
+
+    #[test]
+    fn lifecycle_events_in_flow_style() {
+        let text = std::fs::read_to_string("/tmp/ye/flow.yaml").unwrap();
+        round_trip(&text);
     }
 }

@@ -16,6 +16,9 @@ use serde_json::{Map, Number, Value};
 /// Deepest nesting read: far beyond any manifest, and a bound on the recursion of every walk
 /// over the tree (a hostile input of nested `[[[[` would otherwise exhaust the stack).
 const MAX_DEPTH: usize = 256;
+/// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
+/// §5.2), kept in the text as it was.
+pub const BOM: char = '\u{feff}';
 
 /// How a scalar was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,12 +144,18 @@ struct Offsets<'a> {
 
 impl<'a> Offsets<'a> {
     fn new(text: &'a str) -> Self {
-        let mut lines = vec![0];
+        // The parser skips a byte order mark without counting it in the first line's columns.
+        let bom = if text.starts_with(BOM) {
+            BOM.len_utf8()
+        } else {
+            0
+        };
+        let mut lines = vec![bom];
         lines.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
         Offsets {
             text,
             lines,
-            ascii: text.is_ascii(),
+            ascii: text[bom..].is_ascii(),
             last: std::cell::Cell::new((0, 0, 0)),
         }
     }
@@ -311,7 +320,7 @@ impl Reader<'_> {
                     let (event, span) = next(parser)?;
                     if let Event::SequenceEnd = event {
                         break if flow {
-                            self.offsets.byte(&span.end)
+                            self.flow_end(self.offsets.byte(&span.end), b']')
                         } else {
                             items.last().map_or(start, |n: &Node| n.end)
                         };
@@ -335,7 +344,7 @@ impl Reader<'_> {
                     let (event, span) = next(parser)?;
                     if let Event::MappingEnd = event {
                         break if flow {
-                            self.offsets.byte(&span.end)
+                            self.flow_end(self.offsets.byte(&span.end), b'}')
                         } else {
                             entries.last().map_or(start, |e: &Entry| e.value.end)
                         };
@@ -405,6 +414,25 @@ impl Reader<'_> {
         }
     }
 
+    /// Just past the bracket that closes a flow collection: after a trailing comma (`[a, b,]`,
+    /// `{k: v,\n}`) the parser's end event is at the comma, and the bracket follows it.
+    fn flow_end(&self, at: usize, close: u8) -> usize {
+        let b = self.offsets.text.as_bytes();
+        if at > 0 && b.get(at - 1) == Some(&close) {
+            return at;
+        }
+        let mut i = at;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b' ' | b'\t' | b'\r' | b'\n' | b',' => i += 1,
+                b'#' => i += memchr::memchr(b'\n', &b[i..]).unwrap_or(b.len() - i),
+                c if c == close => return i + 1,
+                _ => break,
+            }
+        }
+        at
+    }
+
     /// Keeps a node's value under its anchor id (0: no anchor), for the aliases to it.
     fn remember(&mut self, anchor: usize, value: &Value) {
         if anchor > 0 {
@@ -462,8 +490,8 @@ impl Reader<'_> {
 
     /// The 1-based line and 0-based column (in characters) of a byte offset.
     fn position(&self, at: usize) -> (usize, usize) {
-        let line = self.offsets.lines.partition_point(|&l| l <= at);
-        let start = self.offsets.lines[line - 1];
+        let line = self.offsets.lines.partition_point(|&l| l <= at).max(1);
+        let start = self.offsets.lines[line - 1].min(at);
         (line, self.offsets.text[start..at].chars().count())
     }
 
