@@ -50,10 +50,10 @@ struct Splicer<'a> {
     text: &'a str,
     layout: Layout,
     edits: Vec<Edit>,
-    /// Keys written beside a merge (`<<: *base`) whose new value the merge may give by itself:
-    /// the edit of the key, and the deletion of its line that is tried first (what uninject
-    /// needs to remove a key that inject wrote there).
-    merged: Vec<(Result<Vec<Edit>, SpliceError>, Edit)>,
+    /// Where the document starts, to find it again in a trial edit's text.
+    root: usize,
+    /// The keys and (old) indices from the root to the node being edited.
+    path: Vec<String>,
 }
 
 /// Where a node sits: what precedes it decides how a replacement is written.
@@ -76,18 +76,10 @@ pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Ed
         text,
         layout: layout(text, node),
         edits: Vec::new(),
-        merged: Vec::new(),
+        root: node.start,
+        path: Vec::new(),
     };
     s.diff(node, old, new, Slot::Root)?;
-    for (edit, deletion) in std::mem::take(&mut s.merged) {
-        let mut trial = s.edits.clone();
-        trial.push(deletion.clone());
-        if reads_as(text, node.start, trial, new) {
-            s.edits.push(deletion);
-        } else {
-            s.edits.extend(edit?);
-        }
-    }
     // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
     // each insertion takes its neighbours' ending.
     for e in &mut s.edits {
@@ -96,19 +88,6 @@ pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Ed
         }
     }
     Ok(s.edits)
-}
-
-/// True when `edits` applied to `text` give the document that starts at `start` the value
-/// `want`.
-fn reads_as(text: &str, start: usize, edits: Vec<Edit>, want: &Value) -> bool {
-    let Ok(out) = apply(text, edits) else {
-        return false;
-    };
-    super::tree::parse(&out).is_ok_and(|docs| {
-        docs.iter()
-            .find(|d| d.node.start == start)
-            .is_some_and(|d| &d.value == want)
-    })
 }
 
 /// The line ending of Windows editors: kept where the file has it.
@@ -290,6 +269,164 @@ impl Splicer<'_> {
         }
     }
 
+    /// True when the edits made so far and `candidate` give the node being edited the value
+    /// `want`, read back from the text (its path is [`Self::path`]: items at their old
+    /// indices, as the edits so far leave them).
+    fn settles(&self, candidate: &[Edit], want: &Value) -> bool {
+        let mut trial = self.edits.clone();
+        trial.extend(candidate.iter().cloned());
+        let Ok(out) = apply(self.text, trial) else {
+            return false;
+        };
+        let pointer: String = self
+            .path
+            .iter()
+            .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+            .collect();
+        super::tree::parse(&out).is_ok_and(|docs| {
+            docs.iter()
+                .find(|d| d.node.start == self.root)
+                .and_then(|d| d.value.pointer(&pointer))
+                .is_some_and(|v| v == want)
+        })
+    }
+
+    /// `key: *a` that must change: `key:` gains `<<: *a` (a merge of what the alias repeats)
+    /// and, after it, the keys whose values differ. Every byte stays, and
+    /// [`Self::merge_to_alias`] takes it back.
+    fn alias_to_merge(
+        &mut self,
+        node: &Node,
+        slot: Slot,
+        col: usize,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+    ) -> Result<(), SpliceError> {
+        let overrides: Map<String, Value> = new
+            .iter()
+            .filter(|(k, v)| old.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match slot {
+            Slot::BlockValue { after_colon, .. } => {
+                let gap = &self.text[after_colon..node.start];
+                if gap != " " {
+                    return Err(self.err(node, "an alias not one space after its key"));
+                }
+                self.push(
+                    after_colon,
+                    after_colon,
+                    format!("\n{}<<:", " ".repeat(col)),
+                );
+            }
+            _ => self.push(node.start, node.start, "<<: ".into()),
+        }
+        let mut text = String::from("\n");
+        self.block_map(&overrides, col, false, &mut text);
+        text.pop();
+        let eol = match memchr::memchr(b'\n', &self.text.as_bytes()[node.end..]) {
+            Some(i) if self.text.as_bytes()[..node.end + i].ends_with(b"\r") => node.end + i - 1,
+            Some(i) => node.end + i,
+            None => self.text.len(),
+        };
+        self.push(eol, eol, text);
+        Ok(())
+    }
+
+    /// The edits that turn a mapping written as `<<: *a` and other keys back into the `*a`
+    /// [`Self::alias_to_merge`] made it from, when it is one.
+    fn merge_to_alias(&self, flow: bool, entries: &[Entry], slot: Slot) -> Option<Vec<Edit>> {
+        let first = entries.first()?;
+        if flow || first.key != "<<" || !matches!(first.value.kind, Kind::Alias) {
+            return None;
+        }
+        let start = match slot {
+            Slot::BlockValue { after_colon, .. }
+                if line_start_if_first(self.text, first.key_node.start).is_some() =>
+            {
+                after_colon
+            }
+            Slot::BlockItem { after_dash, .. } if after_dash + 1 == first.key_node.start => {
+                first.key_node.start
+            }
+            _ => return None,
+        };
+        let value_start = match slot {
+            Slot::BlockValue { .. } => self.after_colon(first).ok()?,
+            _ => first.value.start,
+        };
+        let mut edits = vec![Edit {
+            start,
+            end: value_start,
+            text: String::new(),
+        }];
+        for e in &entries[1..] {
+            let at = line_start_if_first(self.text, e.key_node.start)?;
+            edits.push(Edit {
+                start: at,
+                end: after_line(self.text, &e.value),
+                text: String::new(),
+            });
+        }
+        Some(edits)
+    }
+
+    /// An empty flow collection (`[]`, `[\n  ]`, `{}`) gains its items inside its brackets, as
+    /// they are: and one whose items all go loses exactly them (and a trailing comma), so that
+    /// emptying what was filled gives the bytes back. False when `node` is no such case.
+    fn fill_or_empty_flow(&mut self, node: &Node, old: &Value, new: &Value, slot: Slot) -> bool {
+        match (&node.kind, old, new) {
+            (Kind::Seq { flow: true, .. }, Value::Array(_), Value::Array(_))
+            | (Kind::Map { flow: true, .. }, Value::Object(_), Value::Object(_)) => {}
+            _ => return false,
+        }
+        let open = self.content_start(node);
+        if !self.text[open..].starts_with(['[', '{']) {
+            return false;
+        }
+        match (is_empty_collection(old), is_empty_collection(new)) {
+            (true, false) => {
+                let (layout, quote) = match slot {
+                    Slot::Flow(Some((col, step))) => (Some((col + step, step)), Quote::Double),
+                    Slot::Flow(None) => (None, Quote::Double),
+                    _ => (None, Quote::AsNeeded),
+                };
+                let items: Vec<(Option<String>, Value)> = match new {
+                    Value::Array(a) => a.iter().map(|v| (None, v.clone())).collect(),
+                    Value::Object(m) => m
+                        .iter()
+                        .map(|(k, v)| (Some(k.clone()), v.clone()))
+                        .collect(),
+                    _ => return false,
+                };
+                let (mut text, _) = self.flow_items(layout, items.into_iter(), quote);
+                if let Some((col, _)) = layout {
+                    text.insert_str(0, &format!("\n{}", " ".repeat(col)));
+                }
+                self.push(open + 1, open + 1, text);
+                true
+            }
+            (false, true) => {
+                let last_end = match &node.kind {
+                    Kind::Seq { items, .. } => items.last().map(|i| i.end),
+                    Kind::Map { entries, .. } => entries.last().map(|e| e.value.end),
+                    _ => None,
+                };
+                let Some(mut end) = last_end else {
+                    return false;
+                };
+                let rest = &self.text[end..node.end];
+                let gap = rest.len() - rest.trim_start().len();
+                if rest[gap..].starts_with(',') {
+                    end += gap + 1;
+                }
+                self.push(open + 1, end, String::new());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Where a node's own text starts: after its anchor and tag (`&a !!str x`), which an edit of
     /// its content keeps.
     fn content_start(&self, node: &Node) -> usize {
@@ -331,7 +468,20 @@ impl Splicer<'_> {
         if old == new {
             return Ok(());
         }
+        if self.fill_or_empty_flow(node, old, new, slot) {
+            return Ok(());
+        }
         if matches!(node.kind, Kind::Alias) {
+            if let (Value::Object(o), Value::Object(n)) = (old, new)
+                && o.keys().all(|k| n.contains_key(k))
+                && let Some(col) = match slot {
+                    Slot::BlockValue { key_col, .. } => Some(key_col + self.layout.indent),
+                    Slot::BlockItem { dash_col, .. } => Some(dash_col + 2),
+                    _ => None,
+                }
+            {
+                return self.alias_to_merge(node, slot, col, o, n);
+            }
             let alias = &self.text[node.start..node.end];
             return Err(self.err(
                 node,
@@ -346,6 +496,13 @@ impl Splicer<'_> {
             (Kind::Map { flow, entries }, Value::Object(o), Value::Object(n))
                 if !o.is_empty() && !n.is_empty() =>
             {
+                // Tried first: the mapping may be the alias it was made from.
+                if let Some(collapse) = self.merge_to_alias(*flow, entries, slot)
+                    && self.settles(&collapse, new)
+                {
+                    self.edits.extend(collapse);
+                    return Ok(());
+                }
                 self.map(node, *flow, entries, o, n)
             }
             (Kind::Seq { flow, items }, Value::Array(o), Value::Array(n))
@@ -543,18 +700,23 @@ impl Splicer<'_> {
                     key_col: e.key_node.col,
                     after_colon: self.after_colon(e)?,
                 };
-                let mark = self.edits.len();
-                let edit = self
-                    .diff(&e.value, &old[&e.key], &new[&e.key], slot)
-                    .map(|()| self.edits.split_off(mark));
-                self.edits.truncate(mark);
-                let end = after_line(self.text, &e.value);
-                let deletion = Edit {
+                // Tried first: the merge may give the new value by itself (uninject removing
+                // a key that inject wrote here).
+                let deletion = [Edit {
                     start,
-                    end,
+                    end: after_line(self.text, &e.value),
                     text: String::new(),
+                }];
+                self.path.push(e.key.clone());
+                let settled = self.settles(&deletion, &new[&e.key]);
+                let edited = if settled {
+                    self.edits.extend(deletion);
+                    Ok(())
+                } else {
+                    self.diff(&e.value, &old[&e.key], &new[&e.key], slot)
                 };
-                self.merged.push((edit, deletion));
+                self.path.pop();
+                edited?;
                 continue;
             }
             let slot = if flow {
@@ -565,7 +727,9 @@ impl Splicer<'_> {
                     after_colon: self.after_colon(e)?,
                 }
             };
+            self.path.push(e.key.clone());
             self.diff(&e.value, &old[&e.key], &new[&e.key], slot)?;
+            self.path.pop();
         }
         // Added keys (or keys a merge brought in, now changed: written here, they win), each
         // run of them before the next key that is written, or after the last.
@@ -756,7 +920,9 @@ impl Splicer<'_> {
                         Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
                         other => other,
                     };
+                    self.path.push(i.to_string());
                     self.diff(&items[*i], &old[*i], &new[*j], slot)?;
+                    self.path.pop();
                     last_kept = Some(*i);
                 }
                 (Some(i), None) => deleted.push(*i),
@@ -1195,7 +1361,8 @@ mod tests {
             v["b"] = json!([{"m": 1}]);
             v["c"] = json!({"m": 2});
         });
-        assert_eq!(out, "a:\n  k: x\nb:\n- m: 1\nc:\n  m: 2\n");
+        // Empty flow collections gain their items in flow style, inside their brackets.
+        assert_eq!(out, "a:\n  k: x\nb: [{\"m\": 1}]\nc: {\"m\": 2}\n");
     }
 
     #[test]
