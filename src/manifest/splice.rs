@@ -50,10 +50,15 @@ struct Splicer<'a> {
     text: &'a str,
     layout: Layout,
     edits: Vec<Edit>,
-    /// Where the document starts, to find it again in a trial edit's text.
-    root: usize,
+    /// The document's text, its root's start to the end of its last line: a trial edit reads
+    /// back only this, so that it costs the document's size, not the file's.
+    root: (usize, usize),
     /// The keys and (old) indices from the root to the node being edited.
     path: Vec<String>,
+    /// Anchored collections, which an alias that inject wrote out goes back to.
+    anchors: Vec<Anchor>,
+    /// What the user should hear of.
+    notes: Vec<String>,
 }
 
 /// Where a node sits: what precedes it decides how a replacement is written.
@@ -72,12 +77,30 @@ enum Slot {
 
 /// The edits that turn `node` (read as `old`) into `new`.
 pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Edit>, SpliceError> {
+    edits_noted(text, node, old, new).map(|(edits, _)| edits)
+}
+
+/// [`edits`], and what they did that a user should hear of (an alias written out).
+pub fn edits_noted(
+    text: &str,
+    node: &Node,
+    old: &Value,
+    new: &Value,
+) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
+    let mut anchors = Vec::new();
+    collect_anchors(text, node, old, 0, &mut anchors);
     let mut s = Splicer {
         text,
         layout: layout(text, node),
         edits: Vec::new(),
-        root: node.start,
+        root: (
+            node.start,
+            memchr::memchr(b'\n', &text.as_bytes()[node.end..])
+                .map_or(text.len(), |i| node.end + i + 1),
+        ),
         path: Vec::new(),
+        anchors,
+        notes: Vec::new(),
     };
     s.diff(node, old, new, Slot::Root)?;
     // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
@@ -87,7 +110,55 @@ pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Ed
             e.text = e.text.replace('\n', CRLF);
         }
     }
-    Ok(s.edits)
+    Ok((s.edits, s.notes))
+}
+
+/// Anchored collections under `node` (read as `value`), in the text's order.
+fn collect_anchors(text: &str, node: &Node, value: &Value, depth: usize, out: &mut Vec<Anchor>) {
+    if depth > 64 {
+        return;
+    }
+    let collection = matches!(node.kind, Kind::Seq { .. } | Kind::Map { .. });
+    if node.shared && collection {
+        let rest = &text[node.start..node.end];
+        let name: String = rest
+            .trim_start_matches(|c: char| c != '&')
+            .chars()
+            .skip(1)
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .collect();
+        if !name.is_empty() {
+            out.push(Anchor {
+                name,
+                end: node.end,
+                value: value.clone(),
+            });
+        }
+    }
+    match &node.kind {
+        Kind::Map { entries, .. } => {
+            for e in entries.iter().filter(|e| e.key != "<<") {
+                if let Some(v) = value.get(&e.key) {
+                    collect_anchors(text, &e.value, v, depth + 1, out);
+                }
+            }
+        }
+        Kind::Seq { items, .. } => {
+            for (item, v) in items.iter().zip(value.as_array().into_iter().flatten()) {
+                collect_anchors(text, item, v, depth + 1, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An anchored collection (`&name`), which an alias written out may go back to.
+struct Anchor {
+    name: String,
+    /// Just past its text: an alias to it comes after.
+    end: usize,
+    /// What it held before the edit.
+    value: Value,
 }
 
 /// The line ending of Windows editors: kept where the file has it.
@@ -273,9 +344,26 @@ impl Splicer<'_> {
     /// `want`, read back from the text (its path is [`Self::path`]: items at their old
     /// indices, as the edits so far leave them).
     fn settles(&self, candidate: &[Edit], want: &Value) -> bool {
-        let mut trial = self.edits.clone();
-        trial.extend(candidate.iter().cloned());
-        let Ok(out) = apply(self.text, trial) else {
+        let (start, end) = self.root;
+        let trial: Vec<Edit> = self
+            .edits
+            .iter()
+            .chain(candidate)
+            .map(|e| Edit {
+                start: e.start.saturating_sub(start),
+                end: e.end.saturating_sub(start),
+                text: e.text.clone(),
+            })
+            .collect();
+        if self
+            .edits
+            .iter()
+            .chain(candidate)
+            .any(|e| e.start < start || e.end > end)
+        {
+            return false;
+        }
+        let Ok(out) = apply(&self.text[start..end], trial) else {
             return false;
         };
         let pointer: String = self
@@ -284,11 +372,49 @@ impl Splicer<'_> {
             .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
             .collect();
         super::tree::parse(&out).is_ok_and(|docs| {
-            docs.iter()
-                .find(|d| d.node.start == self.root)
+            docs.first()
                 .and_then(|d| d.value.pointer(&pointer))
                 .is_some_and(|v| v == want)
         })
+    }
+
+    /// A collection that inject wrote out from an alias (a sequence: no merge can change one)
+    /// goes back to that alias when, read back, it gives the new value. The anchors tried are
+    /// the nearest three of its kind before it.
+    fn back_to_alias(&mut self, node: &Node, old: &Value, new: &Value, slot: Slot) -> bool {
+        /// Anchors tried per node: each try reads the document back.
+        const TRIED: usize = 3;
+        if node.shared || !matches!(node.kind, Kind::Seq { .. } | Kind::Map { .. }) {
+            return false;
+        }
+        let (start, lead) = match slot {
+            Slot::BlockValue { after_colon, .. } => (after_colon, " "),
+            Slot::BlockItem { after_dash, .. } => (after_dash, " "),
+            Slot::Flow(_) => (node.start, ""),
+            Slot::Root => return false,
+        };
+        // A copy the user wrote out by hand held what the anchor held: it stays as written.
+        let candidates: Vec<String> = self
+            .anchors
+            .iter()
+            .rev()
+            .filter(|a| a.end <= node.start && a.value != *old)
+            .filter(|a| a.value.is_array() == new.is_array())
+            .take(TRIED)
+            .map(|a| a.name.clone())
+            .collect();
+        for name in candidates {
+            let edit = [Edit {
+                start,
+                end: node.end.max(start),
+                text: format!("{lead}*{name}"),
+            }];
+            if self.settles(&edit, new) {
+                self.edits.extend(edit);
+                return true;
+            }
+        }
+        false
     }
 
     /// `key: *a` that must change: `key:` gains `<<: *a` (a merge of what the alias repeats)
@@ -482,15 +608,18 @@ impl Splicer<'_> {
             {
                 return self.alias_to_merge(node, slot, col, o, n);
             }
-            let alias = &self.text[node.start..node.end];
-            return Err(self.err(
-                node,
-                format!(
-                    "the change falls on `{alias}`, which repeats the value anchored as `&{}`; \
-                     it cannot change here without changing there",
-                    alias.trim_start_matches('*')
-                ),
+            let alias = self.text[node.start..node.end].to_string();
+            self.replace(node, new, slot)?;
+            self.notes.push(format!(
+                "{}: `{alias}` written out: it repeats `&{}`, and hooklog's change here \
+                 must not change that one too (uninject writes `{alias}` back)",
+                node.line,
+                alias.trim_start_matches('*')
             ));
+            return Ok(());
+        }
+        if self.back_to_alias(node, old, new, slot) {
+            return Ok(());
         }
         match (&node.kind, old, new) {
             (Kind::Map { flow, entries }, Value::Object(o), Value::Object(n))
@@ -534,7 +663,7 @@ impl Splicer<'_> {
             self.push(self.content_start(node), node.end, text);
             return Ok(());
         }
-        if node.shared {
+        if node.shared && !matches!(node.kind, Kind::Alias) {
             return Err(self.err(
                 node,
                 "an anchored value (`&name`) would be written anew, and its aliases with it",
@@ -1442,13 +1571,15 @@ mod shapes {
             f(&mut v).map_err(|e| e.to_string())?;
             values.push(v);
         }
-        crate::manifest::rewrite(&source, &values).map_err(|why| {
-            let mut edits = Vec::new();
-            for (d, v) in source.documents.iter().zip(&values) {
-                edits.extend(super::edits(text, &d.node, &d.value, v).unwrap_or_default());
-            }
-            format!("{why}\n{}", apply(text, edits).unwrap_or_default())
-        })
+        crate::manifest::rewrite(&source, &values)
+            .map(|(text, _)| text)
+            .map_err(|why| {
+                let mut edits = Vec::new();
+                for (d, v) in source.documents.iter().zip(&values) {
+                    edits.extend(super::edits(text, &d.node, &d.value, v).unwrap_or_default());
+                }
+                format!("{why}\n{}", apply(text, edits).unwrap_or_default())
+            })
     }
 
     pub(crate) fn round_trip(text: &str) -> String {
