@@ -553,6 +553,28 @@ impl Splicer<'_> {
         }
     }
 
+    /// True when `node` ends the text with a block scalar and no line break after it.
+    fn unterminated_block(&self, node: &Node) -> bool {
+        if node.end < self.text.len() || self.text.ends_with('\n') {
+            return false;
+        }
+        let mut n = node;
+        loop {
+            n = match &n.kind {
+                Kind::Scalar(Style::Block) => return true,
+                Kind::Map { entries, .. } => match entries.last() {
+                    Some(e) => &e.value,
+                    None => return false,
+                },
+                Kind::Seq { items, .. } => match items.last() {
+                    Some(i) => i,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+    }
+
     /// Where a node's own text starts: after its anchor and tag (`&a !!str x`), which an edit of
     /// its content keeps.
     fn content_start(&self, node: &Node) -> usize {
@@ -958,6 +980,9 @@ impl Splicer<'_> {
             .map(|(k, v)| ((*k).clone(), (*v).clone()))
             .collect();
         self.block_map(&map, col, false, &mut text);
+        // After a block scalar that ends the file without a line break, a new line would give
+        // it one (`|` keeps its last break): the new keys go before its key instead.
+        let before = before.or_else(|| self.unterminated_block(&last.value).then_some(last));
         match before {
             Some(e) => match line_start_if_first(self.text, e.key_node.start) {
                 Some(at) => self.push(at, at, text),
@@ -1174,6 +1199,13 @@ impl Splicer<'_> {
                 self.push(at, at, format!("{sep}{texts}"));
             }
             return Ok(());
+        }
+        if !before_first && self.unterminated_block(&items[anchor]) {
+            return Err(self.err(
+                &items[anchor],
+                "the file ends in a block scalar (`|` or `>`) without a final line break, and \
+                 an item after it would give that text one",
+            ));
         }
         let (dash, dash_col) = dash_of(self.text, &items[anchor])
             .ok_or_else(|| self.err(&items[anchor], "a `- ` that is not first on its line"))?;
