@@ -260,11 +260,12 @@ fn transform(
                     "hooklog: {}: could not edit in place ({why}); written anew, comments and layout not kept",
                     source.name
                 ));
-                changed
+                let anew = changed
                     .iter()
                     .map(emit::to_yaml)
                     .collect::<Vec<_>>()
-                    .join("---\n")
+                    .join("---\n");
+                splice::as_written(&source.text, anew)
             }
         };
         if !out.is_empty() {

@@ -161,6 +161,23 @@ struct Anchor {
     value: Value,
 }
 
+/// Text written anew in `original`'s byte order mark and line ending (CRLF when most of its
+/// lines have it).
+pub fn as_written(original: &str, text: String) -> String {
+    let lines = memchr::memchr_iter(b'\n', original.as_bytes()).count();
+    let crlf = original.matches(CRLF).count();
+    let text = if crlf * 2 > lines {
+        text.replace('\n', CRLF)
+    } else {
+        text
+    };
+    if original.starts_with(super::tree::BOM) {
+        format!("{}{text}", super::tree::BOM)
+    } else {
+        text
+    }
+}
+
 /// The line ending of Windows editors: kept where the file has it.
 const CRLF: &str = "\r\n";
 
@@ -387,6 +404,11 @@ impl Splicer<'_> {
         if node.shared || !matches!(node.kind, Kind::Seq { .. } | Kind::Map { .. }) {
             return false;
         }
+        if let Kind::Map { entries, .. } = &node.kind
+            && entries.first().is_some_and(|e| e.key == "<<")
+        {
+            return false; // a merge goes back by [`Self::merge_to_alias`], its bytes kept
+        }
         let (start, lead) = match slot {
             Slot::BlockValue { after_colon, .. } => (after_colon, " "),
             Slot::BlockItem { after_dash, .. } => (after_dash, " "),
@@ -435,9 +457,8 @@ impl Splicer<'_> {
             .collect();
         match slot {
             Slot::BlockValue { after_colon, .. } => {
-                let gap = &self.text[after_colon..node.start];
-                if gap != " " {
-                    return Err(self.err(node, "an alias not one space after its key"));
+                if self.text[after_colon..node.start].contains('\n') {
+                    return Err(self.err(node, "an alias on the line after its key"));
                 }
                 self.push(
                     after_colon,
@@ -620,6 +641,10 @@ impl Splicer<'_> {
             return Ok(());
         }
         if matches!(node.kind, Kind::Alias) {
+            // The anchor's own edit may already give the alias its new value.
+            if self.settles(&[], new) {
+                return Ok(());
+            }
             if let (Value::Object(o), Value::Object(n)) = (old, new)
                 && o.keys().all(|k| n.contains_key(k))
                 && let Some(col) = match slot {
@@ -1542,12 +1567,15 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_under_an_anchor_is_refused() {
-        let text = "a: &x [1]\nb: *x\n";
-        let doc = tree::parse(text).unwrap().remove(0);
-        let mut new = doc.value.clone();
-        new["b"] = json!([1, 2]);
-        assert!(edits(text, &doc.node, &doc.value, &new).is_err());
+    fn an_alias_that_must_change_is_written_out_and_undone() {
+        let out = edit("a: &x [1]\nb: *x\n", |v| v["b"] = json!([1, 2]));
+        assert_eq!(out, "a: &x [1]\nb:\n- 1\n- 2\n");
+        // Where every copy changes the same way, the anchor is edited and the alias stays.
+        let out = edit("a: &x [1]\nb: *x\n", |v| {
+            v["a"] = json!([1, 2]);
+            v["b"] = json!([1, 2]);
+        });
+        assert_eq!(out, "a: &x [1, 2]\nb: *x\n");
     }
 
     #[test]
@@ -1646,6 +1674,123 @@ mod shapes {
             "json-stream.json",
         ] {
             round_trip(&fixture(name));
+        }
+    }
+
+    /// True when `a` is `b` with text taken out: `b` only inserts.
+    fn only_inserted(a: &str, b: &str) -> bool {
+        let mut rest = b.chars();
+        a.chars().all(|c| rest.any(|d| d == c))
+    }
+
+    #[test]
+    fn an_alias_that_must_differ_becomes_a_merge_and_back() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: &hooks\n      postStart: {exec: {command: [sh, -c, 'echo up']}}\n      preStop: {exec: {command: [sleep, '5']}}\n  - name: b\n    image: y\n    lifecycle:  *hooks  # the same\n";
+        let out = round_trip(text);
+        assert!(only_inserted(text, &out), "{out}");
+        assert!(
+            out.contains("    lifecycle:\n      <<:  *hooks  # the same\n      preStop:\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_sequence_alias_that_must_differ_is_written_out_and_back() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: {preStop: {exec: {command: &drain [sleep, '5']}}}\n  - name: b\n    image: y\n    lifecycle:\n      preStop:\n        exec:\n          command: *drain\n";
+        let out = round_trip(text);
+        assert!(!out.contains("*drain"), "{out}");
+        let source = load::parse("t", text.to_string()).unwrap();
+        let mut v = source.documents[0].value.clone();
+        inject::inject(&mut v, &opts()).unwrap();
+        let (_, notes) = crate::manifest::rewrite(&source, &[v]).unwrap();
+        assert_eq!(
+            notes,
+            [
+                "12: `*drain` written out: it repeats `&drain`, and hooklog's change here must not change that one too (uninject writes `*drain` back)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_copy_written_by_hand_is_not_turned_into_an_alias() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    volumeMounts: &m [{name: v, mountPath: /v}]\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n  - name: b\n    image: y\n    volumeMounts: [{name: v, mountPath: /v}]\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n  volumes: [{name: v, emptyDir: {}}]\n";
+        let out = round_trip(text);
+        assert!(only_inserted(text, &out), "{out}");
+    }
+
+    #[test]
+    fn keys_after_a_block_scalar_that_ends_the_file_go_before_it() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n    args:\n    - |\n      last";
+        let out = round_trip(text);
+        assert!(out.ends_with("    args:\n    - |\n      last"), "{out}");
+    }
+
+    /// A file in one of the fixtures' shapes, varied: line endings (LF, CRLF, or each line's
+    /// own), a BOM, no final newline, a comment at the end.
+    fn neighbour(base: &str, endings: &[bool], bom: bool, last: u8) -> String {
+        let mut out = String::new();
+        if bom {
+            out.push(super::super::tree::BOM);
+        }
+        let base = base.replace("\r\n", "\n");
+        let lines: Vec<&str> = base.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            out.push_str(line);
+            out.push_str(if endings[i % endings.len()] {
+                "\r\n"
+            } else {
+                "\n"
+            });
+        }
+        match last {
+            0 => {
+                out.pop();
+                if out.ends_with('\r') {
+                    out.pop();
+                }
+            }
+            1 => {
+                out.push_str("# the end");
+                out.push_str(if endings[lines.len() % endings.len()] {
+                    "\r\n"
+                } else {
+                    "\n"
+                });
+            }
+            _ => {}
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 64, failure_persistence: None, ..Default::default()
+        })]
+        /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
+        /// line they gain as its neighbour does.
+        #[test]
+        fn neighbours_of_every_shape_round_trip(
+            which in 0usize..9,
+            endings in proptest::collection::vec(proptest::bool::ANY, 1..4),
+            bom: bool,
+            last in 0u8..3,
+        ) {
+            let names = [
+                "lifecycle-events-flow.yaml", "anchors-merge-keys.yaml", "bom-deployment.yaml",
+                "crlf-daemonset.yaml", "no-final-newline-pod.yaml", "no-final-newline-deploy.yaml",
+                "comments-directives.yaml", "empty-flow-collections.yaml", "pod-pretty.json",
+            ];
+            let base = fixture(names[which]).trim_start_matches(super::super::tree::BOM).to_string();
+            let text = neighbour(&base, &endings, bom, last);
+            let out = round_trip(&text);
+            proptest::prop_assert!(only_inserted(&text, &out), "{out}");
+            proptest::prop_assert_eq!(out.starts_with(super::super::tree::BOM), bom);
+            if endings.iter().all(|e| *e) {
+                proptest::prop_assert!(!out.replace("\r\n", "").contains('\n'), "LF in CRLF:\n{out:?}");
+            }
+            if endings.iter().all(|e| !*e) {
+                proptest::prop_assert!(!out.contains('\r'));
+            }
         }
     }
 }
