@@ -146,18 +146,8 @@ pub struct ParseError {
 pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
     // libyaml reads the BOM and starts counting after it.
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
-    // libyaml-safer 0.3.0 panics on a block scalar whose last line has no line break (libyaml's
-    // READ_LINE at the end of input does nothing): it reads the text with one, and
-    // [`Reader::unbroken`] takes it off that scalar again.
-    let broken;
-    let input = if text.is_empty() || text.ends_with(['\n', '\r']) {
-        text
-    } else {
-        broken = format!("{text}\n");
-        &broken
-    };
     let mut parser = Parser::new();
-    parser.set_input(input.as_bytes());
+    parser.set_input(text.as_bytes());
     let mut events = Events { parser, bom };
     let mut reader = Reader {
         text,
@@ -265,35 +255,6 @@ impl Reader<'_> {
         }
     }
 
-    /// A block scalar's value without the line break [`parse`] added after a last line that
-    /// had none, as go-yaml reads it: a last line with text loses it unless stripped (`|-`), a
-    /// last line of blanks only where it keeps its breaks (`|+`).
-    fn unbroken(&self, mut value: String, start: usize, end: &Mark) -> String {
-        let text = self.text;
-        if text.is_empty()
-            || text.ends_with(['\n', '\r'])
-            || self.bom + (end.index as usize) < text.len()
-        {
-            return value;
-        }
-        let header = &text[start..text[start..].find('\n').map_or(text.len(), |i| start + i)];
-        let indicators = header
-            .find(['|', '>'])
-            .map_or("", |i| &header[i + 1..])
-            .trim_start_matches(|c: char| c.is_ascii_digit());
-        let chomp = indicators.chars().next().filter(|c| matches!(c, '+' | '-'));
-        let last_line = &text[line_start(text, text.len())..];
-        let added = if last_line.trim().is_empty() {
-            chomp == Some('+')
-        } else {
-            chomp != Some('-')
-        };
-        if added && value.ends_with('\n') {
-            value.pop();
-        }
-        value
-    }
-
     /// Counts `n` decode operations (`through_alias` of them by aliases) as go-yaml's
     /// `decoder.unmarshal` does, and fails as it does on excessive aliasing.
     fn count(&mut self, n: u64, through_alias: u64, mark: &Mark) -> Result<(), ParseError> {
@@ -334,7 +295,6 @@ impl Reader<'_> {
                 style,
                 ..
             } => {
-                // A key's value is its text ([`key_string`]); `.inf` is a key there.
                 if self.flow > 0 && style == ScalarStyle::Plain && text.contains('?') {
                     // libyaml 0.2.5 reads `[a?b]`; go-yaml's older libyaml ends the scalar at
                     // the `?` and fails.
@@ -343,11 +303,7 @@ impl Reader<'_> {
                         "a '?' in a plain scalar in a flow collection, which Kubernetes' go-yaml rejects (quote it)",
                     ));
                 }
-                let text = if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded) {
-                    self.unbroken(text, start, &event.end_mark)
-                } else {
-                    text
-                };
+                // A key's value is its text ([`key_string`]); `.inf` is a key there.
                 let value = match scalar(&text, style, tag.as_deref()) {
                     Ok(v) => v,
                     Err(_) if key => Value::String(text.clone()),
@@ -967,7 +923,100 @@ mod tests {
         );
     }
 
+    /// The "billion laughs" of issue 24 §1: 10 anchors, each a list of 10 aliases of the one
+    /// before. go-yaml: "document contains excessive aliasing"; main grew to 11-22 GB.
+    #[test]
+    fn an_alias_bomb_is_one_error_at_once() {
+        let mut text = String::from(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: bomb}\nx:\n  a0: &a0 [lol]\n",
+        );
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            let list = vec![prev.as_str(); 10].join(", ");
+            text.push_str(&format!("  a{i}: &a{i} [{list}]\n"));
+        }
+        text.push_str("spec:\n  containers:\n  - name: c\n    image: busybox\n    args: *a9\n");
+        let started = std::time::Instant::now();
+        let e = parse(&text).unwrap_err();
+        assert!(e.why.contains("excessive aliasing"), "{e:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        // Aliases in the measure of real files (a few labels, an env list) are read.
+        let ok = "a: &l {app: web}\nb: *l\nc: [*l, *l, *l]\n";
+        assert_eq!(parse(ok).unwrap()[0].value["c"][2]["app"], "web");
+    }
+
+    /// Issue 24 §2: a Kubernetes e2e StatefulSet's multi-line single-quoted annotation, its
+    /// continuation lines and closing `]'` at other indentations. go-yaml reads it.
+    #[test]
+    fn a_quoted_scalar_continued_at_any_indentation() {
+        let text = "metadata:\n  annotations:\n    pod.alpha.kubernetes.io/init-containers: '[\n        {\n            \"name\": \"install\",\n\"image\": \"busybox\"\n    }\n]'\n  name: web\n";
+        let docs = parse(text).unwrap();
+        assert_eq!(
+            docs[0].value["metadata"]["annotations"]["pod.alpha.kubernetes.io/init-containers"],
+            json!("[ { \"name\": \"install\", \"image\": \"busybox\" } ]")
+        );
+        assert_eq!(docs[0].value["metadata"]["name"], "web");
+    }
+
+    /// What sigs.k8s.io/yaml makes of keys and floats, from the go-yaml oracle's answers.
+    #[test]
+    fn keys_and_floats_as_kubernetes_converts_them() {
+        assert!(parse("~: x\n").is_err());
+        assert!(parse("a: .inf\n").is_err());
+        assert!(parse("a: [.NaN]\n").is_err());
+        let v = &parse("1.5: a\n0x10: b\ntrue: c\n1e6: d\nf: 1e400\ng: 9007199254740993.0\nh: !foo 12\ni: !!binary aGVsbG8=\nj: !!float 1\n").unwrap()[0].value;
+        assert_eq!(
+            v,
+            &json!({"1.5": "a", "16": "b", "true": "c", "1e+06": "d", "f": "1e400",
+                    "g": 9007199254740992u64, "h": "12", "i": "hello", "j": 1})
+        );
+        assert!(parse("a: !!int 1.5\n").is_err());
+        assert!(parse("a: !!null x\n").is_err());
+    }
+
+    /// go-yaml v2 sets merged keys where `<<` is: over the keys before it, under those after.
+    #[test]
+    fn merge_keys_in_go_yaml_order() {
+        let v = &parse("a: 1\n<<: {a: 2, b: 3}\nc: 4\n<<: [{c: 5, d: 6}, {d: 7, e: 8}]\n").unwrap()
+            [0]
+        .value;
+        assert_eq!(v, &json!({"a": 2, "b": 3, "c": 5, "d": 6, "e": 8}));
+    }
+
+    /// No final newline, a BOM, CRLF: the values are go-yaml's and the spans are the text's.
+    #[test]
+    fn the_ends_of_a_file() {
+        for (text, want) in [
+            ("a: |\n  x", "x"),
+            ("a: |+\n  x", "x"),
+            ("a: |-\n  x", "x"),
+            ("a: >\n  x\n  y", "x y"),
+            ("a: |+\n  x\n  ", "x\n"),
+            ("a: |\n  x\n  ", "x\n"),
+            ("a: |\r\n  x\r\n", "x\n"),
+        ] {
+            assert_eq!(parse(text).unwrap()[0].value["a"], want, "{text:?}");
+        }
+        let text = "\u{feff}a: é\r\nb: [x, y]\r\n";
+        let docs = parse(text).unwrap();
+        let y = docs[0].node.at("/b/1").unwrap();
+        assert_eq!(&text[y.start..y.end], "y");
+        let a = docs[0].node.at("/a").unwrap();
+        assert_eq!((&text[a.start..a.end], a.line, a.col), ("é", 1, 4));
+    }
+
     proptest::proptest! {
+        /// libyaml-safer panics on some ends of input (see [`parse`]); a panic aborts the release
+        /// binary. Any text of YAML's punctuation, CR and tabs included, is read or refused.
+        #[test]
+        fn arbitrary_text_never_panics(text in "([a-z0-9]|[ \\t\\r\\n]|[-:,#&*!|>'\"{}\\[\\]?%@`.~+]|\u{e9}|\u{feff}){0,60}") {
+            let _ = parse(&text);
+        }
+
         /// Any text of YAML's punctuation never panics the reader, nor the splicer on what it
         /// read; a value added to a mapping document reads back from what the splicer wrote.
         /// (60,000 cases passed before this was made part of every run; it found a cut through
