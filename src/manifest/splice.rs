@@ -171,12 +171,16 @@ pub fn as_written(original: &str, text: String) -> String {
     } else {
         text
     };
-    if original.starts_with(super::tree::BOM) {
-        format!("{}{text}", super::tree::BOM)
+    if original.starts_with(BOM) {
+        format!("{}{text}", BOM)
     } else {
         text
     }
 }
+
+/// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
+/// §5.2), kept in the text as it was.
+pub const BOM: char = '\u{feff}';
 
 /// The line ending of Windows editors: kept where the file has it.
 const CRLF: &str = "\r\n";
@@ -1730,7 +1734,7 @@ mod shapes {
     fn neighbour(base: &str, endings: &[bool], bom: bool, last: u8) -> String {
         let mut out = String::new();
         if bom {
-            out.push(super::super::tree::BOM);
+            out.push(super::BOM);
         }
         let base = base.replace("\r\n", "\n");
         let lines: Vec<&str> = base.lines().collect();
@@ -1780,11 +1784,11 @@ mod shapes {
                 "crlf-daemonset.yaml", "no-final-newline-pod.yaml", "no-final-newline-deploy.yaml",
                 "comments-directives.yaml", "empty-flow-collections.yaml", "pod-pretty.json",
             ];
-            let base = fixture(names[which]).trim_start_matches(super::super::tree::BOM).to_string();
+            let base = fixture(names[which]).trim_start_matches(super::BOM).to_string();
             let text = neighbour(&base, &endings, bom, last);
             let out = round_trip(&text);
             proptest::prop_assert!(only_inserted(&text, &out), "{out}");
-            proptest::prop_assert_eq!(out.starts_with(super::super::tree::BOM), bom);
+            proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
             if endings.iter().all(|e| *e) {
                 proptest::prop_assert!(!out.replace("\r\n", "").contains('\n'), "LF in CRLF:\n{out:?}");
             }
