@@ -55,8 +55,6 @@ struct Splicer<'a> {
     root: (usize, usize),
     /// The keys and (old) indices from the root to the node being edited.
     path: Vec<String>,
-    /// Anchored collections, which an alias that inject wrote out goes back to.
-    anchors: Vec<Anchor>,
     /// What the user should hear of.
     notes: Vec<String>,
 }
@@ -87,8 +85,6 @@ pub fn edits_noted(
     old: &Value,
     new: &Value,
 ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
-    let mut anchors = Vec::new();
-    collect_anchors(text, node, old, 0, &mut anchors);
     let mut s = Splicer {
         text,
         layout: layout(text, node),
@@ -99,7 +95,6 @@ pub fn edits_noted(
                 .map_or(text.len(), |i| node.end + i + 1),
         ),
         path: Vec::new(),
-        anchors,
         notes: Vec::new(),
     };
     s.diff(node, old, new, Slot::Root)?;
@@ -111,54 +106,6 @@ pub fn edits_noted(
         }
     }
     Ok((s.edits, s.notes))
-}
-
-/// Anchored collections under `node` (read as `value`), in the text's order.
-fn collect_anchors(text: &str, node: &Node, value: &Value, depth: usize, out: &mut Vec<Anchor>) {
-    if depth > 64 {
-        return;
-    }
-    let collection = matches!(node.kind, Kind::Seq { .. } | Kind::Map { .. });
-    if node.shared && collection {
-        let rest = &text[node.start..node.end];
-        let name: String = rest
-            .trim_start_matches(|c: char| c != '&')
-            .chars()
-            .skip(1)
-            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
-            .collect();
-        if !name.is_empty() {
-            out.push(Anchor {
-                name,
-                end: node.end,
-                value: value.clone(),
-            });
-        }
-    }
-    match &node.kind {
-        Kind::Map { entries, .. } => {
-            for e in entries.iter().filter(|e| e.key != "<<") {
-                if let Some(v) = value.get(&e.key) {
-                    collect_anchors(text, &e.value, v, depth + 1, out);
-                }
-            }
-        }
-        Kind::Seq { items, .. } => {
-            for (item, v) in items.iter().zip(value.as_array().into_iter().flatten()) {
-                collect_anchors(text, item, v, depth + 1, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// An anchored collection (`&name`), which an alias written out may go back to.
-struct Anchor {
-    name: String,
-    /// Just past its text: an alias to it comes after.
-    end: usize,
-    /// What it held before the edit.
-    value: Value,
 }
 
 /// Text written anew in `original`'s byte order mark and line ending (CRLF when most of its
@@ -181,6 +128,10 @@ pub fn as_written(original: &str, text: String) -> String {
 /// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
 /// §5.2), kept in the text as it was.
 pub const BOM: char = '\u{feff}';
+
+/// The comment inject writes after an alias it had to write out (`command: *drain`, whose
+/// copy must differ): uninject finds it there and writes `*drain` back.
+const WRITTEN_OUT: &str = " # hooklog: written out from *";
 
 /// The line ending of Windows editors: kept where the file has it.
 const CRLF: &str = "\r\n";
@@ -399,48 +350,27 @@ impl Splicer<'_> {
         })
     }
 
-    /// A collection that inject wrote out from an alias (a sequence: no merge can change one)
-    /// goes back to that alias when, read back, it gives the new value. The anchors tried are
-    /// the nearest three of its kind before it.
-    fn back_to_alias(&mut self, node: &Node, old: &Value, new: &Value, slot: Slot) -> bool {
-        /// Anchors tried per node: each try reads the document back.
-        const TRIED: usize = 3;
-        if node.shared || !matches!(node.kind, Kind::Seq { .. } | Kind::Map { .. }) {
+    /// A collection that inject wrote out from an alias, known by the comment it wrote after
+    /// it ([`WRITTEN_OUT`]), goes back to that alias when, read back, that gives the new value.
+    fn back_to_alias(&mut self, node: &Node, new: &Value) -> bool {
+        let Some(rest) = self.text[node.end..].strip_prefix(WRITTEN_OUT) else {
+            return false;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .collect();
+        let start = self.content_start(node);
+        let edit = [Edit {
+            start,
+            end: node.end + WRITTEN_OUT.len() + name.len(),
+            text: format!("*{name}"),
+        }];
+        if name.is_empty() || !self.settles(&edit, new) {
             return false;
         }
-        if let Kind::Map { entries, .. } = &node.kind
-            && entries.first().is_some_and(|e| e.key == "<<")
-        {
-            return false; // a merge goes back by [`Self::merge_to_alias`], its bytes kept
-        }
-        let (start, lead) = match slot {
-            Slot::BlockValue { after_colon, .. } => (after_colon, " "),
-            Slot::BlockItem { after_dash, .. } => (after_dash, " "),
-            Slot::Flow(_) => (node.start, ""),
-            Slot::Root => return false,
-        };
-        // A copy the user wrote out by hand held what the anchor held: it stays as written.
-        let candidates: Vec<String> = self
-            .anchors
-            .iter()
-            .rev()
-            .filter(|a| a.end <= node.start && a.value != *old)
-            .filter(|a| a.value.is_array() == new.is_array())
-            .take(TRIED)
-            .map(|a| a.name.clone())
-            .collect();
-        for name in candidates {
-            let edit = [Edit {
-                start,
-                end: node.end.max(start),
-                text: format!("{lead}*{name}"),
-            }];
-            if self.settles(&edit, new) {
-                self.edits.extend(edit);
-                return true;
-            }
-        }
-        false
+        self.edits.extend(edit);
+        true
     }
 
     /// `key: *a` that must change: `key:` gains `<<: *a` (a merge of what the alias repeats)
@@ -660,7 +590,23 @@ impl Splicer<'_> {
                 return self.alias_to_merge(node, slot, col, o, n);
             }
             let alias = self.text[node.start..node.end].to_string();
-            self.replace(node, new, slot)?;
+            if !matches!(slot, Slot::BlockValue { .. } | Slot::BlockItem { .. }) {
+                return Err(self.err(
+                    node,
+                    format!(
+                        "`{alias}` repeats `&{}` inside a flow collection, and hooklog's change \
+                         here must not change that one too",
+                        alias.trim_start_matches('*')
+                    ),
+                ));
+            }
+            // Written out on its own line, and marked so that uninject writes the alias back.
+            let text = format!(
+                "{}{WRITTEN_OUT}{}",
+                flow_text(new),
+                alias.trim_start_matches('*')
+            );
+            self.push(node.start, node.end, text);
             self.notes.push(format!(
                 "{}: `{alias}` written out: it repeats `&{}`, and hooklog's change here \
                  must not change that one too (uninject writes `{alias}` back)",
@@ -669,7 +615,7 @@ impl Splicer<'_> {
             ));
             return Ok(());
         }
-        if self.back_to_alias(node, old, new, slot) {
+        if self.back_to_alias(node, new) {
             return Ok(());
         }
         match (&node.kind, old, new) {
@@ -1573,7 +1519,7 @@ mod tests {
     #[test]
     fn an_alias_that_must_change_is_written_out_and_undone() {
         let out = edit("a: &x [1]\nb: *x\n", |v| v["b"] = json!([1, 2]));
-        assert_eq!(out, "a: &x [1]\nb:\n- 1\n- 2\n");
+        assert_eq!(out, "a: &x [1]\nb: [1, 2] # hooklog: written out from *x\n");
         // Where every copy changes the same way, the anchor is edited and the alias stays.
         let out = edit("a: &x [1]\nb: *x\n", |v| {
             v["a"] = json!([1, 2]);
@@ -1702,7 +1648,12 @@ mod shapes {
     fn a_sequence_alias_that_must_differ_is_written_out_and_back() {
         let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: {preStop: {exec: {command: &drain [sleep, '5']}}}\n  - name: b\n    image: y\n    lifecycle:\n      preStop:\n        exec:\n          command: *drain\n";
         let out = round_trip(text);
-        assert!(!out.contains("*drain"), "{out}");
+        assert!(
+            out.contains(
+                "          command: [\"/hooklog/bin/hooklog\", \"hook\", \"--container\", \"b\""
+            ) && out.contains(", \"sleep\", \"5\"] # hooklog: written out from *drain\n"),
+            "{out}"
+        );
         let source = load::parse("t", text.to_string()).unwrap();
         let mut v = source.documents[0].value.clone();
         inject::inject(&mut v, &opts()).unwrap();
