@@ -489,7 +489,8 @@ fn regression_inject_rewrote_or_restyled_boms_crlf_flow_and_anchors() {
         "      labels: *labels\n",
         "      - &web\n        name: web\n",
         "        env: &env\n",
-        "      - <<: *web\n        name: worker\n        args: [worker]\n        env: *env\n",
+        "      - <<: *web\n        name: worker\n",
+        "        args: [worker]\n        env: *env\n",
     ] {
         assert!(anchors.contains(kept), "{kept:?}:\n{anchors}");
     }
