@@ -409,7 +409,7 @@ fn can_plain(v: &str, flow: bool) -> bool {
     let indicator = "-?:,[]{}#&*!|>'\"%@`".contains(first);
     let dash_ok = (first == '-' || first == '?' || first == ':')
         && v.chars().nth(1).is_some_and(|c| !c.is_whitespace());
-    !(indicator && !dash_ok)
+    (!indicator || dash_ok)
         && !v.contains(['\n', '\t'])
         && !v.contains(": ")
         && !v.contains(" #")
@@ -864,8 +864,8 @@ fn mutate(text: &mut String, seed: u64) {
                 .unwrap(),
         ),
         2 => text.insert(at, '\t'),
-        3 => text.insert_str(at, "\n"),
-        4 => text.insert_str(at, " "),
+        3 => text.insert(at, '\n'),
+        4 => text.insert(at, ' '),
         _ => {
             let start = tree_line_start(text, at);
             text.insert_str(start, "  ");
@@ -971,10 +971,11 @@ fn hooklog_reads_what_go_yaml_reads() {
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
-fn hooklog_on(args: &[&str], input: &str) -> Result<String, String> {
+/// The binary on `input`: its stdout and stderr, or its stderr when it failed.
+fn hooklog_on(args: &[&str], input: &str) -> Result<(String, String), String> {
     let out = run(args, Some(input));
     if out.status.success() {
-        Ok(text(&out.stdout))
+        Ok((text(&out.stdout), text(&out.stderr)))
     } else {
         Err(text(&out.stderr))
     }
@@ -985,92 +986,141 @@ fn lines(text: &str) -> Vec<&str> {
     text.split_inclusive('\n').collect()
 }
 
+/// The shape's traits a failure is filed under in a survey.
+fn traits(shape: &Shape, input: &str) -> String {
+    let mut t = Vec::new();
+    if shape.json < 3 {
+        t.push("json");
+    }
+    if shape.bom {
+        t.push("bom");
+    }
+    if shape.crlf {
+        t.push("crlf");
+    }
+    if shape.no_final_newline {
+        t.push("no-final-newline");
+    }
+    if shape.directive || shape.doc_end {
+        t.push("directive/...");
+    }
+    if input.contains(" &a") {
+        t.push("anchors");
+    }
+    if input.contains("[]") {
+        t.push("empty-flow");
+    }
+    if input.contains(": {\n") || input.contains(": [\n") || input.starts_with('{') {
+        t.push("multi-line-flow");
+    }
+    t.join(",")
+}
+
 /// The editing properties (issue 24's point 2): on every file go-yaml reads, inject's output
-/// read by go-yaml is what inject makes of the values; its lines end as the file's do; uninject
-/// gives back the bytes; inject twice changes nothing. Cases that fail here name the shape for
-/// splice.rs (the editing half of issue 24).
+/// read by go-yaml is what inject makes of the values, edited in place; its lines end as the
+/// file's do and the BOM stays; inject twice changes nothing; uninject gives back the bytes.
+/// `HOOKLOG_YAML_SURVEY=1` files every failure under its property and the shape's traits
+/// instead of stopping at the first.
 #[test]
+#[ignore = "issue 24's editing half (branch yaml-edit, src/manifest/splice.rs) makes these pass"]
 fn inject_edits_every_shape_faithfully() {
     let Some(oracle) = GoYaml::start() else {
         return;
     };
     let oracle = std::cell::RefCell::new(oracle);
+    let survey = std::env::var_os("HOOKLOG_YAML_SURVEY").is_some();
+    let failures = std::sync::Mutex::new(std::collections::BTreeMap::<String, usize>::new());
     let total = AtomicUsize::new(0);
     let edited = AtomicUsize::new(0);
-    let mut strategy = shape().prop_filter("readable", |s| !s.mutate);
+    let strategy = shape().prop_filter("readable", |s| !s.mutate);
+    // Each case runs the binary four times: a quarter of the reading cases.
     let mut r = runner("editing");
-    // Each case runs the binary three times: a quarter of the reading cases.
     r = TestRunner::new(Config {
         cases: (cases() / 4).max(20),
         ..r.config().clone()
     });
-    let result = r.run(&mut strategy, |shape| {
+    let result = r.run(&strategy, |shape| {
         let input = write(&shape);
         total.fetch_add(1, Ordering::Relaxed);
+        let fail = |property: &str, detail: String| -> Result<(), TestCaseError> {
+            if survey {
+                // Why inject wrote it anew, without the file's line and column.
+                let why = detail
+                    .split_once("could not edit in place (")
+                    .map(|(_, w)| {
+                        w.chars()
+                            .filter(|c| !c.is_ascii_digit())
+                            .take(70)
+                            .collect::<String>()
+                    })
+                    .unwrap_or_default();
+                let key = format!("{property} {why} [{}]", traits(&shape, &input));
+                *failures.lock().unwrap().entry(key).or_default() += 1;
+                return Err(TestCaseError::reject("surveyed"));
+            }
+            Err(TestCaseError::fail(format!(
+                "{property}: {detail}\n{shape:?}\n--- input\n{input}"
+            )))
+        };
         let Ok(before) = oracle.borrow_mut().read(&input).map(non_null) else {
             return Ok(());
         };
         let args = ["inject", "--image", IMAGE, "--sidecar", "native", "-"];
-        let once = hooklog_on(&args, &input);
-        let once = match once {
+        let (once, notes) = match hooklog_on(&args, &input) {
             Ok(o) => o,
             Err(e) if deliberate_difference(&Err(e.clone())) => return Ok(()),
-            Err(e) => {
-                prop_assert!(false, "inject failed: {e}\n{input}");
-                unreachable!()
-            }
+            Err(e) => return fail("inject fails", e),
         };
         edited.fetch_add(1, Ordering::Relaxed);
         // What inject makes of the values, as JSON: the reference for the edited text.
         let json: String = before.iter().map(|d| d.to_string() + "\n---\n").collect();
-        let want = hooklog_on(&args, &json).map_err(TestCaseError::fail)?;
-        let want = oracle
-            .borrow_mut()
-            .read(&want)
-            .map(non_null)
-            .map_err(TestCaseError::fail)?;
+        let (want, _) = hooklog_on(&args, &json).map_err(TestCaseError::fail)?;
+        let want = oracle.borrow_mut().read(&want).map(non_null);
         let got = oracle.borrow_mut().read(&once).map(non_null);
-        prop_assert_eq!(
-            got.as_ref(),
-            Ok(&want),
-            "go-yaml reads inject's output otherwise\n{:?}\n{}\n--- out\n{}",
-            shape,
-            input,
-            once
-        );
-        prop_assert!(!once.contains("could not edit in place"));
-        let crlf = input.contains("\r\n");
-        for line in lines(&once) {
-            if line.ends_with('\n') {
-                prop_assert_eq!(
-                    line.ends_with("\r\n"),
-                    crlf,
-                    "line end of {:?}\n{:?}\n{}\n--- out\n{}",
-                    line,
-                    shape,
-                    input,
-                    once
-                );
-            }
+        if got != want {
+            return fail(
+                "go-yaml reads the output otherwise",
+                format!("{got:?}\n--- output\n{once}"),
+            );
         }
-        prop_assert_eq!(
-            once.starts_with('\u{feff}'),
-            input.starts_with('\u{feff}'),
-            "BOM"
-        );
-        let twice = hooklog_on(&args, &once).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&twice, &once, "inject twice\n{:?}\n{}", shape, input);
-        let back = hooklog_on(&["uninject", "-"], &once).map_err(TestCaseError::fail)?;
-        prop_assert_eq!(
-            &back,
-            &input,
-            "uninject(inject(x)) != x\n{:?}\n--- out\n{}",
-            shape,
-            once
-        );
+        if notes.contains("could not edit in place") {
+            return fail("written anew", notes);
+        }
+        let crlf = input.contains("\r\n");
+        if let Some(line) = lines(&once)
+            .into_iter()
+            .find(|l| l.ends_with('\n') && l.ends_with("\r\n") != crlf)
+        {
+            return fail("mixed line ends", format!("{line:?}\n--- output\n{once}"));
+        }
+        if once.starts_with('\u{feff}') != input.starts_with('\u{feff}') {
+            return fail("BOM lost", once);
+        }
+        let twice = hooklog_on(&args, &once).map_err(TestCaseError::fail)?.0;
+        if twice != once {
+            return fail(
+                "inject twice changes it",
+                format!("--- once\n{once}\n--- twice\n{twice}"),
+            );
+        }
+        let back = hooklog_on(&["uninject", "-"], &once)
+            .map_err(TestCaseError::fail)?
+            .0;
+        if back != input {
+            return fail(
+                "uninject(inject(x)) != x",
+                format!("--- output\n{once}\n--- back\n{back:?}"),
+            );
+        }
         Ok(())
     });
-    if let Err(e) = result {
+    let failures = failures.into_inner().unwrap();
+    for (class, n) in &failures {
+        eprintln!("SURVEY {n:4} {class}");
+    }
+    if let Err(e) = result
+        && !survey
+    {
         panic!("{e}");
     }
     let (total, edited) = (total.into_inner(), edited.into_inner());
@@ -1079,21 +1129,4 @@ fn inject_edits_every_shape_faithfully() {
         edited * 100 >= total * MIN_EDITED_SHARE,
         "only {edited} of {total} cases reached the editing assertions (want {MIN_EDITED_SHARE}%)"
     );
-}
-#[test]
-fn scratch_print() {
-    let shape = Shape {
-        seed: 9642412856993447707,
-        size: 2,
-        docs: 2,
-        json: 3,
-        bom: false,
-        crlf: false,
-        no_final_newline: true,
-        directive: false,
-        doc_end: false,
-        mutate: false,
-    };
-    let t = write(&shape);
-    std::fs::write("/tmp/scratch.yaml", &t).unwrap();
 }

@@ -221,6 +221,9 @@ fn position(mark: &Mark, bom: usize) -> (usize, usize) {
     (mark.line as usize + 1, col)
 }
 
+/// A mapping read: its value, its entries and where it ends.
+type Mapping = (Map<String, Value>, Vec<Entry>, usize);
+
 /// An anchored node, for its aliases: its value and what decoding it costs in go-yaml's count.
 struct Anchored {
     value: Value,
@@ -414,7 +417,7 @@ impl Reader<'_> {
         events: &mut Events,
         start: usize,
         flow: bool,
-    ) -> Result<(Map<String, Value>, Vec<Entry>, usize), ParseError> {
+    ) -> Result<Mapping, ParseError> {
         let mut map = Map::new();
         let mut written = std::collections::HashSet::new();
         let mut entries = Vec::new();
@@ -596,7 +599,7 @@ fn go_float_key(f: f64) -> String {
     };
     let exp: i32 = exp.parse().unwrap_or(0);
     // Shortest form: %e when the exponent is below -4 or at least 6 (Go's `eprec = 6`).
-    if exp < -4 || exp >= 6 {
+    if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
         format!("{mantissa}e{sign}{:02}", exp.abs())
     } else {
@@ -932,7 +935,7 @@ mod tests {
         );
         for i in 1..10 {
             let prev = format!("*a{}", i - 1);
-            let list = vec![prev.as_str(); 10].join(", ");
+            let list = [prev.as_str(); 10].join(", ");
             text.push_str(&format!("  a{i}: &a{i} [{list}]\n"));
         }
         text.push_str("spec:\n  containers:\n  - name: c\n    image: busybox\n    args: *a9\n");
