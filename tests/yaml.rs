@@ -1022,7 +1022,6 @@ fn traits(shape: &Shape, input: &str) -> String {
 /// `HOOKLOG_YAML_SURVEY=1` files every failure under its property and the shape's traits
 /// instead of stopping at the first.
 #[test]
-#[ignore = "issue 24's editing half (branch yaml-edit, src/manifest/splice.rs) makes these pass"]
 fn inject_edits_every_shape_faithfully() {
     let Some(oracle) = GoYaml::start() else {
         return;
