@@ -454,3 +454,112 @@ fn regression_check_dir_with_a_json6902_patch_checks_the_rest() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["pod_templates"].as_u64().unwrap() >= 15, "{doc:#}");
 }
+
+/// True when `a` is `b` with text taken out: what `b` adds is only insertions.
+fn only_inserted(a: &str, b: &str) -> bool {
+    let mut rest = b.chars();
+    a.chars().all(|c| rest.any(|d| d == c))
+}
+
+/// Issue 24 §3: each shape of file a Windows editor, the Kubernetes website or a JSON tool
+/// writes is edited in place in its own style: the BOM first, CRLF on every line of a CRLF file,
+/// no final newline where there was none, flow documents and empty flow collections in flow
+/// style, anchors, aliases and merge keys as written, and inject's text only inserted.
+#[test]
+fn regression_inject_rewrote_or_restyled_boms_crlf_flow_and_anchors() {
+    let dir = manifests().join("faithful");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let injected = |name: &str| inject(&dir.join(name), "native").expect("injectable");
+    for file in inputs()
+        .into_iter()
+        .filter(|f| f.parent().unwrap().ends_with("faithful"))
+    {
+        let (original, out) = (
+            std::fs::read_to_string(&file).unwrap(),
+            injected(file.file_name().unwrap().to_str().unwrap()),
+        );
+        assert!(
+            only_inserted(&original, &out),
+            "{}: inject changed text of the file, not only inserted:\n{out}",
+            file.display()
+        );
+        assert_eq!(
+            original.ends_with('\n'),
+            out.ends_with('\n'),
+            "{}: the final newline",
+            file.display()
+        );
+    }
+    let bom = injected("bom-deployment.yaml");
+    assert!(bom.starts_with("\u{feff}apiVersion: apps/v1\n"), "{bom}");
+    assert_eq!(bom.matches('\u{feff}').count(), 1);
+    let crlf = injected("crlf-daemonset.yaml");
+    let lf_only = crlf
+        .split_inclusive('\n')
+        .filter(|l| !l.ends_with("\r\n"))
+        .count();
+    assert_eq!(lf_only, 0, "LF-only lines in a CRLF file:\n{crlf}");
+    assert!(
+        crlf.contains("\r\n        - name: hooklog-shared\r\n"),
+        "{crlf}"
+    );
+    let flow = injected("lifecycle-events-flow.yaml");
+    assert!(flow.contains("\n{\n  \"apiVersion\": \"v1\",\n"), "{flow}");
+    assert!(
+        !flow.lines().any(|l| l.trim_start().starts_with("- ")),
+        "a flow document gained block lines:\n{flow}"
+    );
+    let empty = injected("empty-flow-collections.yaml");
+    for kept in [
+        "          volumes: [{\"name\": \"hooklog-shared\"",
+        "            volumeMounts: [{\"name\": \"hooklog-shared\", \"mountPath\": \"/hooklog\"}]\n",
+        "          annotations: {\"hooklog.dev/injected\": ",
+    ] {
+        assert!(empty.contains(kept), "{kept:?}:\n{empty}");
+    }
+    let anchors = injected("anchors-merge-keys.yaml");
+    for kept in [
+        "  labels: &labels\n",
+        "    matchLabels: *labels\n",
+        "      labels: *labels\n",
+        "      - &web\n        name: web\n",
+        "        env: &env\n",
+        "      - <<: *web\n        name: worker\n",
+        "        args: [worker]\n        env: *env\n",
+    ] {
+        assert!(anchors.contains(kept), "{kept:?}:\n{anchors}");
+    }
+    for json in ["pod-pretty.json", "deployment-compact.json"] {
+        let out = injected(json);
+        serde_json::from_str::<serde_json::Value>(&out)
+            .unwrap_or_else(|e| panic!("{json} is no longer JSON: {e}\n{out}"));
+        assert!(read(json).lines().count() == 1 || out.lines().count() > 20);
+    }
+    let directives = injected("comments-directives.yaml");
+    assert!(directives.starts_with("%YAML 1.1\n--- # the job runner\n"));
+    assert!(
+        directives.ends_with("...\n# end of the runner\n"),
+        "{directives}"
+    );
+}
+
+/// What inject writes for every shape of file validates as Kubernetes objects.
+#[test]
+fn inject_output_of_every_file_shape_validates_strictly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for file in inputs()
+        .into_iter()
+        .filter(|f| f.parent().unwrap().ends_with("faithful"))
+    {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        for mode in ["native", "classic"] {
+            let injected = inject(&file, mode).expect("injectable");
+            let out = dir.path().join(format!("{mode}-{name}"));
+            std::fs::write(&out, injected).unwrap();
+            files.push(out);
+        }
+    }
+    assert!(files.len() >= 20, "{files:?}");
+    crate::manifest::validate_strictly(&files);
+}

@@ -22,6 +22,7 @@ mod socket;
 mod tail;
 mod torture;
 mod webhook;
+mod yaml;
 // After webhook: uses its helpers.
 mod apiserver;
 // After webhook and manifest: uses their helpers.

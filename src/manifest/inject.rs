@@ -1208,7 +1208,7 @@ mod tests {
                     return Ok(());
                 }
                 let source = parse(&text)?;
-                let out = crate::manifest::rewrite(&source, std::slice::from_ref(&doc))
+                let (out, _notes) = crate::manifest::rewrite(&source, std::slice::from_ref(&doc))
                     .map_err(|e| fail("the splicer", e))?;
                 prop_assert!(
                     out.starts_with("# the shop's workload\n"),

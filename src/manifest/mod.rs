@@ -260,18 +260,22 @@ fn transform(
             changed.push(value);
         }
         let text = match rewrite(source, &changed) {
-            Ok(text) => text,
+            Ok((text, notes)) => {
+                report.extend(notes.into_iter().map(|n| format!("  {}:{n}", source.name)));
+                text
+            }
             Err(why) => {
                 // Meaning first: the whole input written anew, and said so.
                 report.push(format!(
                     "hooklog: {}: could not edit in place ({why}); written anew, comments and layout not kept",
                     source.name
                 ));
-                changed
+                let anew = changed
                     .iter()
                     .map(emit::to_yaml)
                     .collect::<Vec<_>>()
-                    .join("---\n")
+                    .join("---\n");
+                splice::as_written(&source.text, anew)
             }
         };
         if !out.is_empty() {
@@ -305,16 +309,20 @@ fn transform(
 
 /// `source`'s text with each document changed to `values` (in order), read back to check that
 /// it holds exactly those values.
-fn rewrite(source: &load::Source, values: &[serde_json::Value]) -> Result<String, String> {
+pub(crate) fn rewrite(
+    source: &load::Source,
+    values: &[serde_json::Value],
+) -> Result<(String, Vec<String>), String> {
     let mut edits = Vec::new();
+    let mut notes = Vec::new();
     for (doc, new) in source.documents.iter().zip(values) {
-        edits.extend(
-            splice::edits(&source.text, &doc.node, &doc.value, new)
-                .map_err(|e| format!("document at line {}: {e}", doc.line))?,
-        );
+        let (e, n) = splice::edits_noted(&source.text, &doc.node, &doc.value, new)
+            .map_err(|e| format!("document at line {}: {e}", doc.line))?;
+        edits.extend(e);
+        notes.extend(n);
     }
     if edits.is_empty() {
-        return Ok(source.text.clone());
+        return Ok((source.text.clone(), notes));
     }
     let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
     let back = load::parse(&source.name, text.clone())
@@ -324,5 +332,5 @@ fn rewrite(source: &load::Source, values: &[serde_json::Value]) -> Result<String
     if read != want {
         return Err("the edit reads back as something else".into());
     }
-    Ok(text)
+    Ok((text, notes))
 }

@@ -50,6 +50,13 @@ struct Splicer<'a> {
     text: &'a str,
     layout: Layout,
     edits: Vec<Edit>,
+    /// The document's text, its root's start to the end of its last line: a trial edit reads
+    /// back only this, so that it costs the document's size, not the file's.
+    root: (usize, usize),
+    /// The keys and (old) indices from the root to the node being edited.
+    path: Vec<String>,
+    /// What the user should hear of.
+    notes: Vec<String>,
 }
 
 /// Where a node sits: what precedes it decides how a replacement is written.
@@ -61,24 +68,127 @@ enum Slot {
     BlockValue { key_col: usize, after_colon: usize },
     /// A block sequence's item, its `- ` at `dash_col`, the `-` ending at `after_dash`.
     BlockItem { dash_col: usize, after_dash: usize },
-    /// Inside a flow collection (or JSON).
-    Flow,
+    /// Inside a flow collection (or JSON); laid out one item a line at a column, nested ones a
+    /// step further in (pretty JSON), or on one line (`None`).
+    Flow(Option<(usize, usize)>),
 }
 
 /// The edits that turn `node` (read as `old`) into `new`.
 pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Edit>, SpliceError> {
+    edits_noted(text, node, old, new).map(|(edits, _)| edits)
+}
+
+/// [`edits`], and what they did that a user should hear of (an alias written out).
+pub fn edits_noted(
+    text: &str,
+    node: &Node,
+    old: &Value,
+    new: &Value,
+) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
     let mut s = Splicer {
         text,
         layout: layout(text, node),
         edits: Vec::new(),
+        root: (
+            node.start,
+            memchr::memchr(b'\n', &text.as_bytes()[node.end..])
+                .map_or(text.len(), |i| node.end + i + 1),
+        ),
+        path: Vec::new(),
+        notes: Vec::new(),
     };
     s.diff(node, old, new, Slot::Root)?;
-    Ok(s.edits)
+    // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
+    // each insertion takes its neighbours' ending.
+    for e in &mut s.edits {
+        if e.text.contains('\n') && line_break_at(text, e.start) == CRLF {
+            e.text = e.text.replace('\n', CRLF);
+        }
+    }
+    Ok((s.edits, s.notes))
+}
+
+/// Text written anew in `original`'s byte order mark and line ending (CRLF when most of its
+/// lines have it).
+pub fn as_written(original: &str, text: String) -> String {
+    let lines = memchr::memchr_iter(b'\n', original.as_bytes()).count();
+    let crlf = original.matches(CRLF).count();
+    let text = if crlf * 2 > lines {
+        text.replace('\n', CRLF)
+    } else {
+        text
+    };
+    if original.starts_with(BOM) {
+        format!("{}{text}", BOM)
+    } else {
+        text
+    }
+}
+
+/// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
+/// §5.2), kept in the text as it was.
+pub const BOM: char = '\u{feff}';
+
+/// The comment inject writes after an alias it had to write out (`command: *drain`, whose
+/// copy must differ): uninject finds it there and writes `*drain` back.
+const WRITTEN_OUT: &str = " # hooklog: written out from *";
+
+/// The line ending of Windows editors: kept where the file has it.
+const CRLF: &str = "\r\n";
+
+/// The line break new text at `at` takes: at a line's start, the line before's; elsewhere its
+/// own line's; on a last line without one, the line before's.
+fn line_break_at(text: &str, at: usize) -> &'static str {
+    let b = text.as_bytes();
+    let at = at.min(b.len());
+    let ending = |nl: usize| {
+        if nl > 0 && b[nl - 1] == b'\r' {
+            CRLF
+        } else {
+            "\n"
+        }
+    };
+    if at > 0 && b[at - 1] == b'\n' {
+        return ending(at - 1);
+    }
+    if let Some(i) = memchr::memchr(b'\n', &b[at..]) {
+        return ending(at + i);
+    }
+    memchr::memrchr(b'\n', &b[..at]).map_or("\n", ending)
+}
+
+/// `start..end` to delete, widened at the end of a text without a final line break to the
+/// break before it, which an insertion there added: what remains ends as the text did.
+fn widen_at_end(text: &str, start: usize, end: usize) -> (usize, usize) {
+    if end < text.len() || text.ends_with('\n') || start == 0 {
+        return (start, end);
+    }
+    let before = &text[..start];
+    match before.strip_suffix('\n') {
+        Some(b) => (b.strip_suffix('\r').unwrap_or(b).len(), end),
+        None => (start, end),
+    }
 }
 
 /// `text` with `edits` applied; edits must not overlap.
 pub fn apply(text: &str, mut edits: Vec<Edit>) -> Result<String, SpliceError> {
     edits.sort_by_key(|e| (e.start, e.end));
+    // Deletions that meet (the last lines of two mappings that end together) are one.
+    let mut merged: Vec<Edit> = Vec::with_capacity(edits.len());
+    for e in edits {
+        match merged.last_mut() {
+            Some(prev) if prev.text.is_empty() && e.text.is_empty() && e.start <= prev.end => {
+                prev.end = prev.end.max(e.end);
+            }
+            _ => merged.push(e),
+        }
+    }
+    if let Some(last) = merged.last_mut()
+        && last.text.is_empty()
+    {
+        (last.start, last.end) = widen_at_end(text, last.start, last.end);
+    }
+    let edits = merged;
     let mut out =
         String::with_capacity(text.len() + edits.iter().map(|e| e.text.len()).sum::<usize>());
     let mut at = 0;
@@ -202,6 +312,251 @@ impl Splicer<'_> {
         }
     }
 
+    /// True when the edits made so far and `candidate` give the node being edited the value
+    /// `want`, read back from the text (its path is [`Self::path`]: items at their old
+    /// indices, as the edits so far leave them).
+    fn settles(&self, candidate: &[Edit], want: &Value) -> bool {
+        let (start, end) = self.root;
+        let trial: Vec<Edit> = self
+            .edits
+            .iter()
+            .chain(candidate)
+            .map(|e| Edit {
+                start: e.start.saturating_sub(start),
+                end: e.end.saturating_sub(start),
+                text: e.text.clone(),
+            })
+            .collect();
+        if self
+            .edits
+            .iter()
+            .chain(candidate)
+            .any(|e| e.start < start || e.end > end)
+        {
+            return false;
+        }
+        let Ok(out) = apply(&self.text[start..end], trial) else {
+            return false;
+        };
+        let pointer: String = self
+            .path
+            .iter()
+            .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+            .collect();
+        super::tree::parse(&out).is_ok_and(|docs| {
+            docs.first()
+                .and_then(|d| d.value.pointer(&pointer))
+                .is_some_and(|v| v == want)
+        })
+    }
+
+    /// A collection that inject wrote out from an alias, known by the comment it wrote after
+    /// it ([`WRITTEN_OUT`]), goes back to that alias when, read back, that gives the new value.
+    fn back_to_alias(&mut self, node: &Node, new: &Value) -> bool {
+        let Some(rest) = self.text[node.end..].strip_prefix(WRITTEN_OUT) else {
+            return false;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .collect();
+        let start = self.content_start(node);
+        let edit = [Edit {
+            start,
+            end: node.end + WRITTEN_OUT.len() + name.len(),
+            text: format!("*{name}"),
+        }];
+        if name.is_empty() || !self.settles(&edit, new) {
+            return false;
+        }
+        self.edits.extend(edit);
+        true
+    }
+
+    /// `key: *a` that must change: `key:` gains `<<: *a` (a merge of what the alias repeats)
+    /// and, after it, the keys whose values differ. Every byte stays, and
+    /// [`Self::merge_to_alias`] takes it back.
+    fn alias_to_merge(
+        &mut self,
+        node: &Node,
+        slot: Slot,
+        col: usize,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+    ) -> Result<(), SpliceError> {
+        let overrides: Map<String, Value> = new
+            .iter()
+            .filter(|(k, v)| old.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        match slot {
+            Slot::BlockValue { after_colon, .. } => {
+                if self.text[after_colon..node.start].contains('\n') {
+                    return Err(self.err(node, "an alias on the line after its key"));
+                }
+                self.push(
+                    after_colon,
+                    after_colon,
+                    format!("\n{}<<:", " ".repeat(col)),
+                );
+            }
+            _ => self.push(node.start, node.start, "<<: ".into()),
+        }
+        let mut text = String::from("\n");
+        self.block_map(&overrides, col, false, &mut text);
+        text.pop();
+        let eol = match memchr::memchr(b'\n', &self.text.as_bytes()[node.end..]) {
+            Some(i) if self.text.as_bytes()[..node.end + i].ends_with(b"\r") => node.end + i - 1,
+            Some(i) => node.end + i,
+            None => self.text.len(),
+        };
+        self.push(eol, eol, text);
+        Ok(())
+    }
+
+    /// The edits that turn a mapping written as `<<: *a` and other keys back into the `*a`
+    /// [`Self::alias_to_merge`] made it from, when it is one.
+    fn merge_to_alias(&self, flow: bool, entries: &[Entry], slot: Slot) -> Option<Vec<Edit>> {
+        let first = entries.first()?;
+        if flow || first.key != "<<" || !matches!(first.value.kind, Kind::Alias) {
+            return None;
+        }
+        let start = match slot {
+            Slot::BlockValue { after_colon, .. }
+                if line_start_if_first(self.text, first.key_node.start).is_some() =>
+            {
+                after_colon
+            }
+            Slot::BlockItem { after_dash, .. } if after_dash + 1 == first.key_node.start => {
+                first.key_node.start
+            }
+            _ => return None,
+        };
+        let value_start = match slot {
+            Slot::BlockValue { .. } => self.after_colon(first).ok()?,
+            _ => first.value.start,
+        };
+        let mut edits = vec![Edit {
+            start,
+            end: value_start,
+            text: String::new(),
+        }];
+        for e in &entries[1..] {
+            let at = line_start_if_first(self.text, e.key_node.start)?;
+            edits.push(Edit {
+                start: at,
+                end: after_line(self.text, &e.value),
+                text: String::new(),
+            });
+        }
+        Some(edits)
+    }
+
+    /// An empty flow collection (`[]`, `[\n  ]`, `{}`) gains its items inside its brackets, as
+    /// they are: and one whose items all go loses exactly them (and a trailing comma), so that
+    /// emptying what was filled gives the bytes back. False when `node` is no such case.
+    fn fill_or_empty_flow(&mut self, node: &Node, old: &Value, new: &Value, slot: Slot) -> bool {
+        match (&node.kind, old, new) {
+            (Kind::Seq { flow: true, .. }, Value::Array(_), Value::Array(_))
+            | (Kind::Map { flow: true, .. }, Value::Object(_), Value::Object(_)) => {}
+            _ => return false,
+        }
+        let open = self.content_start(node);
+        if !self.text[open..].starts_with(['[', '{']) {
+            return false;
+        }
+        match (is_empty_collection(old), is_empty_collection(new)) {
+            (true, false) => {
+                let (layout, quote) = match slot {
+                    Slot::Flow(Some((col, step))) => (Some((col + step, step)), Quote::Double),
+                    Slot::Flow(None) => (None, Quote::Double),
+                    _ => (None, Quote::AsNeeded),
+                };
+                let items: Vec<(Option<String>, Value)> = match new {
+                    Value::Array(a) => a.iter().map(|v| (None, v.clone())).collect(),
+                    Value::Object(m) => m
+                        .iter()
+                        .map(|(k, v)| (Some(k.clone()), v.clone()))
+                        .collect(),
+                    _ => return false,
+                };
+                let (mut text, _) = self.flow_items(layout, items.into_iter(), quote);
+                if let Some((col, _)) = layout {
+                    text.insert_str(0, &format!("\n{}", " ".repeat(col)));
+                }
+                self.push(open + 1, open + 1, text);
+                true
+            }
+            (false, true) => {
+                let last_end = match &node.kind {
+                    Kind::Seq { items, .. } => items.last().map(|i| i.end),
+                    Kind::Map { entries, .. } => entries.last().map(|e| e.value.end),
+                    _ => None,
+                };
+                let Some(mut end) = last_end else {
+                    return false;
+                };
+                let rest = &self.text[end..node.end];
+                let gap = rest.len() - rest.trim_start().len();
+                if rest[gap..].starts_with(',') {
+                    end += gap + 1;
+                }
+                self.push(open + 1, end, String::new());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True when `node` ends the text with a block scalar and no line break after it.
+    fn unterminated_block(&self, node: &Node) -> bool {
+        if node.end < self.text.len() || self.text.ends_with('\n') {
+            return false;
+        }
+        let mut n = node;
+        loop {
+            n = match &n.kind {
+                Kind::Scalar(Style::Block) => return true,
+                Kind::Map { entries, .. } => match entries.last() {
+                    Some(e) => &e.value,
+                    None => return false,
+                },
+                Kind::Seq { items, .. } => match items.last() {
+                    Some(i) => i,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+    }
+
+    /// Where a node's own text starts: after its anchor and tag (`&a !!str x`), which an edit of
+    /// its content keeps.
+    fn content_start(&self, node: &Node) -> usize {
+        let mut at = node.start;
+        loop {
+            let rest = &self.text[at..node.end.max(at)];
+            if !rest.starts_with(['&', '!']) {
+                return at;
+            }
+            let token = rest.find([' ', '\t', '\r', '\n']).unwrap_or(rest.len());
+            let gap = rest[token..].len() - rest[token..].trim_start().len();
+            if token + gap >= rest.len() {
+                return at;
+            }
+            at += token + gap;
+        }
+    }
+
+    /// A value written inside a flow collection: pretty when the collection is, on one line
+    /// otherwise.
+    fn flow_value(&self, v: &Value, layout: Option<(usize, usize)>) -> String {
+        match layout {
+            Some((col, step)) => pretty(v, col, step, Quote::AsNeeded),
+            None => flow_text(v),
+        }
+    }
+
     fn push(&mut self, start: usize, end: usize, text: String) {
         self.edits.push(Edit { start, end, text });
     }
@@ -216,13 +571,64 @@ impl Splicer<'_> {
         if old == new {
             return Ok(());
         }
-        if node.shared {
-            return Err(self.err(node, "a change inside an anchored or aliased node"));
+        if self.fill_or_empty_flow(node, old, new, slot) {
+            return Ok(());
+        }
+        if matches!(node.kind, Kind::Alias) {
+            // The anchor's own edit may already give the alias its new value.
+            if self.settles(&[], new) {
+                return Ok(());
+            }
+            if let (Value::Object(o), Value::Object(n)) = (old, new)
+                && o.keys().all(|k| n.contains_key(k))
+                && let Some(col) = match slot {
+                    Slot::BlockValue { key_col, .. } => Some(key_col + self.layout.indent),
+                    Slot::BlockItem { dash_col, .. } => Some(dash_col + 2),
+                    _ => None,
+                }
+            {
+                return self.alias_to_merge(node, slot, col, o, n);
+            }
+            let alias = self.text[node.start..node.end].to_string();
+            if !matches!(slot, Slot::BlockValue { .. } | Slot::BlockItem { .. }) {
+                return Err(self.err(
+                    node,
+                    format!(
+                        "`{alias}` repeats `&{}` inside a flow collection, and hooklog's change \
+                         here must not change that one too",
+                        alias.trim_start_matches('*')
+                    ),
+                ));
+            }
+            // Written out on its own line, and marked so that uninject writes the alias back.
+            let text = format!(
+                "{}{WRITTEN_OUT}{}",
+                flow_text(new),
+                alias.trim_start_matches('*')
+            );
+            self.push(node.start, node.end, text);
+            self.notes.push(format!(
+                "{}: `{alias}` written out: it repeats `&{}`, and hooklog's change here \
+                 must not change that one too (uninject writes `{alias}` back)",
+                node.line,
+                alias.trim_start_matches('*')
+            ));
+            return Ok(());
+        }
+        if self.back_to_alias(node, new) {
+            return Ok(());
         }
         match (&node.kind, old, new) {
             (Kind::Map { flow, entries }, Value::Object(o), Value::Object(n))
                 if !o.is_empty() && !n.is_empty() =>
             {
+                // Tried first: the mapping may be the alias it was made from.
+                if let Some(collapse) = self.merge_to_alias(*flow, entries, slot)
+                    && self.settles(&collapse, new)
+                {
+                    self.edits.extend(collapse);
+                    return Ok(());
+                }
                 self.map(node, *flow, entries, o, n)
             }
             (Kind::Seq { flow, items }, Value::Array(o), Value::Array(n))
@@ -232,7 +638,7 @@ impl Splicer<'_> {
             }
             (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
                 let text = self.restyled(node, *style, s);
-                self.push(node.start, node.end, text);
+                self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
             _ => self.replace(node, new, slot),
@@ -241,6 +647,25 @@ impl Splicer<'_> {
 
     /// Writes `new` in place of `node` whole.
     fn replace(&mut self, node: &Node, new: &Value, slot: Slot) -> Result<(), SpliceError> {
+        let flow_node = matches!(
+            node.kind,
+            Kind::Seq { flow: true, .. } | Kind::Map { flow: true, .. }
+        );
+        if flow_node
+            && (new.is_object() || new.is_array())
+            && matches!(slot, Slot::BlockValue { .. } | Slot::BlockItem { .. })
+        {
+            // `volumes: []` gains its items in flow style, inside its own brackets.
+            let text = flow_text(new);
+            self.push(self.content_start(node), node.end, text);
+            return Ok(());
+        }
+        if node.shared && !matches!(node.kind, Kind::Alias) {
+            return Err(self.err(
+                node,
+                "an anchored value (`&name`) would be written anew, and its aliases with it",
+            ));
+        }
         let block = !is_empty_collection(new) && (new.is_object() || new.is_array());
         match slot {
             Slot::BlockValue {
@@ -293,7 +718,10 @@ impl Splicer<'_> {
                 };
                 self.push(at, node.end.max(at), text);
             }
-            Slot::Flow => self.push(node.start, node.end, flow_text(new)),
+            Slot::Flow(layout) => {
+                let text = self.flow_value(new, layout);
+                self.push(self.content_start(node), node.end, text);
+            }
             Slot::Root => return Err(self.err(node, "the document itself would be replaced")),
         }
         Ok(())
@@ -323,6 +751,7 @@ impl Splicer<'_> {
     fn literal(&self, node: &Node, s: &str) -> Option<String> {
         let old = &self.text[node.start..node.end];
         let (header, body) = old.split_once('\n')?;
+        let header = header.strip_suffix('\r').unwrap_or(header);
         if !header.starts_with('|') || header.chars().any(|c| c.is_ascii_digit()) {
             return None;
         }
@@ -383,19 +812,50 @@ impl Splicer<'_> {
             return Err(self.err(node, "a key that a merge (<<) brings in would be removed"));
         }
         // Changed keys.
+        let merges = entries.iter().any(|e| e.key == "<<");
         for e in &kept {
             if e.key == "<<" {
                 continue;
             }
+            if merges
+                && !flow
+                && old[&e.key] != new[&e.key]
+                && let Some(start) = line_start_if_first(self.text, e.key_node.start)
+            {
+                let slot = Slot::BlockValue {
+                    key_col: e.key_node.col,
+                    after_colon: self.after_colon(e)?,
+                };
+                // Tried first: the merge may give the new value by itself (uninject removing
+                // a key that inject wrote here).
+                let deletion = [Edit {
+                    start,
+                    end: after_line(self.text, &e.value),
+                    text: String::new(),
+                }];
+                self.path.push(e.key.clone());
+                let settled = self.settles(&deletion, &new[&e.key]);
+                let edited = if settled {
+                    self.edits.extend(deletion);
+                    Ok(())
+                } else {
+                    self.diff(&e.value, &old[&e.key], &new[&e.key], slot)
+                };
+                self.path.pop();
+                edited?;
+                continue;
+            }
             let slot = if flow {
-                Slot::Flow
+                Slot::Flow(self.flow_layout(node, entries.iter().map(|e| &e.key_node)))
             } else {
                 Slot::BlockValue {
                     key_col: e.key_node.col,
                     after_colon: self.after_colon(e)?,
                 }
             };
+            self.path.push(e.key.clone());
             self.diff(&e.value, &old[&e.key], &new[&e.key], slot)?;
+            self.path.pop();
         }
         // Added keys (or keys a merge brought in, now changed: written here, they win), each
         // run of them before the next key that is written, or after the last.
@@ -495,6 +955,9 @@ impl Splicer<'_> {
             .map(|(k, v)| ((*k).clone(), (*v).clone()))
             .collect();
         self.block_map(&map, col, false, &mut text);
+        // After a block scalar that ends the file without a line break, a new line would give
+        // it one (`|` keeps its last break): the new keys go before its key instead.
+        let before = before.or_else(|| self.unterminated_block(&last.value).then_some(last));
         match before {
             Some(e) => match line_start_if_first(self.text, e.key_node.start) {
                 Some(at) => self.push(at, at, text),
@@ -509,6 +972,9 @@ impl Splicer<'_> {
                 let at = after_line(self.text, &last.value);
                 if at == self.text.len() && !self.text.ends_with('\n') {
                     text.insert(0, '\n');
+                    // A last line without a line break: the new lines go after one, and end as
+                    // that line did, without one.
+                    text.pop();
                 }
                 self.push(at, at, text);
             }
@@ -579,8 +1045,13 @@ impl Splicer<'_> {
         for (i, j) in &pairs {
             match (i, j) {
                 (Some(i), Some(j)) => {
-                    let slot = self.item_slot(flow, &items[*i])?;
+                    let slot = match self.item_slot(flow, &items[*i])? {
+                        Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
+                        other => other,
+                    };
+                    self.path.push(i.to_string());
                     self.diff(&items[*i], &old[*i], &new[*j], slot)?;
+                    self.path.pop();
                     last_kept = Some(*i);
                 }
                 (Some(i), None) => deleted.push(*i),
@@ -594,7 +1065,7 @@ impl Splicer<'_> {
         let kept: Vec<usize> = (0..items.len()).filter(|i| !deleted.contains(i)).collect();
         if kept.is_empty() && inserts.is_empty() {
             return self
-                .replace(node, &Value::Array(new.to_vec()), Slot::Flow)
+                .replace(node, &Value::Array(new.to_vec()), Slot::Flow(None))
                 .map(|_| ());
         }
         self.delete_items(node, flow, items, &deleted, &kept)?;
@@ -607,7 +1078,7 @@ impl Splicer<'_> {
 
     fn item_slot(&self, flow: bool, item: &Node) -> Result<Slot, SpliceError> {
         if flow {
-            return Ok(Slot::Flow);
+            return Ok(Slot::Flow(None));
         }
         let (dash, dash_col) = dash_of(self.text, item)
             .ok_or_else(|| self.err(item, "a `- ` that is not first on its line"))?;
@@ -704,6 +1175,13 @@ impl Splicer<'_> {
             }
             return Ok(());
         }
+        if !before_first && self.unterminated_block(&items[anchor]) {
+            return Err(self.err(
+                &items[anchor],
+                "the file ends in a block scalar (`|` or `>`) without a final line break, and \
+                 an item after it would give that text one",
+            ));
+        }
         let (dash, dash_col) = dash_of(self.text, &items[anchor])
             .ok_or_else(|| self.err(&items[anchor], "a `- ` that is not first on its line"))?;
         let owned: Vec<Value> = values.iter().map(|v| (*v).clone()).collect();
@@ -721,6 +1199,9 @@ impl Splicer<'_> {
             let at = after_line(self.text, &items[anchor]);
             if at == self.text.len() && !self.text.ends_with('\n') {
                 text.insert(0, '\n');
+                // A last line without a line break: the new lines go after one, and end as
+                // that line did, without one.
+                text.pop();
             }
             self.push(at, at, text);
         }
@@ -1016,7 +1497,8 @@ mod tests {
             v["b"] = json!([{"m": 1}]);
             v["c"] = json!({"m": 2});
         });
-        assert_eq!(out, "a:\n  k: x\nb:\n- m: 1\nc:\n  m: 2\n");
+        // Empty flow collections gain their items in flow style, inside their brackets.
+        assert_eq!(out, "a:\n  k: x\nb: [{\"m\": 1}]\nc: {\"m\": 2}\n");
     }
 
     #[test]
@@ -1035,15 +1517,15 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_under_an_anchor_is_refused() {
-        let text = "a: &x [1]\nb: *x\n";
-        let doc = tree::parse(text).unwrap().remove(0);
-        let mut new = doc.value.clone();
-        new["b"] = json!([1, 2]);
-        assert_eq!(
-            edits(text, &doc.node, &doc.value, &new).map_err(|e| (e.line, e.why)),
-            Err((2, "a change inside an anchored or aliased node".into()))
-        );
+    fn an_alias_that_must_change_is_written_out_and_undone() {
+        let out = edit("a: &x [1]\nb: *x\n", |v| v["b"] = json!([1, 2]));
+        assert_eq!(out, "a: &x [1]\nb: [1, 2] # hooklog: written out from *x\n");
+        // Where every copy changes the same way, the anchor is edited and the alias stays.
+        let out = edit("a: &x [1]\nb: *x\n", |v| {
+            v["a"] = json!([1, 2]);
+            v["b"] = json!([1, 2]);
+        });
+        assert_eq!(out, "a: &x [1, 2]\nb: *x\n");
     }
 
     #[test]
@@ -1069,5 +1551,201 @@ mod tests {
                 (Some(1), Some(3))
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod shapes {
+    //! inject's and uninject's edits of whole files in every shape go-yaml reads.
+
+    use super::*;
+    use crate::manifest::{inject, load, uninject};
+
+    fn opts() -> inject::Options {
+        inject::Options {
+            image: "registry.example.com/hooklog:0.1.0".into(),
+            mode: crate::manifest::budget::SidecarMode::Native,
+            prestop_sleep: Vec::new(),
+        }
+    }
+
+    /// The text of `f` applied to every document, spliced; the raw splice on error, to debug.
+    fn transform(
+        text: &str,
+        f: impl Fn(&mut Value) -> Result<Vec<String>, inject::InjectError>,
+    ) -> Result<String, String> {
+        let source = load::parse("t", text.to_string()).map_err(|e| e.to_string())?;
+        let mut values = Vec::new();
+        for d in &source.documents {
+            let mut v = d.value.clone();
+            f(&mut v).map_err(|e| e.to_string())?;
+            values.push(v);
+        }
+        crate::manifest::rewrite(&source, &values)
+            .map(|(text, _)| text)
+            .map_err(|why| {
+                let mut edits = Vec::new();
+                for (d, v) in source.documents.iter().zip(&values) {
+                    edits.extend(super::edits(text, &d.node, &d.value, v).unwrap_or_default());
+                }
+                format!("{why}\n{}", apply(text, edits).unwrap_or_default())
+            })
+    }
+
+    pub(crate) fn round_trip(text: &str) -> String {
+        let injected = transform(text, |v| inject::inject(v, &opts()))
+            .unwrap_or_else(|e| panic!("inject of {text:?}: {e}"));
+        let again = transform(&injected, |v| inject::inject(v, &opts())).unwrap();
+        assert_eq!(again, injected, "inject twice changed it");
+        let back = transform(&injected, uninject::uninject)
+            .unwrap_or_else(|e| panic!("uninject of {injected}: {e}"));
+        assert_eq!(back, text, "uninject of:\n{injected}");
+        injected
+    }
+
+    fn fixture(name: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/manifests/faithful/");
+        std::fs::read_to_string(format!("{dir}{name}")).unwrap()
+    }
+
+    #[test]
+    fn the_faithful_fixtures_round_trip() {
+        for name in [
+            "lifecycle-events-flow.yaml",
+            "anchors-merge-keys.yaml",
+            "bom-deployment.yaml",
+            "crlf-daemonset.yaml",
+            "no-final-newline-pod.yaml",
+            "no-final-newline-deploy.yaml",
+            "comments-directives.yaml",
+            "empty-flow-collections.yaml",
+            "pod-pretty.json",
+            "deployment-compact.json",
+            "json-stream.json",
+        ] {
+            round_trip(&fixture(name));
+        }
+    }
+
+    /// True when `a` is `b` with text taken out: `b` only inserts.
+    fn only_inserted(a: &str, b: &str) -> bool {
+        let mut rest = b.chars();
+        a.chars().all(|c| rest.any(|d| d == c))
+    }
+
+    #[test]
+    fn an_alias_that_must_differ_becomes_a_merge_and_back() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: &hooks\n      postStart: {exec: {command: [sh, -c, 'echo up']}}\n      preStop: {exec: {command: [sleep, '5']}}\n  - name: b\n    image: y\n    lifecycle:  *hooks  # the same\n";
+        let out = round_trip(text);
+        assert!(only_inserted(text, &out), "{out}");
+        assert!(
+            out.contains("    lifecycle:\n      <<:  *hooks  # the same\n      preStop:\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_sequence_alias_that_must_differ_is_written_out_and_back() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: {preStop: {exec: {command: &drain [sleep, '5']}}}\n  - name: b\n    image: y\n    lifecycle:\n      preStop:\n        exec:\n          command: *drain\n";
+        let out = round_trip(text);
+        assert!(
+            out.contains(
+                "          command: [\"/hooklog/bin/hooklog\", \"hook\", \"--container\", \"b\""
+            ) && out.contains(", \"sleep\", \"5\"] # hooklog: written out from *drain\n"),
+            "{out}"
+        );
+        let source = load::parse("t", text.to_string()).unwrap();
+        let mut v = source.documents[0].value.clone();
+        inject::inject(&mut v, &opts()).unwrap();
+        let (_, notes) = crate::manifest::rewrite(&source, &[v]).unwrap();
+        assert_eq!(
+            notes,
+            [
+                "12: `*drain` written out: it repeats `&drain`, and hooklog's change here must not change that one too (uninject writes `*drain` back)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_copy_written_by_hand_is_not_turned_into_an_alias() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    volumeMounts: &m [{name: v, mountPath: /v}]\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n  - name: b\n    image: y\n    volumeMounts: [{name: v, mountPath: /v}]\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n  volumes: [{name: v, emptyDir: {}}]\n";
+        let out = round_trip(text);
+        assert!(only_inserted(text, &out), "{out}");
+    }
+
+    #[test]
+    fn keys_after_a_block_scalar_that_ends_the_file_go_before_it() {
+        let text = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: x\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n    args:\n    - |\n      last";
+        let out = round_trip(text);
+        assert!(out.ends_with("    args:\n    - |\n      last"), "{out}");
+    }
+
+    /// A file in one of the fixtures' shapes, varied: line endings (LF, CRLF, or each line's
+    /// own), a BOM, no final newline, a comment at the end.
+    fn neighbour(base: &str, endings: &[bool], bom: bool, last: u8) -> String {
+        let mut out = String::new();
+        if bom {
+            out.push(super::BOM);
+        }
+        let base = base.replace("\r\n", "\n");
+        let lines: Vec<&str> = base.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            out.push_str(line);
+            out.push_str(if endings[i % endings.len()] {
+                "\r\n"
+            } else {
+                "\n"
+            });
+        }
+        match last {
+            0 => {
+                out.pop();
+                if out.ends_with('\r') {
+                    out.pop();
+                }
+            }
+            1 => {
+                out.push_str("# the end");
+                out.push_str(if endings[lines.len() % endings.len()] {
+                    "\r\n"
+                } else {
+                    "\n"
+                });
+            }
+            _ => {}
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 64, failure_persistence: None, ..Default::default()
+        })]
+        /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
+        /// line they gain as its neighbour does.
+        #[test]
+        fn neighbours_of_every_shape_round_trip(
+            which in 0usize..9,
+            endings in proptest::collection::vec(proptest::bool::ANY, 1..4),
+            bom: bool,
+            last in 0u8..3,
+        ) {
+            let names = [
+                "lifecycle-events-flow.yaml", "anchors-merge-keys.yaml", "bom-deployment.yaml",
+                "crlf-daemonset.yaml", "no-final-newline-pod.yaml", "no-final-newline-deploy.yaml",
+                "comments-directives.yaml", "empty-flow-collections.yaml", "pod-pretty.json",
+            ];
+            let base = fixture(names[which]).trim_start_matches(super::BOM).to_string();
+            let text = neighbour(&base, &endings, bom, last);
+            let out = round_trip(&text);
+            proptest::prop_assert!(only_inserted(&text, &out), "{out}");
+            proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
+            if endings.iter().all(|e| *e) {
+                proptest::prop_assert!(!out.replace("\r\n", "").contains('\n'), "LF in CRLF:\n{out:?}");
+            }
+            if endings.iter().all(|e| !*e) {
+                proptest::prop_assert!(!out.contains('\r'));
+            }
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! binary as a child process with its stdout and stderr collected, and polling under a timeout.
 #![allow(dead_code)]
 
+pub mod goyaml;
 pub mod podman;
 
 use std::io::{BufRead, BufReader};
