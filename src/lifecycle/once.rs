@@ -109,6 +109,7 @@ mod tests {
                 id: id.into(),
                 started_ms: 1,
             }),
+            proof: None,
         }
     }
 
@@ -122,6 +123,7 @@ mod tests {
         assert!(first(&once, &event("b", false), b"s"));
         let no_run = HookEvent {
             run: None,
+            proof: None,
             ..event("x", false)
         };
         assert!(first(&once, &no_run, b"n") && first(&once, &no_run, b"n"));
