@@ -921,3 +921,184 @@ fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said
         "{summary}"
     );
 }
+
+/// Issue 25.4: `--file $D/logs/prestop.log`, then `$D/logs` renamed and a symlink to another
+/// folder put in its place. On main the daemon then shipped that folder's `prestop.log`. Now
+/// every open walks the path from `/` without following a link at any level: the swap is
+/// refused with one warning naming it, and nothing of the other folder comes out. Its
+/// neighbours: the link at the first level of the temporary folder and at the second.
+#[test]
+fn a_parent_folder_swapped_for_a_link_is_never_followed() {
+    for depth in [1usize, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("shared");
+        let mut folder = root.clone();
+        for i in 0..depth {
+            folder = folder.join(format!("level{i}"));
+        }
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("prestop.log");
+        std::fs::write(&file, "before the swap\n").unwrap();
+        let other = dir.path().join("other");
+        let mut other_file = other.clone();
+        for i in 0..depth {
+            other_file = other_file.join(format!("level{i}"));
+        }
+        std::fs::create_dir_all(&other_file).unwrap();
+        std::fs::write(
+            other_file.join("prestop.log"),
+            "SECRET-OF-THE-OTHER-FOLDER\n",
+        )
+        .unwrap();
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--grace",
+                "3s",
+                "--rotate-wait",
+                "200ms",
+            ],
+            &POD_ENV,
+        );
+        d.expect(Duration::from_secs(10), "the first line", || {
+            d.stdout
+                .lines()
+                .iter()
+                .any(|l| l.contains("before the swap"))
+        });
+        // The top folder below the temporary dir swapped for a link to the other tree.
+        let swapped = root.join("level0");
+        std::fs::rename(&swapped, root.join("level0.old")).unwrap();
+        std::os::unix::fs::symlink(other.join("level0"), &swapped).unwrap();
+        d.expect(Duration::from_secs(10), "the refusal", || {
+            d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("folder on the way"))
+        });
+        // More in the other folder's file: still never read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(other_file.join("prestop.log"))
+            .unwrap()
+            .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
+            .unwrap();
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(10)).success());
+        let out = d.stdout.lines().join("\n");
+        assert!(
+            !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
+            "depth {depth}: {out}"
+        );
+        let warnings = d
+            .stderr
+            .lines()
+            .iter()
+            .filter(|l| l.contains("folder on the way"))
+            .count();
+        assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
+    }
+}
+
+/// Issue 25.5: 65 connections that each send one byte every 0.5 s (never idle for 1 s) while a
+/// socket-only hook prints 2,000 lines. On main 276 lines arrived, no `hook.finished`, `app`
+/// unfinished, and the exit took 8 s after SIGTERM. Now a connection's budget is time to a
+/// whole record: the dribblers are closed to make room, every line and the finish arrive.
+/// Its neighbours: dribblers of whole tiny records (the slots go round) and a faster dribble.
+#[test]
+fn dribbling_connections_do_not_starve_a_socket_only_hook() {
+    for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        let sock = dir.path().join("hooklog.sock");
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--socket",
+                sock.to_str().unwrap(),
+                "--peers",
+                "app",
+                "--grace",
+                "10s",
+                "--linger",
+                "200ms",
+            ],
+            &POD_ENV,
+        );
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let dribblers: Vec<_> = (0..65)
+            .map(|i| {
+                let (stop, sock, connected) = (stop.clone(), sock.clone(), connected.clone());
+                std::thread::spawn(move || {
+                    let Ok(mut c) = std::os::unix::net::UnixStream::connect(&sock) else {
+                        return;
+                    };
+                    connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let piece = if whole_lines {
+                        format!("{{\"message\":\"d{i}\"}}\n").into_bytes()
+                    } else {
+                        vec![b'a']
+                    };
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if c.write_all(&piece).is_err() {
+                            match std::os::unix::net::UnixStream::connect(&sock) {
+                                Ok(n) => c = n,
+                                Err(_) => return,
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(every_ms));
+                    }
+                })
+            })
+            .collect();
+        // Every dribbler is connected before the hook starts.
+        assert!(wait_until(Duration::from_secs(10), || connected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 65));
+        let mut hook = hooklog()
+            .args(["hook", "--container", "app", "--socket"])
+            .arg(&sock)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 2000 ]; do echo \"real line $i\"; i=$((i+1)); done",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, _) = wait_exit(&mut hook, Duration::from_secs(30));
+        assert!(status.success(), "{every_ms} ms: wrapper {status}");
+        d.terminate();
+        let t = Instant::now();
+        let st = d.wait_exit(Duration::from_secs(20));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in dribblers {
+            let _ = t.join();
+        }
+        assert!(st.success());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{every_ms} ms: exit took {:?}",
+            t.elapsed()
+        );
+        let records = d.records();
+        let real = records
+            .iter()
+            .filter(|r| {
+                r["event"] == "hook.output"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("real line "))
+            })
+            .count();
+        assert_eq!(real, 2000, "{every_ms} ms, whole {whole_lines}: lines");
+        let summary = summary_of(&d, 16 * 1024);
+        assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
+    }
+}
