@@ -1102,3 +1102,45 @@ fn dribbling_connections_do_not_starve_a_socket_only_hook() {
         assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
     }
 }
+
+/// Issue 25.5 (what is missing at start): `--output cloudwatch` with no region says so once,
+/// in one line, at start; on main the first sign was a 1 KB debug dump per retry.
+#[test]
+fn cloudwatch_without_a_region_is_said_once_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut cmd = hooklog();
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args([
+        "run",
+        "--output",
+        "cloudwatch",
+        "--log-group",
+        "g",
+        "--grace",
+        "2s",
+        "--file",
+    ])
+    .arg(&file)
+    .envs(POD_ENV)
+    // No instance metadata to wait for on this machine.
+    .env("AWS_EC2_METADATA_DISABLED", "true");
+    let d = Daemon::spawn(cmd);
+    d.expect(Duration::from_secs(10), "the region warning", || {
+        d.stderr.lines().iter().any(|l| l.contains("no region"))
+    });
+    d.terminate();
+    let mut d = d;
+    let _ = d.wait_exit(Duration::from_secs(10));
+    let n = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("no region"))
+        .count();
+    assert_eq!(n, 1, "{:#?}", d.stderr.lines());
+}

@@ -375,7 +375,11 @@ fn the_file_fallback_refuses_a_fifo() {
 /// there. Every line exactly once, by both routes, at several sizes and slot counts.
 #[test]
 fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() {
-    for (slots, lines, width) in [(64usize, 3000usize, 200usize), (8, 6000, 120), (64, 1500, 600)] {
+    for (slots, lines, width) in [
+        (64usize, 3000usize, 200usize),
+        (8, 6000, 120),
+        (64, 1500, 600),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("hooklog.sock");
         let file = dir.path().join("prestop.log");
@@ -404,7 +408,12 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
             "pad=$(head -c {width} /dev/zero | tr '\\0' x); i=0; while [ $i -lt {lines} ]; do echo \"line $i $pad\"; i=$((i+1)); done"
         );
         let (st, err) = run_hook(
-            &["--socket", sock.to_str().unwrap(), "--file", file.to_str().unwrap()],
+            &[
+                "--socket",
+                sock.to_str().unwrap(),
+                "--file",
+                file.to_str().unwrap(),
+            ],
             &["sh", "-c", &script],
             T,
         );
@@ -422,14 +431,20 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
             let text = if r["event"] == "hook.output" {
                 m.to_string()
             } else {
-                m.split("\"message\":\"").nth(1).unwrap_or_default().to_string()
+                m.split("\"message\":\"")
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string()
             };
             if let Some(n) = text.strip_prefix("line ").and_then(|t| t.split(' ').next()) {
                 *seen.entry(n.to_string()).or_default() += 1;
             }
         }
         let twice: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
-        assert!(twice.is_empty(), "{slots} slots: lines out twice: {twice:?}");
+        assert!(
+            twice.is_empty(),
+            "{slots} slots: lines out twice: {twice:?}"
+        );
         assert_eq!(seen.len(), lines, "{slots} slots: lines out");
         assert_eq!(summary(&records)["peers"]["app"]["outcome"], "ok");
         drop(idle);

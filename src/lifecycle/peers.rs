@@ -271,11 +271,8 @@ impl Peers {
         finish: Option<Finish>,
         proof: Option<String>,
     ) -> bool {
-        // Records naming runs supersede those that named none.
-        let before = peer.runs.len();
+        // Records naming runs supersede those that named none (never counted in `runs`).
         peer.runs.retain(|r| r.id.is_some());
-        self.runs
-            .fetch_sub((before - peer.runs.len()) as u64, Ordering::Relaxed);
         let known = peer
             .runs
             .iter()
@@ -826,6 +823,18 @@ mod tests {
         assert_eq!(p.outcomes()["app"].outcome, "unfinished");
         p.observe(sealed("app", failed(4), "real", "k1"));
         assert_eq!(p.outcomes()["app"].exit_code, Some(4));
+    }
+
+    /// A record without a run, then the wrapper's: the wrapper's run is taken, and counts once.
+    #[test]
+    fn a_run_after_records_without_one_is_taken() {
+        let p = Peers::new(&["app".into()]);
+        p.observe(finished("app", "ok", Some(0)));
+        p.observe(event("app", HookEventKind::Started, "r1", 1));
+        assert_eq!(p.outcomes()["app"].outcome, "unfinished");
+        assert_eq!(p.runs.load(Ordering::Relaxed), 1);
+        p.observe(event("app", HookEventKind::Started, "r2", 2));
+        assert_eq!(p.dropped(), 0);
     }
 
     /// Made-up run ids by the thousand: runs stay bounded, the excess is counted, and an
