@@ -168,6 +168,8 @@ const MASKS: &[(&str, ValueChar)] = &[
     // A run's seal and key (random on every run).
     ("\"seal\":\"", |c| c.is_ascii_hexdigit()),
     ("\"key\":\"", |c| c.is_ascii_hexdigit()),
+    ("\"seal\": \"", |c| c.is_ascii_hexdigit()),
+    ("\"key\": \"", |c| c.is_ascii_hexdigit()),
     ("\"started_ms\":", |c| c.is_ascii_digit()),
     ("\"started_ms\": ", |c| c.is_ascii_digit()),
     // EMF's timestamp: when the summary was written.
