@@ -37,13 +37,15 @@ const OWN_QUEUE_LINES: usize = 256;
 /// queued without waiting (or dropped when the queue is full) until it is written.
 static OWN_STDERR_STUCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// One line of hooklog's own, and where to say it was written.
+type OwnLine = (Vec<u8>, SyncSender<()>);
+
 /// The one thread that writes hooklog's own lines to stderr, in order.
-fn own_writer() -> Option<&'static SyncSender<(Vec<u8>, SyncSender<()>)>> {
-    static WRITER: std::sync::OnceLock<Option<SyncSender<(Vec<u8>, SyncSender<()>)>>> =
-        std::sync::OnceLock::new();
+fn own_writer() -> Option<&'static SyncSender<OwnLine>> {
+    static WRITER: std::sync::OnceLock<Option<SyncSender<OwnLine>>> = std::sync::OnceLock::new();
     WRITER
         .get_or_init(|| {
-            let (tx, rx) = sync_channel::<(Vec<u8>, SyncSender<()>)>(OWN_QUEUE_LINES);
+            let (tx, rx) = sync_channel::<OwnLine>(OWN_QUEUE_LINES);
             std::thread::Builder::new()
                 .name("own-stderr".into())
                 .spawn(move || {

@@ -54,6 +54,12 @@ impl CopyKey {
     }
 }
 
+/// A run's event and its line, as hashes.
+type Pair = (Key, u64);
+
+/// The pairs seen, and the order they came in.
+type Seen = (std::collections::HashSet<Pair>, VecDeque<Pair>);
+
 /// The lifecycle records already seen.
 #[derive(Debug, Default)]
 pub struct Once {
@@ -62,7 +68,7 @@ pub struct Once {
     /// something else, read first, must not make both of the wrapper's own copies pass as
     /// "different from the first" (found by the generated hostile pods: the real
     /// `hook.finished` came out twice after a peer copied its run id).
-    seen: Mutex<(std::collections::HashSet<(Key, u64)>, VecDeque<(Key, u64)>)>,
+    seen: Mutex<Seen>,
 }
 
 impl Once {

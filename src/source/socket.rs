@@ -123,6 +123,9 @@ pub async fn run(
     tracker.wait().await;
 }
 
+/// A connection and how long ago something happened to it.
+type Since = (u64, Duration);
+
 /// One served connection, as [`Served`] knows it.
 type Conn = (Arc<AtomicU64>, u64, CancellationToken);
 
@@ -169,7 +172,7 @@ impl Served {
 
     /// How many connections are served, the one that has sent no whole record for longest with
     /// how long that is, and the one open longest with how long that is.
-    fn idlest(&self) -> (usize, Option<(u64, Duration)>, Option<(u64, Duration)>) {
+    fn idlest(&self) -> (usize, Option<Since>, Option<Since>) {
         let conns = self.lock();
         let now = millis_since(self.epoch);
         let ago = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
