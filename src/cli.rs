@@ -207,6 +207,18 @@ pub struct RunArgs {
     #[arg(long, env = "HOOKLOG_PODINFO")]
     pub podinfo: Option<PathBuf>,
 
+    /// Which of the pod's maps records carry (`labels`, `annotations`, both, or `none`), as
+    /// Fluent Bit's kubernetes filter's `Labels` and `Annotations` settings; together they are
+    /// bounded to 1 KiB per record (a quarter of `--max-line-bytes` when that is less).
+    #[arg(
+        long,
+        env = "HOOKLOG_POD_METADATA",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "labels,annotations"
+    )]
+    pub pod_metadata: Vec<PodMetadata>,
+
     /// Longest output record in bytes, newline included; longer lines are split into parts.
     #[arg(long, env = "HOOKLOG_MAX_LINE_BYTES", default_value_t = crate::record::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
@@ -240,7 +252,7 @@ pub struct RunArgs {
     /// hooklog runs as a native sidecar (an init container with `restartPolicy: Always`): the
     /// kubelet signals it only once the main containers are gone, so their hooks are over and
     /// the summary is written at once, without waiting for peers to announce or for `--linger`.
-    #[arg(long, env = "HOOKLOG_NATIVE_SIDECAR")]
+    #[arg(long, env = "HOOKLOG_NATIVE_SIDECAR", value_parser = env_bool("HOOKLOG_NATIVE_SIDECAR"))]
     pub native_sidecar: bool,
 
     /// Where records go: stdout, cloudwatch, or both (`stdout,cloudwatch`).
@@ -275,7 +287,7 @@ pub struct RunArgs {
     pub flush_interval: Duration,
 
     /// Add CloudWatch Embedded Metric Format to the `hooks.summary` record.
-    #[arg(long, env = "HOOKLOG_EMF")]
+    #[arg(long, env = "HOOKLOG_EMF", value_parser = env_bool("HOOKLOG_EMF"))]
     pub emf: bool,
 
     /// Metric namespace for `--emf`.
@@ -358,6 +370,32 @@ pub struct EmitArgs {
 /// Longest duration any flag takes: larger values are mistakes (and could overflow a deadline).
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
+/// Words a pod spec uses for true and false in an environment variable, compared without case:
+/// what people write (`1`, `yes`, `true`) beside what clap's own flags take.
+const TRUE_WORDS: [&str; 3] = ["1", "yes", "true"];
+/// The false half of [`TRUE_WORDS`].
+const FALSE_WORDS: [&str; 3] = ["0", "no", "false"];
+
+/// The parser of a boolean flag that `var` may set: `1`/`0`, `yes`/`no`, `true`/`false` in any
+/// case; an error names the variable, since a flag without a value can only get a bad one from
+/// there (a pod that crash-loops on `HOOKLOG_NATIVE_SIDECAR=on` must say where to look).
+pub fn env_bool(
+    var: &'static str,
+) -> impl Fn(&str) -> Result<bool, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let word = s.trim().to_ascii_lowercase();
+        if TRUE_WORDS.contains(&word.as_str()) {
+            Ok(true)
+        } else if FALSE_WORDS.contains(&word.as_str()) {
+            Ok(false)
+        } else {
+            Err(format!(
+                "{var}={s:?} is not a boolean: use 1, 0, yes, no, true or false"
+            ))
+        }
+    }
+}
+
 /// A duration of at most [`MAX_DURATION`].
 pub fn bounded_duration(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
@@ -365,6 +403,17 @@ pub fn bounded_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} is longer than the maximum of 24h"));
     }
     Ok(d)
+}
+
+/// What `--pod-metadata` may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PodMetadata {
+    /// The pod's labels.
+    Labels,
+    /// The pod's annotations (hooklog's own and kubectl's last-applied manifest never).
+    Annotations,
+    /// Neither.
+    None,
 }
 
 /// `hooklog check` output formats.
@@ -411,7 +460,7 @@ pub struct ImageArgs {
 
     /// Never read images from their registries: only `--image-root` (and, for `check`, the
     /// image-name patterns) decide.
-    #[arg(long, env = "HOOKLOG_OFFLINE")]
+    #[arg(long, env = "HOOKLOG_OFFLINE", value_parser = env_bool("HOOKLOG_OFFLINE"))]
     pub offline: bool,
 
     /// A registry (`HOST[:PORT]`) to speak plain HTTP to, as podman's and containerd's insecure
@@ -468,11 +517,11 @@ pub struct CheckArgs {
 
     /// Exit 69 when an image cannot be read from its registry (instead of a note and the
     /// image-name patterns).
-    #[arg(long, env = "HOOKLOG_REQUIRE_IMAGE")]
+    #[arg(long, env = "HOOKLOG_REQUIRE_IMAGE", value_parser = env_bool("HOOKLOG_REQUIRE_IMAGE"))]
     pub require_image: bool,
 
     /// Drop the built-in shell-less image patterns.
-    #[arg(long, env = "HOOKLOG_NO_DEFAULT_SHELL_LESS")]
+    #[arg(long, env = "HOOKLOG_NO_DEFAULT_SHELL_LESS", value_parser = env_bool("HOOKLOG_NO_DEFAULT_SHELL_LESS"))]
     pub no_default_shell_less: bool,
 
     /// Also check what this platform refuses.
@@ -520,7 +569,7 @@ pub struct InjectArgs {
     pub prestop_sleep: Vec<(String, String)>,
 
     /// Remove what inject added instead (as `hooklog uninject`).
-    #[arg(long, env = "HOOKLOG_INJECT_UNDO")]
+    #[arg(long, env = "HOOKLOG_INJECT_UNDO", value_parser = env_bool("HOOKLOG_INJECT_UNDO"))]
     pub undo: bool,
 
     /// How images are read, as for `check`: only for the warnings on stderr (a hook program
@@ -673,6 +722,62 @@ fn parse_field(s: &str) -> Result<(String, String), String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The words pod specs write for booleans, in any case, and an error that names the
+    /// variable (main exited 64 on `HOOKLOG_NATIVE_SIDECAR=1`).
+    #[test]
+    fn boolean_variables_take_what_pod_specs_write() {
+        let parse = env_bool("HOOKLOG_NATIVE_SIDECAR");
+        for (word, want) in [
+            ("1", true),
+            ("0", false),
+            ("yes", true),
+            ("no", false),
+            ("true", true),
+            ("false", false),
+            ("TRUE", true),
+            ("No", false),
+            ("Yes", true),
+            ("FALSE", false),
+        ] {
+            assert_eq!(parse(word), Ok(want), "{word}");
+        }
+        for bad in ["maybe", "", "2", "on!"] {
+            let err = parse(bad).expect_err("not a boolean");
+            assert!(err.contains("HOOKLOG_NATIVE_SIDECAR"), "{bad}: {err}");
+        }
+    }
+
+    /// Every boolean flag that a variable may set takes those words: each parses `1` through
+    /// the real command line, the variable standing in as the flag's value.
+    #[test]
+    fn every_boolean_flag_with_a_variable_uses_the_pod_spec_words() {
+        let cmd = Cli::command();
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments() {
+                if arg.get_env().is_none() || !matches!(arg.get_action(), clap::ArgAction::SetTrue)
+                {
+                    continue;
+                }
+                seen += 1;
+                // `--flag=1` goes through the same value parser the variable's value does.
+                let one = arg.clone().action(clap::ArgAction::Set).num_args(1);
+                let m = clap::Command::new("t").arg(one).try_get_matches_from([
+                    "t",
+                    &format!("--{}=yes", arg.get_long().expect("long")),
+                ]);
+                let m = m.unwrap_or_else(|e| panic!("{}: {e}", arg.get_id()));
+                assert_eq!(
+                    m.get_one::<bool>(arg.get_id().as_str()),
+                    Some(&true),
+                    "{}",
+                    arg.get_id()
+                );
+            }
+        }
+        assert!(seen >= 6, "only {seen} boolean flags with a variable");
+    }
 
     #[test]
     fn cli_is_consistent() {

@@ -382,6 +382,15 @@ impl Routes {
         if self.try_file(line) {
             return Route::File;
         }
+        // The file is refused (a peer swapped it for a link) or failing: a socket that was only
+        // slow (waiting behind other connections) is better than stderr, so it is tried again
+        // with the socket-only budget (found by the generated hostile pods: dribblers held the
+        // daemon's slots, the file was a peer's link, and the hook's finish went to stderr).
+        // (Socket only, the first try had that budget already.)
+        if self.socket.is_some() && self.file.is_some() && self.try_socket_with(line, SOCKET_STUCK)
+        {
+            return Route::Socket;
+        }
         let _ = match self.last_resort {
             // Nothing is left to report a failure to.
             LastResort::Stderr => std::io::stderr().lock().write_all(line),
@@ -391,13 +400,18 @@ impl Routes {
     }
 
     fn try_socket(&mut self, line: &[u8]) -> bool {
-        let Some(path) = &self.socket else {
-            return false;
-        };
         let stall = if self.file.is_some() {
             SOCKET_STALL
         } else {
             SOCKET_STUCK
+        };
+        self.try_socket_with(line, stall)
+    }
+
+    /// [`Self::try_socket`] giving up after `stall` without progress.
+    fn try_socket_with(&mut self, line: &[u8], stall: Duration) -> bool {
+        let Some(path) = &self.socket else {
+            return false;
         };
         // A second try only when the daemon closed the connection (an idle one, to make room).
         for attempt in 0..2 {
@@ -559,12 +573,21 @@ fn write_record(conn: &mut UnixStream, line: &[u8], stall: Duration) -> std::io:
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if progress.elapsed() >= stall {
+                // A record the socket has begun is finished there while it can be: given up
+                // half-way, its first part would come out beside its whole copy through the file
+                // (issue 25.7: a line came out twice, the connection waiting in the daemon's
+                // accept queue with a full buffer while 64 idle ones held the slots).
+                let budget = if written > 0 {
+                    stall.max(SOCKET_STUCK)
+                } else {
+                    stall
+                };
+                if progress.elapsed() >= budget {
                     return Err(std::io::Error::new(
                         ErrorKind::TimedOut,
                         format!(
                             "no write made progress for {} ms ({written} of {} bytes taken)",
-                            stall.as_millis(),
+                            budget.as_millis(),
                             line.len()
                         ),
                     ));

@@ -128,7 +128,16 @@ impl RunConfig {
         {
             bail!("--podinfo {}: not a directory", dir.display());
         }
-        let pod = PodMeta::from_env(args.podinfo.as_deref())?;
+        let mut pod = PodMeta::from_env(args.podinfo.as_deref())?;
+        if !args.pod_metadata.contains(&crate::cli::PodMetadata::Labels) {
+            pod.labels.clear();
+        }
+        if !args
+            .pod_metadata
+            .contains(&crate::cli::PodMetadata::Annotations)
+        {
+            pod.annotations.clear();
+        }
         ensure_fd_limit(
             args.max_connections as u64
                 + FDS_PER_FILE * args.files.len() as u64

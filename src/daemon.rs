@@ -55,10 +55,37 @@ const NATIVE_WINDOW: Duration = Duration::from_secs(2);
 const LINGER_CAP_FACTOR: u32 = 4;
 
 /// Runs the daemon until `shutdown` resolves and the shutdown phases end.
+/// The Downward API lines that give hooklog the pod's names, for the warning when none is set.
+const DOWNWARD_API_HINT: &str = "env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}, {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}, {name: POD_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}, {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}, {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]";
+
+/// Warns once when the records will carry `"kubernetes":{}`: no `POD_*`/`NODE_NAME` variable
+/// and no podinfo labels or annotations (`hooklog inject` sets them; a hand-written sidecar may
+/// not).
+fn warn_if_no_pod_metadata(pod: &crate::pod::PodMeta) {
+    let none = [
+        &pod.pod_name,
+        &pod.namespace_name,
+        &pod.pod_id,
+        &pod.pod_ip,
+        &pod.host,
+    ]
+    .iter()
+    .all(|v| v.is_none())
+        && pod.labels.is_empty()
+        && pod.annotations.is_empty();
+    if none {
+        tracing::warn!(
+            add = DOWNWARD_API_HINT,
+            "no pod metadata: records carry an empty kubernetes object; add the downward api variables to hooklog's container"
+        );
+    }
+}
+
 pub async fn run(
     cfg: RunConfig,
     shutdown: impl Future<Output = &'static str>,
 ) -> anyhow::Result<()> {
+    warn_if_no_pod_metadata(&cfg.pod);
     let enrichment = Arc::new(Enrichment::new(&cfg.pod, cfg.max_line_bytes));
     let peers = Arc::new(Peers::new(&cfg.peers));
     let activity = Arc::new(Activity::default());
@@ -194,12 +221,24 @@ pub async fn run(
     let stop_waiting = deadline - FLUSH_RESERVE.min(grace / 4);
     let cut_at = deadline - CUT_RESERVE.min(grace / 8);
     if cfg.native_sidecar {
-        // The kubelet stops a native sidecar after the main containers: their hooks are over.
-        tracing::info!(
-            signal,
-            grace_ms = grace.as_millis() as u64,
-            "shutdown: native sidecar, peers already stopped: reading what is left, then the summary"
-        );
+        // The kubelet stops a native sidecar after the main containers, or at the pod's
+        // deadline while they still run: say which the records show (issue 25.9: a hook that
+        // ignored SIGTERM was still running when this line said the peers had stopped).
+        let running = peers.pending(true);
+        if running.is_empty() {
+            tracing::info!(
+                signal,
+                grace_ms = grace.as_millis() as u64,
+                "shutdown: native sidecar, no peer hook running: reading what is left, then the summary"
+            );
+        } else {
+            tracing::warn!(
+                signal,
+                grace_ms = grace.as_millis() as u64,
+                running = ?running,
+                "shutdown: native sidecar, peer hooks still running (signalled at the pod's deadline?): reading what is left, then the summary"
+            );
+        }
     } else {
         tracing::info!(
             signal,
@@ -350,7 +389,8 @@ fn summary_batch(
     let outcomes = peers.outcomes();
     let now = crate::timefmt::now_ms();
     let members = |list_at_most: usize| {
-        let mut members = summary_members(&outcomes, list_at_most, peers.dropped());
+        let mut members =
+            summary_members(&outcomes, list_at_most, peers.dropped(), peers.unpaired());
         if shutdown.cut_short {
             // The outcomes are as far as hooklog read: a hook's last records may be among what
             // the cut left unread.

@@ -67,6 +67,11 @@ const PASS_THROUGH_FINISH: Duration = Duration::from_millis(500);
 /// ~9 KB inline script passed the default 16 KiB cap once written twice.
 const COMMAND_MAX_BYTES: usize = 512;
 
+/// Longest `hook.started` line the wrapper writes (newline not included): under the smallest
+/// `--max-line-bytes` a daemon takes (1024), so the daemon always reads it as one line; the
+/// command's share is halved until it fits (issue 25.2: 1,212 bytes were cut at 1024).
+const LIFECYCLE_LINE_MAX: usize = crate::record::MIN_MAX_LINE_BYTES - 24;
+
 /// A command killed by signal N exits 128+N, as shells report it.
 const SIGNAL_EXIT_BASE: u8 = 128;
 
@@ -136,6 +141,10 @@ async fn run_async(args: HookArgs) -> u8 {
         m.insert("run_id".into(), json!(run_id));
         m.insert("started_ms".into(), json!(started_ms));
     };
+    // The run's key, kept until the run is over: `hook.started` carries its hash (`seal`),
+    // `hook.finished` the key itself. The daemon ends the run only with a finish whose key opens
+    // the seal, so a peer that reads the start in the shared file cannot end the run first.
+    let key = run_key();
 
     let start = Instant::now();
     let result = execute(
@@ -145,23 +154,36 @@ async fn run_async(args: HookArgs) -> u8 {
         &reporter,
         || {
             // Sent once the command runs (or could not be started), never before it.
-            let mut started = base("hook.started");
-            run_members(&mut started);
-            let (shown, truncated) = bounded_command(&command, COMMAND_MAX_BYTES);
-            let ellipsis = if truncated { "…" } else { "" };
-            started.insert("command".into(), json!(shown));
-            if truncated {
-                started.insert("command_truncated".into(), json!(true));
-            }
-            started.insert(
-                "message".into(),
-                json!(format!(
-                    "{} hook started: {}{ellipsis}",
-                    args.hook_name,
-                    shown.join(" ")
-                )),
-            );
-            reporter.send_everywhere(&Value::Object(started).to_string());
+            // The command's share shrinks until the line fits under the smallest cap a daemon
+            // may have: the daemon then reads it as one frame, whatever its --max-line-bytes.
+            let mut budget = COMMAND_MAX_BYTES;
+            let line = loop {
+                let mut started = base("hook.started");
+                run_members(&mut started);
+                if let Some((_, seal)) = &key {
+                    started.insert("seal".into(), json!(seal));
+                }
+                let (shown, truncated) = bounded_command(&command, budget);
+                let ellipsis = if truncated { "…" } else { "" };
+                started.insert("command".into(), json!(shown));
+                if truncated {
+                    started.insert("command_truncated".into(), json!(true));
+                }
+                started.insert(
+                    "message".into(),
+                    json!(format!(
+                        "{} hook started: {}{ellipsis}",
+                        args.hook_name,
+                        shown.join(" ")
+                    )),
+                );
+                let line = Value::Object(started).to_string();
+                if line.len() < LIFECYCLE_LINE_MAX || budget == 0 {
+                    break line;
+                }
+                budget /= 2;
+            };
+            reporter.send_everywhere(&line);
         },
         |stream, line, partial| {
             let mut m = base("hook.output");
@@ -178,6 +200,9 @@ async fn run_async(args: HookArgs) -> u8 {
 
     let mut finished = base("hook.finished");
     run_members(&mut finished);
+    if let Some((key, _)) = &key {
+        finished.insert("key".into(), json!(key));
+    }
     finished.insert("outcome".into(), json!(result.outcome));
     finished.insert("exit_code".into(), json!(result.exit_code));
     finished.insert("signal".into(), json!(result.signal));
@@ -192,20 +217,46 @@ async fn run_async(args: HookArgs) -> u8 {
     // Last: its file copy waits until the daemon has read the output before it.
     reporter.send_last_everywhere(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
-        eprintln!(
-            "hooklog: {} hook {}: {}",
-            args.hook_name, result.outcome, result.message
+        crate::passthrough::own_stderr(
+            format!(
+                "hooklog: {} hook {}: {}\n",
+                args.hook_name, result.outcome, result.message
+            )
+            .into_bytes(),
         );
     }
     let delivery = reporter.finish(REPORT_FINISH);
     if delivery.unsent > 0 {
-        eprintln!(
-            "hooklog: {} records of this hook not reported: the file did not take them within {} ms",
-            delivery.unsent,
-            REPORT_FINISH.as_millis()
+        crate::passthrough::own_stderr(
+            format!(
+                "hooklog: {} records of this hook not reported: the file did not take them within {} ms\n",
+                delivery.unsent,
+                REPORT_FINISH.as_millis()
+            )
+            .into_bytes(),
         );
     }
     result.status
+}
+
+/// Bytes of randomness in a run's key: 128 bits, past any guess.
+const RUN_KEY_BYTES: usize = 16;
+
+/// A fresh run key and its seal (SHA-256), both in hex; none (with a warning) when the kernel's
+/// randomness cannot be read, and the run's records then name it by its id alone.
+fn run_key() -> Option<(String, String)> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut bytes = [0u8; RUN_KEY_BYTES];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if let Err(e) = read {
+        tracing::warn!(error = %e, "cannot read /dev/urandom: this run's finish is not sealed");
+        return None;
+    }
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let key = hex(&bytes);
+    let seal = hex(&sha2::Sha256::digest(key.as_bytes()));
+    Some((key, seal))
 }
 
 /// Runs `command`: calls `on_spawn` once it runs (or could not be started), then hands each

@@ -187,7 +187,8 @@ fn init_tracing(format: LogFormat, default_level: &str) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Never blocks on a stderr nobody reads (the wrapper's exit must not wait on it).
+        .with_writer(|| hooklog::passthrough::OwnStderr)
         .with_target(false);
     match format {
         LogFormat::Text => builder.with_ansi(false).init(),

@@ -4,8 +4,9 @@
 //! `prestop.log` (or a checkpoint) by a symlink to `/proc/self/environ` or a mounted secret.
 //! hooklog opens the last component with `O_NOFOLLOW` (a symlink fails with `ELOOP`) and
 //! `O_NONBLOCK` (a FIFO put in its place cannot hang the open), then checks the type of what it
-//! opened with `fstat`: anything but a regular file is refused. The folders on the way are the
-//! user's (`--file`'s parent is resolved once at start-up, `config.rs`).
+//! opened with `fstat`: anything but a regular file is refused. The daemon's reads walk an
+//! absolute path from `/` with `O_NOFOLLOW | O_DIRECTORY` at every folder ([`open_read`]): the
+//! path is made canonical once at start-up (`config.rs`), so a link met later is a peer's swap.
 //!
 //! Both sides of the shared file use it: the daemon's sources and checkpoints, and the hook
 //! wrapper's file fallback ([`open_append`], from `client.rs`).
@@ -71,14 +72,62 @@ fn checked(file: File) -> Result<File, OpenError> {
     }
 }
 
-/// Opens the regular file at `path` for reading, never through a symlink.
+/// Opens the regular file at `path` for reading, never through a symlink at any level of an
+/// absolute path: each folder on the way is opened with `O_NOFOLLOW | O_DIRECTORY`, from `/`
+/// down, and the file in the last one (issue 25.4: `--file $D/logs/prestop.log` with `$D/logs`
+/// renamed and a link put in its place shipped the other folder's file). The daemon's paths are
+/// made canonical at start-up (`config.rs`), so a link met here was put there since. A relative
+/// path is opened as given (its last component only is checked).
 pub fn open_read(path: &Path) -> Result<File, OpenError> {
+    if path.is_absolute() {
+        return open_read_walking(path);
+    }
     checked(
         OpenOptions::new()
             .read(true)
             .custom_flags(flags())
             .open(path)?,
     )
+}
+
+/// The refusal of a folder on the way that is not one (a symbolic link put in its place).
+pub const FOLDER_ON_THE_WAY: &str = "a folder on the way is a symbolic link or not a folder (not followed: a peer may have swapped it)";
+
+fn open_read_walking(path: &Path) -> Result<File, OpenError> {
+    use nix::fcntl::openat;
+    use nix::sys::stat::Mode;
+    use std::path::Component;
+    let walk = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let errno = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(OpenError::Refused(NOT_REGULAR));
+    };
+    let mut dir = nix::fcntl::open("/", walk, Mode::empty()).map_err(errno)?;
+    for c in parent.components() {
+        let Component::Normal(part) = c else {
+            // `/` is where the walk starts; `.` and `..` do not occur in a canonical path and
+            // are refused rather than resolved.
+            if c == Component::RootDir {
+                continue;
+            }
+            return Err(OpenError::Refused(FOLDER_ON_THE_WAY));
+        };
+        dir = match openat(&dir, part, walk, Mode::empty()) {
+            Ok(d) => d,
+            Err(nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+                return Err(OpenError::Refused(FOLDER_ON_THE_WAY));
+            }
+            Err(e) => return Err(errno(e).into()),
+        };
+    }
+    let fd = openat(
+        &dir,
+        name,
+        OFlag::O_RDONLY | OFlag::from_bits_truncate(flags()),
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    checked(File::from(fd))
 }
 
 /// Opens (creating it with `mode` when missing) the regular file at `path` for writing in place,

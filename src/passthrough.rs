@@ -25,6 +25,81 @@ pub const QUEUE_LINES: usize = 256;
 /// read: its lines are then dropped from the pass-through rather than holding up the command.
 pub const STALL: Duration = Duration::from_secs(1);
 
+/// How long one line of hooklog's own (a warning, the wrapper's verdict) may wait for a
+/// stderr nobody reads: the wrapper's exit must not wait on its reader (issue 25.6: it blocked
+/// 12 s, then panicked on EPIPE).
+pub const OWN_LINE_WAIT: Duration = Duration::from_millis(200);
+
+/// Lines of hooklog's own queued in front of stderr; past it, they are dropped.
+const OWN_QUEUE_LINES: usize = 256;
+
+/// Set while a line of hooklog's own has waited past [`OWN_LINE_WAIT`]: the lines after it are
+/// queued without waiting (or dropped when the queue is full) until it is written.
+static OWN_STDERR_STUCK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One line of hooklog's own, and where to say it was written.
+type OwnLine = (Vec<u8>, SyncSender<()>);
+
+/// The one thread that writes hooklog's own lines to stderr, in order.
+fn own_writer() -> Option<&'static SyncSender<OwnLine>> {
+    static WRITER: std::sync::OnceLock<Option<SyncSender<OwnLine>>> = std::sync::OnceLock::new();
+    WRITER
+        .get_or_init(|| {
+            let (tx, rx) = sync_channel::<OwnLine>(OWN_QUEUE_LINES);
+            std::thread::Builder::new()
+                .name("own-stderr".into())
+                .spawn(move || {
+                    let mut err = std::io::stderr();
+                    for (bytes, done) in rx {
+                        // A stderr that fails (EPIPE: its reader left) leaves nothing to tell.
+                        let _ = err.write_all(&bytes);
+                        OWN_STDERR_STUCK.store(false, Ordering::Relaxed);
+                        // The waiter may have given up already.
+                        let _ = done.try_send(());
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        })
+        .as_ref()
+}
+
+/// Writes `bytes` (hooklog's own words, not the command's) to stderr through one thread of its
+/// own, in order, waiting at most [`OWN_LINE_WAIT`] for it: never blocks longer, never panics.
+/// While a line waits past that, the next ones are queued without waiting, and dropped when
+/// [`OWN_QUEUE_LINES`] already wait.
+pub fn own_stderr(bytes: Vec<u8>) {
+    let Some(tx) = own_writer() else {
+        return;
+    };
+    let (done_tx, done_rx) = sync_channel(1);
+    if tx.try_send((bytes, done_tx)).is_err() {
+        return;
+    }
+    if OWN_STDERR_STUCK.load(Ordering::Relaxed) {
+        return;
+    }
+    if done_rx.recv_timeout(OWN_LINE_WAIT).is_err() {
+        OWN_STDERR_STUCK.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `own_stderr` as an [`std::io::Write`], for the tracing subscriber: each write goes whole, or
+/// is dropped.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OwnStderr;
+
+impl Write for OwnStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        own_stderr(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// One stream's writer: a queue and the thread that empties it.
 #[derive(Debug)]
 struct Stream {

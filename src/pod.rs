@@ -12,12 +12,27 @@ const LEFT_OUT_ANNOTATION_PREFIXES: [&str; 1] = ["hooklog.dev/"];
 /// (<https://kubernetes.io/docs/reference/labels-annotations-taints/#kubectl-kubernetes-io-last-applied-configuration>).
 const LEFT_OUT_ANNOTATIONS: [&str; 1] = ["kubectl.kubernetes.io/last-applied-configuration"];
 
-/// Bytes of annotations (as JSON members, `"key":"value",`) one record carries at most. Every
-/// record repeats them: 20 KB of Vault templates pushed every line past the default 16 KiB cap
-/// (split text, no parsed `hooks.summary`). 1 KiB leaves most of even a 2048-byte cap to the line.
-/// Annotations that do not fit are left out, in file order, and counted in
-/// `kubernetes.annotations_omitted`.
-pub const ANNOTATIONS_MAX_BYTES: usize = 1024;
+/// Bytes of labels and annotations together (as JSON members, `"key":"value",`) one record
+/// carries at most. Every record repeats them: 20 KB of Vault templates pushed every line past the
+/// default 16 KiB cap (split text, no parsed `hooks.summary`), and 34 KB of labels did the same
+/// (issue 25.3). 1 KiB leaves most of even a 2048-byte cap to the line. Labels come first, then
+/// annotations, in file order, each that fits; the rest are counted in
+/// `kubernetes.labels_omitted` and `kubernetes.annotations_omitted`.
+pub const METADATA_MAX_BYTES: usize = 1024;
+
+/// The pod's labels and annotations take at most this share of `--max-line-bytes` (a quarter:
+/// 256 bytes at the 1024 minimum), so a lifecycle record or the summary always has room.
+const METADATA_SHARE: usize = 4;
+
+/// Longest scalar field (`POD_NAME`, `NODE_NAME`, ...) a record carries: a DNS subdomain, the
+/// longest name Kubernetes gives a pod or a node, is at most 253 characters (RFC 1123). A longer
+/// value (hand-set) is cut at a character boundary.
+pub const SCALAR_MAX_BYTES: usize = 253;
+
+/// The bytes of labels and annotations a record carries at `max_line`.
+pub fn metadata_budget(max_line: usize) -> usize {
+    METADATA_MAX_BYTES.min(max_line / METADATA_SHARE)
+}
 
 /// What hooklog knows of the pod it runs in. Field names follow Fluent Bit's kubernetes filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,6 +98,11 @@ impl PodMeta {
     /// the pod's scalar fields, then its labels and annotations. Each part is comma-separated
     /// `"key":value` members without braces, possibly empty. Built once; every record reuses them.
     pub fn kubernetes_members(&self) -> (String, String) {
+        self.kubernetes_members_within(METADATA_MAX_BYTES)
+    }
+
+    /// [`Self::kubernetes_members`] with at most `budget` bytes of labels and annotations.
+    pub fn kubernetes_members_within(&self, budget: usize) -> (String, String) {
         let mut scalars = Vec::new();
         for (k, v) in [
             ("pod_name", &self.pod_name),
@@ -92,15 +112,23 @@ impl PodMeta {
             ("host", &self.host),
         ] {
             if let Some(v) = v {
-                scalars.push(format!("\"{k}\":{}", json_str(v)));
+                let mut end = v.len().min(SCALAR_MAX_BYTES);
+                while !v.is_char_boundary(end) {
+                    end -= 1;
+                }
+                scalars.push(format!("\"{k}\":{}", json_str(&v[..end])));
             }
         }
         let mut maps = Vec::new();
-        let (annotations, omitted) = self.carried_annotations();
-        for (name, kvs) in [
-            ("labels", self.labels.iter().collect()),
-            ("annotations", annotations),
-        ] {
+        let mut left = budget;
+        let (labels, labels_omitted) = carried(&self.labels, &mut left, |_| true);
+        let (annotations, annotations_omitted) = carried(&self.annotations, &mut left, |k| {
+            !LEFT_OUT_ANNOTATIONS.contains(&k)
+                && !LEFT_OUT_ANNOTATION_PREFIXES
+                    .iter()
+                    .any(|p| k.starts_with(p))
+        });
+        for (name, kvs) in [("labels", labels), ("annotations", annotations)] {
             if kvs.is_empty() {
                 continue;
             }
@@ -110,41 +138,41 @@ impl PodMeta {
                 .collect();
             maps.push(format!("\"{name}\":{}", serde_json::Value::Object(map)));
         }
-        if omitted > 0 {
-            maps.push(format!("\"annotations_omitted\":{omitted}"));
+        if labels_omitted > 0 {
+            maps.push(format!("\"labels_omitted\":{labels_omitted}"));
+        }
+        if annotations_omitted > 0 {
+            maps.push(format!("\"annotations_omitted\":{annotations_omitted}"));
         }
         (scalars.join(","), maps.join(","))
     }
+}
 
-    /// The annotations a record carries: not hooklog's own nor kubectl's last-applied
-    /// manifest, and within [`ANNOTATIONS_MAX_BYTES`] (in file order, each that fits); with the
-    /// number left out for the cap.
-    fn carried_annotations(&self) -> (Vec<&(String, String)>, usize) {
-        /// The `:` and `,` around a member.
-        const MEMBER_OVERHEAD: usize = 2;
-        let mut left = ANNOTATIONS_MAX_BYTES;
-        let mut carried = Vec::new();
-        let mut omitted = 0;
-        for kv in &self.annotations {
-            let (k, v) = kv;
-            if LEFT_OUT_ANNOTATIONS.contains(&k.as_str())
-                || LEFT_OUT_ANNOTATION_PREFIXES
-                    .iter()
-                    .any(|p| k.starts_with(p))
-            {
-                continue;
-            }
-            // Once at start-up, not per record: the literals' lengths, quotes included.
-            let len = json_str(k).len() + json_str(v).len() + MEMBER_OVERHEAD;
-            if len <= left {
-                left -= len;
-                carried.push(kv);
-            } else {
-                omitted += 1;
-            }
+/// The pairs of `kvs` that `keep` keeps and that fit in `left` bytes (in order, each that fits),
+/// taken from `left`; with the number left out for the bound.
+fn carried<'a>(
+    kvs: &'a [(String, String)],
+    left: &mut usize,
+    keep: impl Fn(&str) -> bool,
+) -> (Vec<&'a (String, String)>, usize) {
+    /// The `:` and `,` around a member.
+    const MEMBER_OVERHEAD: usize = 2;
+    let mut out = Vec::new();
+    let mut omitted = 0;
+    for kv in kvs {
+        if !keep(&kv.0) {
+            continue;
         }
-        (carried, omitted)
+        // Once at start-up, not per record: the literals' lengths, quotes included.
+        let len = json_str(&kv.0).len() + json_str(&kv.1).len() + MEMBER_OVERHEAD;
+        if len <= *left {
+            *left -= len;
+            out.push(kv);
+        } else {
+            omitted += 1;
+        }
     }
+    (out, omitted)
 }
 
 /// A JSON string literal.

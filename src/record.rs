@@ -26,12 +26,17 @@ pub const MIN_MAX_LINE_BYTES: usize = 1024;
 /// Fargate's log router does not rejoin (and drops lines over ~66 KB), so one record stays below.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 - 1;
 
+/// Longest member value (its JSON text) a lifecycle record keeps when it is over the cap even
+/// without the pod's metadata: run ids, seals (64 hex digits), outcomes and exit codes fit, a
+/// long `message` or `command` does not.
+pub const SHORT_MEMBER_BYTES: usize = 128;
+
 /// Keys of a JSON line that hooklog owns.
 const RESERVED: [&str; 3] = ["time", "kubernetes", "hooklog"];
 
 /// What hooklog had to do to a line, reported in `hooklog.flags`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Flags(u8);
+pub struct Flags(u16);
 
 impl Flags {
     /// Bytes that were not UTF-8 were replaced by U+FFFD.
@@ -50,14 +55,23 @@ impl Flags {
     /// The line uses one of hooklog's own event names without being hooklog's (see
     /// [`imitates_hooklog`]): written as `hooklog.forged = true`, not in `hooklog.flags`.
     pub const FORGED: Flags = Flags(64);
+    /// A JSON object over the cap with the pod's labels and annotations: written without them
+    /// (`kubernetes` keeps the pod's names), rather than split.
+    pub const METADATA_OMITTED: Flags = Flags(128);
+    /// A lifecycle record over the cap even without the pod's labels and annotations: written
+    /// with only its members of at most [`SHORT_MEMBER_BYTES`] (the wrapper's run, outcome and
+    /// exit), rather than split, so its event is still read whole.
+    pub const MEMBERS_OMITTED: Flags = Flags(256);
 
-    const NAMES: [(Flags, &'static str); 6] = [
+    const NAMES: [(Flags, &'static str); 8] = [
         (Flags::INVALID_UTF8, "invalid_utf8"),
         (Flags::CONTROL_CHARS, "control_chars"),
         (Flags::INVALID_JSON, "invalid_json"),
         (Flags::NO_NEWLINE, "no_newline"),
         (Flags::SHADOWED, "shadowed_key"),
         (Flags::JSON_TOO_LARGE, "json_too_large"),
+        (Flags::METADATA_OMITTED, "metadata_omitted"),
+        (Flags::MEMBERS_OMITTED, "members_omitted"),
     ];
 
     fn has(self, f: Flags) -> bool {
@@ -83,6 +97,10 @@ pub struct HookEvent {
     pub kind: HookEventKind,
     /// Which run of the wrapper it came from (`run_id`, `started_ms`), when it says.
     pub run: Option<HookRun>,
+    /// What pairs a run's finish with its start, which a peer reading the shared file cannot
+    /// copy in time: `hook.started`'s `seal` (the SHA-256, hex, of a random key the wrapper
+    /// keeps), `hook.finished`'s `key` (that key, written only once the run is over).
+    pub proof: Option<String>,
 }
 
 /// One run of `hooklog hook`, as its records name it: events of one container are ordered by
@@ -129,11 +147,13 @@ pub struct Enrichment {
 impl Enrichment {
     /// Enrichment for `pod`, with records capped at `max_line` bytes.
     pub fn new(pod: &PodMeta, max_line: usize) -> Self {
-        let (pod_members, map_members) = pod.kubernetes_members();
+        let max_line = max_line.max(MIN_MAX_LINE_BYTES);
+        let (pod_members, map_members) =
+            pod.kubernetes_members_within(crate::pod::metadata_budget(max_line));
         Enrichment {
             pod_members,
             map_members,
-            max_line: max_line.max(MIN_MAX_LINE_BYTES),
+            max_line,
             split_prefix: format!("{:x}", crate::timefmt::now_ms()),
             split_seq: AtomicU64::new(0),
         }
@@ -145,8 +165,8 @@ impl Enrichment {
     }
 
     /// Writes the `"kubernetes":{...}` member; `container_name` sits between the pod's scalars
-    /// and its labels, as in Fluent Bit's output.
-    pub fn write_kubernetes(&self, out: &mut Vec<u8>, container: Option<&str>) {
+    /// and its labels, as in Fluent Bit's output. `lean` leaves the labels and annotations out.
+    pub fn write_kubernetes(&self, out: &mut Vec<u8>, container: Option<&str>, lean: bool) {
         out.extend_from_slice(b"\"kubernetes\":{");
         let mut empty = true;
         let mut member = |out: &mut Vec<u8>| {
@@ -164,7 +184,7 @@ impl Enrichment {
             out.extend_from_slice(b"\"container_name\":");
             write_str(out, c);
         }
-        if !self.map_members.is_empty() {
+        if !lean && !self.map_members.is_empty() {
             member(out);
             out.extend_from_slice(self.map_members.as_bytes());
         }
@@ -245,12 +265,39 @@ impl Encoder {
             match serde_json::from_str::<Fields<'_>>(&text) {
                 Ok(fields) => {
                     let start = out.buf.len();
+                    let max = self.enrichment.max_line;
                     let event = self.write_object(&fields.0, flags, &time, &mut out.buf);
-                    if out.buf.len() - start <= self.enrichment.max_line {
+                    if out.buf.len() - start <= max {
+                        out.push_record(time_ms);
+                        return event;
+                    }
+                    // Over the cap. A record is kept whole when it can be: first without the
+                    // pod's labels and annotations, then (a lifecycle record, which must be read
+                    // whole) with only its short members; only then is it split as text.
+                    out.buf.truncate(start);
+                    let mut lean = flags;
+                    lean.set(Flags::METADATA_OMITTED);
+                    self.write_object(&fields.0, lean, &time, &mut out.buf);
+                    if out.buf.len() - start <= max {
                         out.push_record(time_ms);
                         return event;
                     }
                     out.buf.truncate(start);
+                    if event.is_some() {
+                        let short: Vec<(Key<'_>, &RawValue)> = fields
+                            .0
+                            .iter()
+                            .filter(|(_, v)| v.get().len() <= SHORT_MEMBER_BYTES)
+                            .cloned()
+                            .collect();
+                        lean.set(Flags::MEMBERS_OMITTED);
+                        self.write_object(&short, lean, &time, &mut out.buf);
+                        if out.buf.len() - start <= max {
+                            out.push_record(time_ms);
+                            return event;
+                        }
+                        out.buf.truncate(start);
+                    }
                     flags.set(Flags::JSON_TOO_LARGE);
                     self.write_text(
                         &text,
@@ -468,7 +515,8 @@ impl Encoder {
             out.push(b'}');
         }
         out.extend_from_slice(b"},");
-        self.enrichment.write_kubernetes(out, container);
+        self.enrichment
+            .write_kubernetes(out, container, flags.has(Flags::METADATA_OMITTED));
         out.extend_from_slice(b"}\n");
     }
 }
@@ -542,10 +590,16 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<&str>) -> Optio
             .map(|(id, started_ms)| HookRun { id, started_ms }),
         _ => None,
     };
+    let proof_member = match kind {
+        HookEventKind::Started => "seal",
+        HookEventKind::Finished { .. } => "key",
+    };
+    let proof = get(proof_member).and_then(|v| serde_json::from_str::<String>(v).ok());
     Some(HookEvent {
         container: container?.to_string(),
         kind,
         run,
+        proof,
     })
 }
 

@@ -165,6 +165,11 @@ const MASKS: &[(&str, ValueChar)] = &[
     // Which run of `hooklog hook` a record is from, and when it started.
     ("\"run_id\":\"", |c| c.is_ascii_hexdigit() || c == '-'),
     ("\"run_id\": \"", |c| c.is_ascii_hexdigit() || c == '-'),
+    // A run's seal and key (random on every run).
+    ("\"seal\":\"", |c| c.is_ascii_hexdigit()),
+    ("\"key\":\"", |c| c.is_ascii_hexdigit()),
+    ("\"seal\": \"", |c| c.is_ascii_hexdigit()),
+    ("\"key\": \"", |c| c.is_ascii_hexdigit()),
     ("\"started_ms\":", |c| c.is_ascii_digit()),
     ("\"started_ms\": ", |c| c.is_ascii_digit()),
     // EMF's timestamp: when the summary was written.

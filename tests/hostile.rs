@@ -564,3 +564,583 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
     assert_eq!(listed + s["peers_omitted"].as_u64().unwrap(), 40, "{s}");
     assert!(s["message"].as_str().unwrap().contains("more)"), "{s}");
 }
+
+/// A real `hooklog hook` for container `app` reporting to `sock` and `file`, running `script`.
+fn spawn_hook(sock: &Path, file: &Path, extra: &[&str], script: &str) -> Child {
+    hooklog()
+        .args(["hook", "--container", "app", "--socket"])
+        .arg(sock)
+        .arg("--file")
+        .arg(file)
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hooklog hook")
+}
+
+/// The last stdout record, checked to be hooklog's own whole summary within `cap`.
+fn summary_of(d: &Daemon, cap: usize) -> Value {
+    let lines = d.stdout.lines();
+    let last = lines.last().expect("some output");
+    assert!(last.len() < cap, "summary over the cap: {last}");
+    let v: Value = serde_json::from_str(last).expect("the summary is JSON");
+    assert_eq!(v["event"], "hooks.summary", "{lines:#?}");
+    assert_eq!(v["hooklog"]["input"], "hooklog", "{lines:#?}");
+    v
+}
+
+/// Issue 25.1: a peer writes `hook.finished` for `app` with a made-up `run_id` and
+/// `started_ms` = now while the real hook runs. On main the daemon stopped waiting, left 0.5 s
+/// later and reported `app` ok though the real hook exits 1. Now it waits for the real finish.
+/// Its neighbours: the real run id copied without the key, or with a made-up key.
+#[test]
+fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
+    for variant in [
+        "made-up run id",
+        "copied run id, no key",
+        "copied run id, wrong key",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        let sock = dir.path().join("hooklog.sock");
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--socket",
+                sock.to_str().unwrap(),
+                "--peers",
+                "app",
+                "--grace",
+                "10s",
+                "--linger",
+                "200ms",
+            ],
+            &POD_ENV,
+        );
+        let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
+        d.expect(Duration::from_secs(10), "the real hook.started", || {
+            d.stdout
+                .lines()
+                .iter()
+                .any(|l| l.contains("\"hook.started\""))
+        });
+        let started: Value = d
+            .records()
+            .into_iter()
+            .find(|r| r["event"] == "hook.started")
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let (run_id, key) = match variant {
+            "made-up run id" => ("forged-1".to_string(), String::new()),
+            "copied run id, no key" => (
+                started["run_id"].as_str().unwrap().to_string(),
+                String::new(),
+            ),
+            _ => (
+                started["run_id"].as_str().unwrap().to_string(),
+                format!(",\"key\":{}", started["seal"]),
+            ),
+        };
+        let started_ms = if variant == "made-up run id" {
+            now.to_string()
+        } else {
+            started["started_ms"].to_string()
+        };
+        let forged = format!(
+            "{{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"run_id\":\"{run_id}\",\"started_ms\":{started_ms}{key},\"outcome\":\"ok\",\"exit_code\":0,\"duration_ms\":5}}\n"
+        );
+        std::os::unix::net::UnixStream::connect(&sock)
+            .unwrap()
+            .write_all(forged.as_bytes())
+            .unwrap();
+        d.terminate();
+        let status = d.wait_exit(Duration::from_secs(15));
+        assert!(status.success(), "{variant}: exit {status}");
+        let _ = hook.wait();
+        let summary = summary_of(&d, 16 * 1024);
+        assert_eq!(
+            summary["peers"]["app"]["outcome"], "failed",
+            "{variant}: {summary}"
+        );
+        assert_eq!(
+            summary["peers"]["app"]["exit_code"], 1,
+            "{variant}: {summary}"
+        );
+        assert!(
+            d.stdout.lines().iter().any(|l| l.contains("real-output")),
+            "{variant}: the real hook's output is lost"
+        );
+    }
+}
+
+/// Issue 25.2 and 25.3: at the smallest caps, with the pod's labels and annotations of every
+/// size (34 KB of labels on main gave no `hook.finished` and no summary at all), a real hook's
+/// `hook.started` and `hook.finished` come out whole (never split), every record is within the
+/// cap, and the summary has the real outcome.
+#[test]
+fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
+    let long_command = format!("echo {}; exit 3", "x".repeat(700));
+    for (cap, labels, annotations) in [
+        (1024usize, 0usize, 0usize),
+        (1024, 34_000, 0),
+        (1024, 0, 1024),
+        (2048, 3_000, 1024),
+        (2048, 34_000, 20_000),
+        (4096, 200, 34_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        let sock = dir.path().join("hooklog.sock");
+        let podinfo = dir.path().join("podinfo");
+        std::fs::create_dir(&podinfo).unwrap();
+        let kv = |n: usize, prefix: &str| {
+            let mut s = String::new();
+            let mut i = 0;
+            while s.len() < n {
+                s.push_str(&format!("{prefix}-{i}=\"{}\"\n", "v".repeat(60)));
+                i += 1;
+            }
+            s
+        };
+        std::fs::write(podinfo.join("labels"), kv(labels, "label")).unwrap();
+        std::fs::write(
+            podinfo.join("annotations"),
+            kv(annotations, "example.com/note"),
+        )
+        .unwrap();
+        let cap_s = cap.to_string();
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--socket",
+                sock.to_str().unwrap(),
+                "--peers",
+                "app",
+                "--grace",
+                "10s",
+                "--linger",
+                "200ms",
+                "--max-line-bytes",
+                &cap_s,
+                "--podinfo",
+                podinfo.to_str().unwrap(),
+            ],
+            &POD_ENV,
+        );
+        let mut hook = spawn_hook(&sock, &file, &[], &long_command);
+        assert!(hook.wait().unwrap().code() == Some(3));
+        d.expect(Duration::from_secs(10), "hook.finished", || {
+            d.stdout
+                .lines()
+                .iter()
+                .any(|l| l.contains("\"hook.finished\""))
+        });
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        let case = format!("cap {cap}, labels {labels}, annotations {annotations}");
+        let records = d.records();
+        for r in &records {
+            let len = serde_json::to_string(r).unwrap().len();
+            assert!(len < cap, "{case}: a record of {len} bytes: {r}");
+        }
+        for event in ["hook.started", "hook.finished"] {
+            let whole: Vec<&Value> = records.iter().filter(|r| r["event"] == event).collect();
+            assert_eq!(whole.len(), 1, "{case}: {event} whole once: {records:#?}");
+            assert!(whole[0]["hooklog"].get("split").is_none(), "{case}");
+        }
+        assert!(
+            !records.iter().any(|r| r["hooklog"].get("split").is_some()
+                && ["hook.started", "hook.finished"]
+                    .iter()
+                    .any(|e| r["message"].as_str().unwrap_or("").contains(e))),
+            "{case}: a lifecycle record split: {records:#?}"
+        );
+        let summary = summary_of(&d, cap);
+        assert_eq!(
+            summary["peers"]["app"]["outcome"], "failed",
+            "{case}: {summary}"
+        );
+        assert_eq!(summary["peers"]["app"]["exit_code"], 3, "{case}: {summary}");
+    }
+}
+
+/// Issue 25.6: `hooklog hook --timeout 2s` with its stdout and stderr never read. On main the
+/// record was right at 2.7 s, then the wrapper blocked on its own stderr line until the reader
+/// left and panicked (exit 134). Now it exits within the timeout, the kill 2 s later, and a
+/// stated slack, with the timeout's status, while the pipes are still unread.
+#[test]
+fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
+    /// `--timeout` plus its SIGKILL 2 s later plus the drain bounds, with slack for a loaded
+    /// machine.
+    const BOUND: Duration = Duration::from_secs(9);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut hook = hooklog()
+        .args(["hook", "--container", "app", "--timeout", "2s", "--file"])
+        .arg(&file)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "head -c 2000000 /dev/zero | tr '\\0' e >&2; head -c 2000000 /dev/zero | tr '\\0' o; sleep 30",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The pipes are held open and never read until the wrapper has exited.
+    let (status, took) = wait_exit(&mut hook, BOUND);
+    assert!(took < BOUND, "the wrapper took {took:?}");
+    assert_ne!(status.code(), Some(134), "the wrapper aborted: {status}");
+    assert!(status.code().is_some(), "killed by a signal: {status}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"outcome\":\"timed_out\""), "{text}");
+}
+
+/// Issue 25.4 (the booleans): what pod specs write for a boolean variable is taken, and a bad
+/// value's error names the variable. On main `HOOKLOG_NATIVE_SIDECAR=1` exited 64.
+#[test]
+fn boolean_variables_take_what_pod_specs_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    for word in ["1", "yes", "TRUE", "0", "No"] {
+        let mut d = Daemon::start(
+            &["--file", file.to_str().unwrap(), "--grace", "2s"],
+            &[("HOOKLOG_NATIVE_SIDECAR", word), ("HOOKLOG_EMF", word)],
+        );
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(10)).success(), "{word}");
+    }
+    let out = hooklog()
+        .args(["run", "--file"])
+        .arg(&file)
+        .env("HOOKLOG_NATIVE_SIDECAR", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HOOKLOG_NATIVE_SIDECAR"), "{err}");
+}
+
+/// Issue 25.8: a sidecar configured by the environment (`args: [run]` and `HOOKLOG_*`, the
+/// image not hooklog's by name) is the sidecar for check as it is for the binary. On main check
+/// warned `hooklog-sidecar-missing`.
+#[test]
+fn check_reads_a_sidecar_configured_by_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  volumes: [{name: hooklog, emptyDir: {}}]
+  containers:
+  - name: app
+    image: nginx:1.27
+    volumeMounts: [{name: hooklog, mountPath: /hooklog}]
+    lifecycle:
+      preStop:
+        exec: {command: [/hooklog/hooklog, hook, --container, app, --timeout, 5s, --socket, /hooklog/hooklog.sock, --file, /hooklog/prestop.log, --, sh, -c, "sleep 1"]}
+  - name: logger
+    image: registry.example.com/platform/logsidecar:1
+    args: [run]
+    env:
+    - {name: HOOKLOG_FILE, value: /hooklog/prestop.log}
+    - {name: HOOKLOG_SOCKET, value: /hooklog/hooklog.sock}
+    - {name: HOOKLOG_PEERS, value: app}
+    volumeMounts: [{name: hooklog, mountPath: /hooklog}]
+"#,
+    )
+    .unwrap();
+    let out = hooklog().arg("check").arg(&pod).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("hooklog-sidecar-missing"), "{text}");
+    // The sidecar was found: its own findings (no Downward API env) are about it.
+    assert!(
+        text.contains("sidecar-downward-api-missing [logger]"),
+        "{text}"
+    );
+}
+
+/// Issue 25.9: a native sidecar signalled while a peer's hook still runs (the kubelet's
+/// deadline) says so; on main it said `peers already stopped`. And issue 25.5 (what is missing
+/// at start): no `POD_*` variable and no podinfo is said once, naming the Downward API lines.
+#[test]
+fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--native-sidecar",
+            "--grace",
+            "3s",
+        ],
+        &[],
+    );
+    let mut hook = spawn_hook(&sock, &file, &[], "sleep 20");
+    d.expect(Duration::from_secs(10), "hook.started", || {
+        d.stdout
+            .lines()
+            .iter()
+            .any(|l| l.contains("\"hook.started\""))
+    });
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let _ = hook.kill();
+    let _ = hook.wait();
+    let err = d.stderr.lines().join("\n");
+    assert!(err.contains("peer hooks still running"), "{err}");
+    assert!(!err.contains("already stopped"), "{err}");
+    let warned = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("no pod metadata"))
+        .count();
+    assert_eq!(warned, 1, "{err}");
+    assert!(err.contains("fieldPath: metadata.name"), "{err}");
+    let summary = summary_of(&d, 16 * 1024);
+    assert_eq!(
+        summary["peers"]["app"]["outcome"], "unfinished",
+        "{summary}"
+    );
+}
+
+/// Issue 25.4: `--file $D/logs/prestop.log`, then `$D/logs` renamed and a symlink to another
+/// folder put in its place. On main the daemon then shipped that folder's `prestop.log`. Now
+/// every open walks the path from `/` without following a link at any level: the swap is
+/// refused with one warning naming it, and nothing of the other folder comes out. Its
+/// neighbours: the link at the first level of the temporary folder and at the second.
+#[test]
+fn a_parent_folder_swapped_for_a_link_is_never_followed() {
+    for depth in [1usize, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("shared");
+        let mut folder = root.clone();
+        for i in 0..depth {
+            folder = folder.join(format!("level{i}"));
+        }
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("prestop.log");
+        std::fs::write(&file, "before the swap\n").unwrap();
+        let other = dir.path().join("other");
+        let mut other_file = other.clone();
+        for i in 0..depth {
+            other_file = other_file.join(format!("level{i}"));
+        }
+        std::fs::create_dir_all(&other_file).unwrap();
+        std::fs::write(
+            other_file.join("prestop.log"),
+            "SECRET-OF-THE-OTHER-FOLDER\n",
+        )
+        .unwrap();
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--grace",
+                "3s",
+                "--rotate-wait",
+                "200ms",
+            ],
+            &POD_ENV,
+        );
+        d.expect(Duration::from_secs(10), "the first line", || {
+            d.stdout
+                .lines()
+                .iter()
+                .any(|l| l.contains("before the swap"))
+        });
+        // The top folder below the temporary dir swapped for a link to the other tree.
+        let swapped = root.join("level0");
+        std::fs::rename(&swapped, root.join("level0.old")).unwrap();
+        std::os::unix::fs::symlink(other.join("level0"), &swapped).unwrap();
+        d.expect(Duration::from_secs(10), "the refusal", || {
+            d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("folder on the way"))
+        });
+        // More in the other folder's file: still never read.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(other_file.join("prestop.log"))
+            .unwrap()
+            .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
+            .unwrap();
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(10)).success());
+        let out = d.stdout.lines().join("\n");
+        assert!(
+            !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
+            "depth {depth}: {out}"
+        );
+        let warnings = d
+            .stderr
+            .lines()
+            .iter()
+            .filter(|l| l.contains("folder on the way"))
+            .count();
+        assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
+    }
+}
+
+/// Issue 25.5: 65 connections that each send one byte every 0.5 s (never idle for 1 s) while a
+/// socket-only hook prints 2,000 lines. On main 276 lines arrived, no `hook.finished`, `app`
+/// unfinished, and the exit took 8 s after SIGTERM. Now a connection's budget is time to a
+/// whole record: the dribblers are closed to make room, every line and the finish arrive.
+/// Its neighbours: dribblers of whole tiny records (the slots go round) and a faster dribble.
+#[test]
+fn dribbling_connections_do_not_starve_a_socket_only_hook() {
+    for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log");
+        let sock = dir.path().join("hooklog.sock");
+        let mut d = Daemon::start(
+            &[
+                "--file",
+                file.to_str().unwrap(),
+                "--socket",
+                sock.to_str().unwrap(),
+                "--peers",
+                "app",
+                "--grace",
+                "10s",
+                "--linger",
+                "200ms",
+            ],
+            &POD_ENV,
+        );
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let dribblers: Vec<_> = (0..65)
+            .map(|i| {
+                let (stop, sock, connected) = (stop.clone(), sock.clone(), connected.clone());
+                std::thread::spawn(move || {
+                    let Ok(mut c) = std::os::unix::net::UnixStream::connect(&sock) else {
+                        return;
+                    };
+                    connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let piece = if whole_lines {
+                        format!("{{\"message\":\"d{i}\"}}\n").into_bytes()
+                    } else {
+                        vec![b'a']
+                    };
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if c.write_all(&piece).is_err() {
+                            match std::os::unix::net::UnixStream::connect(&sock) {
+                                Ok(n) => c = n,
+                                Err(_) => return,
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(every_ms));
+                    }
+                })
+            })
+            .collect();
+        // Every dribbler is connected before the hook starts.
+        assert!(wait_until(Duration::from_secs(10), || connected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 65));
+        let mut hook = hooklog()
+            .args(["hook", "--container", "app", "--socket"])
+            .arg(&sock)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 2000 ]; do echo \"real line $i\"; i=$((i+1)); done",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (status, _) = wait_exit(&mut hook, Duration::from_secs(30));
+        assert!(status.success(), "{every_ms} ms: wrapper {status}");
+        d.terminate();
+        let t = Instant::now();
+        let st = d.wait_exit(Duration::from_secs(20));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in dribblers {
+            let _ = t.join();
+        }
+        assert!(st.success());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{every_ms} ms: exit took {:?}",
+            t.elapsed()
+        );
+        let records = d.records();
+        let real = records
+            .iter()
+            .filter(|r| {
+                r["event"] == "hook.output"
+                    && r["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("real line "))
+            })
+            .count();
+        assert_eq!(real, 2000, "{every_ms} ms, whole {whole_lines}: lines");
+        let summary = summary_of(&d, 16 * 1024);
+        assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary}");
+    }
+}
+
+/// Issue 25.5 (what is missing at start): `--output cloudwatch` with no region says so once,
+/// in one line, at start; on main the first sign was a 1 KB debug dump per retry.
+#[test]
+fn cloudwatch_without_a_region_is_said_once_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let mut cmd = hooklog();
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args([
+        "run",
+        "--output",
+        "cloudwatch",
+        "--log-group",
+        "g",
+        "--grace",
+        "2s",
+        "--file",
+    ])
+    .arg(&file)
+    .envs(POD_ENV)
+    // No instance metadata to wait for on this machine.
+    .env("AWS_EC2_METADATA_DISABLED", "true");
+    let d = Daemon::spawn(cmd);
+    d.expect(Duration::from_secs(10), "the region warning", || {
+        d.stderr.lines().iter().any(|l| l.contains("no region"))
+    });
+    d.terminate();
+    let mut d = d;
+    let _ = d.wait_exit(Duration::from_secs(10));
+    let n = d
+        .stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("no region"))
+        .count();
+    assert_eq!(n, 1, "{:#?}", d.stderr.lines());
+}

@@ -13,15 +13,16 @@
 //! Memory is bounded: the last [`REMEMBERED`] keys are kept; a copy arriving after its key was
 //! forgotten (thousands of hook runs later) comes out twice, and changes nothing in the summary.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{LazyLock, Mutex};
 
 use crate::record::{HookEvent, HookEventKind};
 
-/// Keys remembered: far more than the hook runs of one pod's shutdown (a handful of containers),
-/// so a forged flood of run ids makes a real copy pass twice at worst. Keys are hashes, whatever
-/// the length of a run id a peer writes: about 40 bytes each, under 200 KB in all.
+/// Lines remembered: far more than the hook runs of one pod's shutdown (a handful of
+/// containers), so a forged flood of run ids makes a real copy pass twice at worst. Entries are
+/// hashes, whatever the length of a run id a peer writes: about 50 bytes each, under 250 KB in
+/// all.
 pub const REMEMBERED: usize = 4096;
 
 /// A hash of a run's event: its `run_id` and whether it is the end.
@@ -53,31 +54,40 @@ impl CopyKey {
     }
 }
 
+/// A run's event and its line, as hashes.
+type Pair = (Key, u64);
+
+/// The pairs seen, and the order they came in.
+type Seen = (std::collections::HashSet<Pair>, VecDeque<Pair>);
+
 /// The lifecycle records already seen.
 #[derive(Debug, Default)]
 pub struct Once {
-    /// Each key with a hash of its first line, and the order they came in (the oldest is
-    /// forgotten first).
-    seen: Mutex<(HashMap<Key, u64>, VecDeque<Key>)>,
+    /// Each `(key, line)` seen, and the order they came in (the oldest is forgotten first). A
+    /// pair, not a key with its first line: a peer's record that names a real run but says
+    /// something else, read first, must not make both of the wrapper's own copies pass as
+    /// "different from the first" (found by the generated hostile pods: the real
+    /// `hook.finished` came out twice after a peer copied its run id).
+    seen: Mutex<Seen>,
 }
 
 impl Once {
-    /// True for the first copy of a lifecycle record (or a line that differs from the first one
-    /// of its key); false for a copy of a line already seen.
+    /// True for the first copy of a lifecycle record (or a line that differs from every one
+    /// seen of its key); false for a copy of a line already seen.
     pub fn first_copy(&self, copy: CopyKey) -> bool {
-        let CopyKey { key, line: hash } = copy;
+        let CopyKey { key, line } = copy;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *seen;
-        if let Some(first) = map.get(&key) {
-            return *first != hash;
+        let (set, order) = &mut *seen;
+        if set.contains(&(key, line)) {
+            return false;
         }
         if order.len() >= REMEMBERED
             && let Some(old) = order.pop_front()
         {
-            map.remove(&old);
+            set.remove(&old);
         }
-        map.insert(key, hash);
-        order.push_back(key);
+        set.insert((key, line));
+        order.push_back((key, line));
         true
     }
 }
@@ -109,6 +119,7 @@ mod tests {
                 id: id.into(),
                 started_ms: 1,
             }),
+            proof: None,
         }
     }
 
@@ -122,6 +133,7 @@ mod tests {
         assert!(first(&once, &event("b", false), b"s"));
         let no_run = HookEvent {
             run: None,
+            proof: None,
             ..event("x", false)
         };
         assert!(first(&once, &no_run, b"n") && first(&once, &no_run, b"n"));
@@ -133,6 +145,20 @@ mod tests {
         assert!(first(&once, &event("a", true), br#"{"outcome":"ok"}"#));
         assert!(first(&once, &event("a", true), br#"{"outcome":"failed"}"#));
         assert!(!first(&once, &event("a", true), br#"{"outcome":"ok"}"#));
+    }
+
+    /// Found by the generated hostile pods: a peer's finish naming the real run, read first,
+    /// made both of the wrapper's identical copies pass (each differed from that first line).
+    #[test]
+    fn a_peers_line_read_first_does_not_let_both_real_copies_pass() {
+        let once = Once::default();
+        assert!(first(
+            &once,
+            &event("a", true),
+            br#"{"outcome":"ok","forged":1}"#
+        ));
+        assert!(first(&once, &event("a", true), br#"{"outcome":"failed"}"#));
+        assert!(!first(&once, &event("a", true), br#"{"outcome":"failed"}"#));
     }
 
     #[test]

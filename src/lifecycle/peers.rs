@@ -9,62 +9,84 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::record::{HookEvent, HookEventKind, HookRun};
+use crate::record::{HookEvent, HookEventKind};
 
-/// What is known of one peer's hook.
+/// How a run ended, as its `hook.finished` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PeerState {
-    /// Named by `--peers`, not heard from yet.
-    Expected,
-    /// `hook.started` seen.
-    Running {
-        /// When the start was read.
-        since: Instant,
-        /// The wrapper's run, when its records name it.
-        run: Option<HookRun>,
-    },
-    /// `hook.finished` seen.
-    Finished {
-        /// `ok`, `failed` or `timed_out`.
-        outcome: String,
-        /// Exit status; none when killed.
-        exit_code: Option<i64>,
-        /// Duration the wrapper measured.
-        duration_ms: Option<u64>,
-        /// The wrapper's run, when its records name it.
-        run: Option<HookRun>,
-    },
+struct Finish {
+    /// `ok`, `failed` or `timed_out`.
+    outcome: String,
+    /// Exit status; none when killed.
+    exit_code: Option<i64>,
+    /// Duration the wrapper measured.
+    duration_ms: Option<u64>,
 }
 
-impl PeerState {
-    fn run(&self) -> Option<&HookRun> {
-        match self {
-            PeerState::Expected => None,
-            PeerState::Running { run, .. } | PeerState::Finished { run, .. } => run.as_ref(),
-        }
+/// One run of a peer's hook: what its `hook.started` and the `hook.finished` that pairs with it
+/// said.
+#[derive(Debug, Clone)]
+struct Run {
+    /// The wrapper's `run_id`; none for records that name no run (hand-written, `emit`).
+    id: Option<String>,
+    /// When its start was read; none while only finishes naming it were read.
+    since: Option<Instant>,
+    /// The start's `seal`: the SHA-256 (hex) of the key its own finish carries.
+    seal: Option<String>,
+    /// The finish that paired with the start.
+    finished: Option<Finish>,
+    /// Finishes read before the start, with their keys, waiting for it (at most
+    /// [`MAX_WAITING_FINISHES`]).
+    waiting: Vec<(Finish, Option<String>)>,
+}
+
+impl Run {
+    fn running(&self) -> bool {
+        self.since.is_some() && self.finished.is_none()
+    }
+
+    /// Heard from as a hook: a start read, or (records without a run) a finish.
+    fn announced(&self) -> bool {
+        self.since.is_some() || self.finished.is_some()
     }
 }
 
-/// True when `event` is older news than what `current` already says, so it must not change it.
-/// Records of one hook may arrive out of order (`hook.finished` through the file while
-/// `hook.started` waited in a socket connection not yet accepted); the wrapper's run id and
-/// start time order them. Records that carry no run are taken in the order they are read, and
-/// only until a record with a run is seen for that peer.
-fn is_stale(current: &PeerState, event: &HookEvent) -> bool {
-    let (old, new) = match (current.run(), event.run.as_ref()) {
-        (Some(old), Some(new)) => (old, new),
-        // A record without a run cannot speak for a hook the wrapper identified: anyone can
-        // write `{"event":"hook.finished","outcome":"ok"}` while the real hook still runs.
-        (Some(_), None) => return true,
-        (None, _) => return false,
+/// What is known of one peer: whether `--peers` named it, and its runs.
+#[derive(Debug, Clone, Default)]
+struct Peer {
+    /// Named by `--peers`: waited for until it announces itself, never dropped.
+    expected: bool,
+    /// Its hook's runs, in the order their first record was read.
+    runs: Vec<Run>,
+}
+
+impl Peer {
+    fn announced(&self) -> bool {
+        self.runs.iter().any(Run::announced)
+    }
+}
+
+/// True when `key` opens `seal`: its SHA-256, in hex, is the seal. A start without a seal (a
+/// wrapper older than seals) pairs with any finish of its run id, as before seals.
+fn opens(seal: Option<&str>, key: Option<&str>) -> bool {
+    use sha2::Digest;
+    let Some(seal) = seal else {
+        return true;
     };
-    match (current, &event.kind) {
-        // A run's start after its own end, or an earlier run's start, changes nothing.
-        (PeerState::Finished { .. }, HookEventKind::Started) => {
-            old.id == new.id || new.started_ms < old.started_ms
-        }
-        // The end of a run older than the one already seen.
-        (_, _) => old.id != new.id && new.started_ms < old.started_ms,
+    let Some(key) = key else {
+        return false;
+    };
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    hex.eq_ignore_ascii_case(seal)
+}
+
+/// How bad an outcome is, for a peer with several runs: the summary reports the worst, so a run
+/// a peer adds can make a hook look worse, never better.
+fn badness(outcome: &str) -> u8 {
+    match outcome {
+        "ok" => 0,
+        "failed" => 1,
+        _ => 2,
     }
 }
 
@@ -92,12 +114,28 @@ pub const MAX_LEARNED_PEERS: usize = 64;
 /// characters (RFC 1123, as the API server validates it).
 pub const MAX_PEER_NAME: usize = 63;
 
+/// Runs kept for all peers together: every start or finish naming a new run id adds one, so a
+/// peer writing made-up run ids by the million is bounded here; past it, new runs are ignored
+/// and counted with [`Peers::dropped`]. 4,096 runs of about 200 bytes stay under 1 MB, and a
+/// real pod has a run or two per container.
+pub const MAX_RUNS: usize = 4096;
+
+/// Finishes kept per run while its start has not been read (a start waiting in a socket
+/// connection not yet accepted while the finish came through the file); past it, they are
+/// counted as unpaired.
+const MAX_WAITING_FINISHES: usize = 4;
+
 /// All peers, shared by the sources (which report events) and the shutdown sequence (which
 /// waits on them).
 #[derive(Debug, Default)]
 pub struct Peers {
-    /// Peer name to state, sorted so the summary is stable.
-    state: Mutex<BTreeMap<String, PeerState>>,
+    /// Peer name to what is known of it, sorted so the summary is stable.
+    state: Mutex<BTreeMap<String, Peer>>,
+    /// Runs kept over all peers (bounded by [`MAX_RUNS`]).
+    runs: AtomicU64,
+    /// `hook.finished` records that paired with no start: a run id no start named, or a key that
+    /// did not open the start's seal. They end nothing.
+    unpaired: AtomicU64,
     /// How many of `state`'s peers `--peers` named (they are never dropped).
     expected: usize,
     /// Hook events ignored because they named a peer past [`MAX_LEARNED_PEERS`] or a name longer
@@ -112,11 +150,21 @@ impl Peers {
     pub fn new(expected: &[String]) -> Self {
         let state: BTreeMap<_, _> = expected
             .iter()
-            .map(|n| (n.clone(), PeerState::Expected))
+            .map(|n| {
+                (
+                    n.clone(),
+                    Peer {
+                        expected: true,
+                        runs: Vec::new(),
+                    },
+                )
+            })
             .collect();
         Peers {
             expected: state.len(),
             state: Mutex::new(state),
+            runs: AtomicU64::new(0),
+            unpaired: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             changed: Notify::new(),
         }
@@ -127,10 +175,15 @@ impl Peers {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// `hook.finished` records that paired with no start so far.
+    pub fn unpaired(&self) -> u64 {
+        self.unpaired.load(Ordering::Relaxed)
+    }
+
     /// False (and the event counted, with one warning per run) when `name` is a peer hooklog
     /// does not know and may not learn: past [`MAX_LEARNED_PEERS`], or longer than
     /// [`MAX_PEER_NAME`].
-    fn may_learn(&self, st: &BTreeMap<String, PeerState>, name: &str) -> bool {
+    fn may_learn(&self, st: &BTreeMap<String, Peer>, name: &str) -> bool {
         if st.len() - self.expected < MAX_LEARNED_PEERS && name.len() <= MAX_PEER_NAME {
             return true;
         }
@@ -145,42 +198,159 @@ impl Peers {
         false
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PeerState>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Peer>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes in a hook event read from an input.
+    /// Takes in a hook event read from an input. A start opens a run (its `run_id`); a finish
+    /// ends only the run whose start it pairs with: the same run id, and a key that opens the
+    /// start's seal. Records without a run id are taken in the order read, and only until a
+    /// record with one is seen for that peer.
     pub fn observe(&self, event: HookEvent) {
         let mut st = self.lock();
-        match st.get(&event.container) {
-            Some(current) if is_stale(current, &event) => {
-                tracing::debug!(container = %event.container, event = ?event.kind, "older hook event ignored");
-                return;
-            }
-            Some(_) => {}
-            None if !self.may_learn(&st, &event.container) => return,
-            None => {}
+        if !st.contains_key(&event.container) && !self.may_learn(&st, &event.container) {
+            return;
         }
-        let new = match event.kind {
-            HookEventKind::Started => PeerState::Running {
-                since: Instant::now(),
-                run: event.run,
-            },
+        let HookEvent {
+            container,
+            kind,
+            run,
+            proof,
+        } = event;
+        let peer = st.entry(container.clone()).or_default();
+        let finish = match kind {
+            HookEventKind::Started => None,
             HookEventKind::Finished {
                 outcome,
                 exit_code,
                 duration_ms,
-            } => PeerState::Finished {
-                outcome: finished_outcome(&event.container, outcome),
+            } => Some(Finish {
+                outcome: finished_outcome(&container, outcome),
                 exit_code,
                 duration_ms,
-                run: event.run,
-            },
+            }),
         };
-        tracing::debug!(container = %event.container, state = ?new, "peer");
-        st.insert(event.container, new);
+        let changed = match run {
+            None => self.observe_unnamed(peer, finish),
+            Some(run) => self.observe_run(peer, &container, run.id, finish, proof),
+        };
         drop(st);
-        self.changed.notify_waiters();
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// A record that names no run: it speaks for the peer only while no record naming one was
+    /// read (anyone can write `{"event":"hook.finished","outcome":"ok"}` while the real hook
+    /// still runs).
+    fn observe_unnamed(&self, peer: &mut Peer, finish: Option<Finish>) -> bool {
+        if peer.runs.iter().any(|r| r.id.is_some()) {
+            tracing::debug!("hook event without a run ignored: the peer's records name runs");
+            return false;
+        }
+        let since = match finish {
+            None => Some(Instant::now()),
+            Some(_) => peer.runs.first().and_then(|r| r.since),
+        };
+        peer.runs = vec![Run {
+            id: None,
+            since,
+            seal: None,
+            finished: finish,
+            waiting: Vec::new(),
+        }];
+        true
+    }
+
+    /// A record of run `id`.
+    fn observe_run(
+        &self,
+        peer: &mut Peer,
+        container: &str,
+        id: String,
+        finish: Option<Finish>,
+        proof: Option<String>,
+    ) -> bool {
+        // Records naming runs supersede those that named none (never counted in `runs`).
+        peer.runs.retain(|r| r.id.is_some());
+        let known = peer
+            .runs
+            .iter()
+            .position(|r| r.id.as_deref() == Some(id.as_str()));
+        let Some(at) = known else {
+            if self.runs.load(Ordering::Relaxed) >= MAX_RUNS as u64 {
+                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        container,
+                        max_runs = MAX_RUNS,
+                        "hook event of a run past the cap ignored (counted in the summary; no more warnings)"
+                    );
+                }
+                return false;
+            }
+            self.runs.fetch_add(1, Ordering::Relaxed);
+            let run = match finish {
+                None => Run {
+                    id: Some(id),
+                    since: Some(Instant::now()),
+                    seal: proof,
+                    finished: None,
+                    waiting: Vec::new(),
+                },
+                Some(f) => Run {
+                    id: Some(id),
+                    since: None,
+                    seal: None,
+                    finished: None,
+                    waiting: vec![(f, proof)],
+                },
+            };
+            peer.runs.push(run);
+            return true;
+        };
+        let run = &mut peer.runs[at];
+        match finish {
+            // A second start of a run already started (a copy, or a peer's) changes nothing.
+            None if run.since.is_some() => false,
+            None => {
+                run.since = Some(Instant::now());
+                run.seal = proof;
+                let waiting = std::mem::take(&mut run.waiting);
+                let mut unpaired = waiting.len() as u64;
+                if let Some(pos) = waiting
+                    .iter()
+                    .position(|(_, key)| opens(run.seal.as_deref(), key.as_deref()))
+                {
+                    run.finished = Some(waiting[pos].0.clone());
+                    unpaired -= 1;
+                }
+                self.unpaired.fetch_add(unpaired, Ordering::Relaxed);
+                true
+            }
+            // The first finish that pairs ends the run; later ones change nothing.
+            Some(_) if run.finished.is_some() => false,
+            Some(f) if run.since.is_some() => {
+                if opens(run.seal.as_deref(), proof.as_deref()) {
+                    run.finished = Some(f);
+                    true
+                } else {
+                    tracing::debug!(
+                        container,
+                        "hook.finished whose key does not open its start's seal ignored"
+                    );
+                    self.unpaired.fetch_add(1, Ordering::Relaxed);
+                    false
+                }
+            }
+            Some(f) => {
+                if run.waiting.len() < MAX_WAITING_FINISHES {
+                    run.waiting.push((f, proof));
+                } else {
+                    self.unpaired.fetch_add(1, Ordering::Relaxed);
+                }
+                false
+            }
+        }
     }
 
     /// The peers still waited for: those running a hook, and (until `announce_over`) those
@@ -188,10 +358,8 @@ impl Peers {
     pub fn pending(&self, announce_over: bool) -> Vec<String> {
         self.lock()
             .iter()
-            .filter(|(_, s)| match s {
-                PeerState::Running { .. } => true,
-                PeerState::Expected => !announce_over,
-                PeerState::Finished { .. } => false,
+            .filter(|(_, p)| {
+                p.runs.iter().any(Run::running) || (p.expected && !p.announced() && !announce_over)
             })
             .map(|(n, _)| n.clone())
             .collect()
@@ -199,7 +367,7 @@ impl Peers {
 
     /// True when some expected peer has not been heard from.
     pub fn any_unannounced(&self) -> bool {
-        self.lock().values().any(|s| *s == PeerState::Expected)
+        self.lock().values().any(|p| p.expected && !p.announced())
     }
 
     /// Waits until no peer is pending, expected peers being given until `announce_by` to
@@ -248,32 +416,39 @@ impl Peers {
         }
     }
 
-    /// Every peer's outcome as of now.
+    /// Every peer's outcome as of now: `unfinished` while any of its runs is, `missing` when no
+    /// run was announced, else the worst of its finished runs.
     pub fn outcomes(&self) -> BTreeMap<String, PeerOutcome> {
         let now = Instant::now();
         self.lock()
             .iter()
-            .map(|(name, s)| {
-                let o = match s {
-                    PeerState::Expected => PeerOutcome {
+            .map(|(name, p)| {
+                let running = p
+                    .runs
+                    .iter()
+                    .filter(|r| r.running())
+                    .filter_map(|r| r.since)
+                    .min();
+                let worst = p
+                    .runs
+                    .iter()
+                    .filter_map(|r| r.finished.as_ref())
+                    .max_by_key(|f| badness(&f.outcome));
+                let o = match (running, worst) {
+                    (Some(since), _) => PeerOutcome {
+                        outcome: "unfinished".into(),
+                        exit_code: None,
+                        duration_ms: Some(now.duration_since(since).as_millis() as u64),
+                    },
+                    (None, Some(f)) => PeerOutcome {
+                        outcome: f.outcome.clone(),
+                        exit_code: f.exit_code,
+                        duration_ms: f.duration_ms,
+                    },
+                    (None, None) => PeerOutcome {
                         outcome: "missing".into(),
                         exit_code: None,
                         duration_ms: None,
-                    },
-                    PeerState::Running { since, .. } => PeerOutcome {
-                        outcome: "unfinished".into(),
-                        exit_code: None,
-                        duration_ms: Some(now.duration_since(*since).as_millis() as u64),
-                    },
-                    PeerState::Finished {
-                        outcome,
-                        exit_code,
-                        duration_ms,
-                        ..
-                    } => PeerOutcome {
-                        outcome: outcome.clone(),
-                        exit_code: *exit_code,
-                        duration_ms: *duration_ms,
                     },
                 };
                 (name.clone(), o)
@@ -310,11 +485,13 @@ fn finished_outcome(container: &str, outcome: String) -> String {
 /// `counts` always covers every peer; `peers` (and the message's list of hooks that were not ok)
 /// name at most `list_at_most` of them, those not ok first, and `peers_omitted` says how many
 /// were left out, so the caller can keep the record under the line cap. `dropped` hook events of
-/// peers past the caps are counted in `peer_events_dropped`.
+/// peers past the caps are counted in `peer_events_dropped`, and `unpaired` finishes (that ended
+/// nothing) in `unpaired_finishes`.
 pub fn summary_members(
     outcomes: &BTreeMap<String, PeerOutcome>,
     list_at_most: usize,
     dropped: u64,
+    unpaired: u64,
 ) -> serde_json::Map<String, serde_json::Value> {
     use serde_json::{Value, json};
     let mut counts = serde_json::Map::new();
@@ -365,12 +542,16 @@ pub fn summary_members(
     if dropped > 0 {
         m.insert("peer_events_dropped".into(), json!(dropped));
     }
+    if unpaired > 0 {
+        m.insert("unpaired_finishes".into(), json!(unpaired));
+    }
     m
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::HookRun;
 
     fn finished(c: &str, outcome: &str, code: Option<i64>) -> HookEvent {
         HookEvent {
@@ -381,6 +562,7 @@ mod tests {
                 duration_ms: Some(5),
             },
             run: None,
+            proof: None,
         }
     }
 
@@ -402,6 +584,7 @@ mod tests {
             container: "envoy".into(),
             kind: HookEventKind::Started,
             run: None,
+            proof: None,
         });
         assert_eq!(p.pending(true), vec!["envoy".to_string()]);
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
@@ -415,7 +598,7 @@ mod tests {
         let p = Peers::new(&["a".into()]);
         p.observe(finished("b", "failed", Some(127)));
         p.observe(finished("c", "ok", Some(0)));
-        let m = summary_members(&p.outcomes(), usize::MAX, 0);
+        let m = summary_members(&p.outcomes(), usize::MAX, 0, 0);
         assert_eq!(m["counts"]["failed"], 1);
         assert_eq!(m["counts"]["missing"], 1);
         assert_eq!(m["counts"]["ok"], 1);
@@ -435,7 +618,7 @@ mod tests {
         assert_eq!(o["b"].outcome, "failed");
         assert_eq!(o["b"].exit_code, Some(0));
         assert_eq!(o["c"].outcome, "failed");
-        let m = summary_members(&o, usize::MAX, 0);
+        let m = summary_members(&o, usize::MAX, 0, 0);
         let counted: u64 = OUTCOMES
             .iter()
             .map(|k| m["counts"][*k].as_u64().unwrap())
@@ -467,7 +650,7 @@ mod tests {
         p.observe(finished("b", "ok", Some(0)));
         p.observe(finished("c", "failed", Some(1)));
         p.observe(finished("d", "timed_out", None));
-        let m = summary_members(&p.outcomes(), 1, 3);
+        let m = summary_members(&p.outcomes(), 1, 3, 0);
         assert_eq!(m["counts"]["ok"], 2);
         assert_eq!(m["counts"]["failed"], 1);
         assert_eq!(m["peers"].as_object().unwrap().len(), 1);
@@ -478,7 +661,7 @@ mod tests {
             m["message"],
             "hooks: 2 ok, 1 failed, 1 timed_out (c=failed, 1 more); 3 hook events of peers past the cap of 64 ignored"
         );
-        let all = summary_members(&p.outcomes(), usize::MAX, 0);
+        let all = summary_members(&p.outcomes(), usize::MAX, 0, 0);
         assert!(all.get("peers_omitted").is_none());
         assert!(all.get("peer_events_dropped").is_none());
     }
@@ -491,6 +674,7 @@ mod tests {
                 id: id.into(),
                 started_ms,
             }),
+            proof: None,
         }
     }
 
@@ -502,31 +686,173 @@ mod tests {
         }
     }
 
+    fn sealed(c: &str, kind: HookEventKind, id: &str, proof: &str) -> HookEvent {
+        HookEvent {
+            proof: Some(proof.into()),
+            ..event(c, kind, id, 1000)
+        }
+    }
+
+    fn failed(code: i64) -> HookEventKind {
+        HookEventKind::Finished {
+            outcome: "failed".into(),
+            exit_code: Some(code),
+            duration_ms: Some(1),
+        }
+    }
+
+    /// Looks like a seal, opens nothing.
+    const SEAL_K1: &str = "9fd3f0b2a1e47e7c8a4f7fd6f1d6cbe0a04bb1ec4e5e8bb2c8e1f5f4b3f5e9b6";
+
+    fn seal_of(key: &str) -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(key.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     #[test]
     fn a_hook_started_read_after_its_own_finish_does_not_reopen_it() {
         let p = Peers::new(&["envoy".into()]);
         p.observe(event("envoy", ok(), "r1", 1000));
+        // A finish read before its start ends nothing yet: it waits for the start.
+        assert_eq!(p.pending(false), ["envoy"]);
         p.observe(event("envoy", HookEventKind::Started, "r1", 1000));
         assert!(p.pending(true).is_empty());
         assert_eq!(p.outcomes()["envoy"].outcome, "ok");
-        // An earlier run's start or end, read late, changes nothing either.
-        p.observe(event("envoy", HookEventKind::Started, "r0", 500));
-        p.observe(event(
-            "envoy",
-            HookEventKind::Finished {
-                outcome: "failed".into(),
-                exit_code: Some(1),
-                duration_ms: Some(1),
-            },
-            "r0",
-            500,
-        ));
+        // A second start of the same run changes nothing.
+        p.observe(event("envoy", HookEventKind::Started, "r1", 1000));
         assert_eq!(p.outcomes()["envoy"].outcome, "ok");
-        // A later run is news.
+        // Another run is news, and the peer is done when every run is.
         p.observe(event("envoy", HookEventKind::Started, "r2", 2000));
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
         p.observe(event("envoy", ok(), "r2", 2000));
         assert_eq!(p.outcomes()["envoy"].outcome, "ok");
+    }
+
+    /// Issue 25.1: a peer writes `hook.finished` for `app` with a made-up `run_id` and
+    /// `started_ms` = now while the real hook runs: it ends nothing, and the real outcome is
+    /// reported.
+    #[test]
+    fn a_made_up_run_id_does_not_end_a_real_hook() {
+        let p = Peers::new(&["app".into()]);
+        p.observe(sealed(
+            "app",
+            HookEventKind::Started,
+            "real",
+            &seal_of("k1"),
+        ));
+        p.observe(event("app", ok(), "made-up", i64::MAX));
+        assert_eq!(
+            p.pending(true),
+            ["app"],
+            "a finish of no start ends nothing"
+        );
+        assert_eq!(p.outcomes()["app"].outcome, "unfinished");
+        assert_eq!(p.unpaired(), 0, "still waiting for its start");
+        p.observe(sealed("app", failed(1), "real", "k1"));
+        assert!(p.pending(true).is_empty());
+        assert_eq!(p.outcomes()["app"].outcome, "failed");
+        assert_eq!(p.outcomes()["app"].exit_code, Some(1));
+    }
+
+    /// A peer that copied the real run id from the shared file cannot end the run without its
+    /// key, nor with a wrong one; the wrapper's own finish, with the key, does.
+    #[test]
+    fn a_copied_run_id_without_the_key_ends_nothing() {
+        assert_ne!(
+            seal_of("k1"),
+            SEAL_K1.to_string(),
+            "the constant is not a real seal"
+        );
+        for forged_key in [None, Some("k2"), Some(""), Some(SEAL_K1)] {
+            let p = Peers::new(&["app".into()]);
+            p.observe(sealed(
+                "app",
+                HookEventKind::Started,
+                "real",
+                &seal_of("k1"),
+            ));
+            let mut forged = event("app", ok(), "real", 1000);
+            forged.proof = forged_key.map(str::to_string);
+            p.observe(forged);
+            assert_eq!(p.pending(true), ["app"], "{forged_key:?}");
+            assert_eq!(p.unpaired(), 1);
+            p.observe(sealed("app", failed(3), "real", "k1"));
+            assert_eq!(p.outcomes()["app"].exit_code, Some(3), "{forged_key:?}");
+        }
+    }
+
+    /// A finish with the key, read before its start (through the file while the start waited
+    /// in the socket), pairs once the start comes; a forged one waiting beside it does not.
+    #[test]
+    fn finishes_read_before_their_start_wait_for_it_and_only_the_key_pairs() {
+        let p = Peers::new(&["app".into()]);
+        p.observe(sealed("app", ok(), "real", "wrong"));
+        p.observe(sealed("app", failed(2), "real", "k1"));
+        p.observe(sealed(
+            "app",
+            HookEventKind::Started,
+            "real",
+            &seal_of("k1"),
+        ));
+        assert!(p.pending(true).is_empty());
+        assert_eq!(p.outcomes()["app"].exit_code, Some(2));
+        assert_eq!(p.unpaired(), 1);
+    }
+
+    /// A peer may add whole runs of its own (it could run the wrapper itself): the summary
+    /// reports the worst run, so they make a hook look worse, never better.
+    #[test]
+    fn a_run_a_peer_adds_makes_a_hook_look_worse_never_better() {
+        let p = Peers::new(&["app".into()]);
+        p.observe(sealed(
+            "app",
+            HookEventKind::Started,
+            "real",
+            &seal_of("k1"),
+        ));
+        p.observe(sealed(
+            "app",
+            HookEventKind::Started,
+            "peer",
+            &seal_of("k9"),
+        ));
+        p.observe(sealed("app", ok(), "peer", "k9"));
+        assert_eq!(p.outcomes()["app"].outcome, "unfinished");
+        p.observe(sealed("app", failed(4), "real", "k1"));
+        assert_eq!(p.outcomes()["app"].exit_code, Some(4));
+    }
+
+    /// A record without a run, then the wrapper's: the wrapper's run is taken, and counts once.
+    #[test]
+    fn a_run_after_records_without_one_is_taken() {
+        let p = Peers::new(&["app".into()]);
+        p.observe(finished("app", "ok", Some(0)));
+        p.observe(event("app", HookEventKind::Started, "r1", 1));
+        assert_eq!(p.outcomes()["app"].outcome, "unfinished");
+        assert_eq!(p.runs.load(Ordering::Relaxed), 1);
+        p.observe(event("app", HookEventKind::Started, "r2", 2));
+        assert_eq!(p.dropped(), 0);
+    }
+
+    /// Made-up run ids by the thousand: runs stay bounded, the excess is counted, and an
+    /// expected peer's real run, once the cap is reached, is missing (never ok).
+    #[test]
+    fn made_up_run_ids_are_bounded_and_counted() {
+        let p = Peers::new(&["app".into()]);
+        for i in 0..MAX_RUNS + 10 {
+            p.observe(event("app", ok(), &format!("f{i}"), 1));
+        }
+        assert_eq!(p.dropped(), 10);
+        p.observe(sealed(
+            "app",
+            HookEventKind::Started,
+            "real",
+            &seal_of("k1"),
+        ));
+        assert_ne!(p.outcomes()["app"].outcome, "ok");
     }
 
     #[test]
@@ -550,6 +876,7 @@ mod tests {
             container: "envoy".into(),
             kind: HookEventKind::Started,
             run: None,
+            proof: None,
         });
         p.observe(finished("envoy", "ok", Some(0)));
         assert_eq!(p.outcomes()["envoy"].outcome, "failed");
@@ -564,6 +891,7 @@ mod tests {
             container: "envoy".into(),
             kind: HookEventKind::Started,
             run: None,
+            proof: None,
         });
         assert_eq!(p.outcomes()["envoy"].outcome, "unfinished");
     }
@@ -579,6 +907,7 @@ mod tests {
                 container: "envoy".into(),
                 kind: HookEventKind::Started,
                 run: None,
+                proof: None,
             });
             tokio::time::sleep(Duration::from_secs(4)).await;
             p2.observe(finished("envoy", "ok", Some(0)));
@@ -624,6 +953,7 @@ mod tests {
                 container: "envoy".into(),
                 kind: HookEventKind::Started,
                 run: None,
+                proof: None,
             });
             b2.store(false, std::sync::atomic::Ordering::SeqCst);
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -650,6 +980,7 @@ mod tests {
             container: "envoy".into(),
             kind: HookEventKind::Started,
             run: None,
+            proof: None,
         });
         let start = Instant::now();
         let done = p

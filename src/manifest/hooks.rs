@@ -156,16 +156,35 @@ pub fn container_hooklog_argv(c: &Container) -> Option<Vec<String>> {
     let parsed = parse_hooklog(&argv, &c.literal_env());
     let does_hooklog = match &parsed {
         Ok(Command::Install(_)) => argv.len() == 3,
-        Ok(Command::Run(_)) => argv[2..].iter().any(|a| {
-            RUN_FLAGS
-                .iter()
-                .any(|f| a == f || a.starts_with(&format!("{f}=")))
-        }),
+        Ok(Command::Run(_)) => {
+            argv[2..].iter().any(|a| {
+                RUN_FLAGS
+                    .iter()
+                    .any(|f| a == f || a.starts_with(&format!("{f}=")))
+            }) || run_flag_set_by_env(&c.literal_env())
+        }
         _ => false,
     };
     let injected_name = INJECTED_NAMES.contains(&c.name.as_str())
         && matches!(parsed, Ok(Command::Run(_) | Command::Install(_)));
     (does_hooklog || injected_name).then_some(argv)
+}
+
+/// True when `env` sets the variable of one of [`RUN_FLAGS`] (`args: [run]` configured by
+/// `HOOKLOG_FILE` and the like), which the binary reads as it reads the flag (issue 25.8:
+/// check warned `hooklog-sidecar-missing` for such a sidecar).
+fn run_flag_set_by_env(env: &BTreeMap<String, String>) -> bool {
+    let cmd = Cli::command();
+    let Some(run) = cmd.find_subcommand("run") else {
+        return false;
+    };
+    run.get_arguments()
+        .filter(|a| {
+            a.get_long()
+                .is_some_and(|l| RUN_FLAGS.iter().any(|f| f.strip_prefix("--") == Some(l)))
+        })
+        .filter_map(|a| a.get_env().and_then(|e| e.to_str()))
+        .any(|e| env.contains_key(e))
 }
 
 /// An image whose repository's last segment is `hooklog`.

@@ -170,6 +170,7 @@ fn hook_events_are_recognised() {
                 container: "envoy".into(),
                 kind: HookEventKind::Started,
                 run: None,
+                proof: None,
             },
             HookEvent {
                 container: "envoy".into(),
@@ -179,6 +180,7 @@ fn hook_events_are_recognised() {
                     duration_ms: Some(3)
                 },
                 run: None,
+                proof: None,
             },
         ]
     );
@@ -199,6 +201,7 @@ fn only_prestop_hooks_are_lifecycle_events() {
             container: "envoy".into(),
             kind: HookEventKind::Started,
             run: None,
+            proof: None,
         }]
     );
 }

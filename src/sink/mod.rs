@@ -222,6 +222,7 @@ mod tests {
                 id: "r1".into(),
                 started_ms: 1,
             }),
+            proof: None,
         };
         CopyKey::of(&event, STARTED).expect("a run")
     }

@@ -37,11 +37,19 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// At most one warning about failing `accept`s per this period; the others are counted in it.
 const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// How long a connection must have sent nothing before it may be closed to make room, when every
-/// `--max-connections` slot is taken. Its writer is told (EPIPE on its next write) after what it
-/// sent is read; the wrapper then connects again. A peer holding every slot with idle
-/// connections so delays a real hook's connection by this much at most.
+/// How long a connection must have sent no whole record before it may be closed to make room,
+/// when every `--max-connections` slot is taken. Its writer is told (EPIPE on its next write)
+/// after what it sent is read; the wrapper then connects again. A peer holding every slot with
+/// idle connections, or with connections that dribble a byte now and then (issue 25.5: one byte
+/// every 0.5 s on 65 connections starved a socket-only hook), so delays a real hook's connection
+/// by this much at most.
 pub const IDLE_CLOSE_AFTER: Duration = Duration::from_secs(1);
+
+/// When every slot has been taken for [`IDLE_CLOSE_AFTER`] by connections that all send whole
+/// records, the one open longest (at least this long) is closed to make room: a connection's
+/// turn. Slots go round, so connections that keep sending cannot hold them against a writer
+/// waiting in the accept queue; a wrapper whose turn ends connects again.
+pub const TURN_AFTER: Duration = Duration::from_secs(1);
 
 /// Serves one listening socket until cancelled, then lets each connection send what it has
 /// already written, reads the connections still in the kernel's accept queue, and ends.
@@ -115,13 +123,20 @@ pub async fn run(
     tracker.wait().await;
 }
 
+/// A connection and how long ago something happened to it.
+type Since = (u64, Duration);
+
+/// One served connection, as [`Served`] knows it.
+type Conn = (Arc<AtomicU64>, u64, CancellationToken);
+
 /// The connections being served, so that idle ones can be closed when all slots are taken.
 #[derive(Debug)]
 struct Served {
     /// Reference point for the connections' last activity.
     epoch: Instant,
-    /// Connection id to its last activity (ms after `epoch`) and the token that closes it.
-    conns: Mutex<HashMap<u64, (Arc<AtomicU64>, CancellationToken)>>,
+    /// Connection id to its last whole record (ms after `epoch`), when it was opened (the
+    /// same), and the token that closes it.
+    conns: Mutex<HashMap<u64, Conn>>,
     /// Told when a connection ends (a slot is free).
     ended: Notify,
 }
@@ -137,14 +152,15 @@ impl Default for Served {
 }
 
 impl Served {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Arc<AtomicU64>, CancellationToken)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Conn>> {
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Registers a connection accepted now; returns where it notes its activity.
     fn add(&self, id: u64, stop: CancellationToken) -> Arc<AtomicU64> {
-        let last = Arc::new(AtomicU64::new(millis_since(self.epoch)));
-        self.lock().insert(id, (last.clone(), stop));
+        let now = millis_since(self.epoch);
+        let last = Arc::new(AtomicU64::new(now));
+        self.lock().insert(id, (last.clone(), now, stop));
         last
     }
 
@@ -154,22 +170,27 @@ impl Served {
         }
     }
 
-    /// How many connections are served, and the one that has sent nothing for longest with how
-    /// long that is.
-    fn idlest(&self) -> (usize, Option<(u64, Duration)>) {
+    /// How many connections are served, the one that has sent no whole record for longest with
+    /// how long that is, and the one open longest with how long that is.
+    fn idlest(&self) -> (usize, Option<Since>, Option<Since>) {
         let conns = self.lock();
         let now = millis_since(self.epoch);
+        let ago = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
         let idlest = conns
             .iter()
-            .map(|(id, (last, _))| (*id, last.load(Ordering::Relaxed)))
+            .map(|(id, (last, _, _))| (*id, last.load(Ordering::Relaxed)))
             .min_by_key(|(_, last)| *last)
-            .map(|(id, last)| (id, Duration::from_millis(now.saturating_sub(last))));
-        (conns.len(), idlest)
+            .map(|(id, last)| (id, ago(last)));
+        let oldest = conns
+            .iter()
+            .min_by_key(|(_, (_, opened, _))| *opened)
+            .map(|(id, (_, opened, _))| (*id, ago(*opened)));
+        (conns.len(), idlest, oldest)
     }
 
     /// Closes connection `id`: it reads what its writer sent, then ends. Its slot is free now.
     fn close(&self, id: u64) {
-        if let Some((_, stop)) = self.lock().remove(&id) {
+        if let Some((_, _, stop)) = self.lock().remove(&id) {
             stop.cancel();
         }
     }
@@ -180,18 +201,24 @@ fn millis_since(epoch: Instant) -> u64 {
 }
 
 /// Waits until fewer than `max` connections are served, closing the one idle longest once it
-/// has been idle [`IDLE_CLOSE_AFTER`]. False when cancelled meanwhile.
+/// has sent no whole record for [`IDLE_CLOSE_AFTER`], or, when every slot has been taken that
+/// long by connections that all send, the one open longest ([`TURN_AFTER`]). False when
+/// cancelled meanwhile.
 async fn make_room(
     served: &Served,
     max: usize,
     ctx: &SourceContext,
     cancel: &CancellationToken,
 ) -> bool {
+    let mut full_since: Option<tokio::time::Instant> = None;
     loop {
-        let (count, idlest) = served.idlest();
+        let (count, idlest, oldest) = served.idlest();
         if count < max {
             return true;
         }
+        let full_for = full_since
+            .get_or_insert_with(tokio::time::Instant::now)
+            .elapsed();
         let idle = match idlest {
             Some((id, idle)) if idle >= IDLE_CLOSE_AFTER => {
                 tracing::debug!(
@@ -205,13 +232,27 @@ async fn make_room(
             Some((_, idle)) => idle,
             None => Duration::ZERO,
         };
+        if full_for >= IDLE_CLOSE_AFTER
+            && let Some((id, open)) = oldest
+            && open >= TURN_AFTER
+        {
+            tracing::debug!(
+                max_connections = max,
+                open_ms = open.as_millis() as u64,
+                "closing the connection open longest to make room: its turn is over"
+            );
+            served.close(id);
+            full_since = None;
+            continue;
+        }
         // Every slot taken by a connection that sent something lately: writers may be waiting
         // in the accept queue, so this input is behind.
         let _behind = ctx.activity.behind_while();
+        let wake = (IDLE_CLOSE_AFTER - idle).min(IDLE_CLOSE_AFTER.saturating_sub(full_for));
         tokio::select! {
             _ = cancel.cancelled() => return false,
             _ = served.ended.notified() => {}
-            _ = tokio::time::sleep(IDLE_CLOSE_AFTER - idle) => {}
+            _ = tokio::time::sleep(wake.max(Duration::from_millis(10))) => {}
         }
     }
 }
@@ -358,6 +399,7 @@ async fn connection(
         ctx.activity.touch();
         let now = crate::timefmt::now_ms();
         let mut chunk = &buf[..n];
+        let mut records = false;
         while !chunk.is_empty() {
             let mut batch = Batch::new();
             let used = framer.feed_some(chunk, |frame| {
@@ -365,12 +407,19 @@ async fn connection(
                 batch.buf.len() < BATCH_BYTES
             });
             chunk = &chunk[used..];
-            if !batch.is_empty() && ctx.send(batch).await.is_err() {
-                return;
+            if !batch.is_empty() {
+                records = true;
+                if ctx.send(batch).await.is_err() {
+                    return;
+                }
             }
         }
-        // Again after the pipeline took it: waiting on a full pipeline is not being idle.
-        last.store(millis_since(epoch), Ordering::Relaxed);
+        // A whole record (or a cut piece of one) is progress, bytes alone are not: a connection
+        // that dribbles a byte now and then stays idle. Stored after the pipeline took it:
+        // waiting on a full pipeline is not being idle.
+        if records {
+            last.store(millis_since(epoch), Ordering::Relaxed);
+        }
     }
     let mut batch = Batch::new();
     let now = crate::timefmt::now_ms();

@@ -49,6 +49,30 @@ pub struct Put {
     pub rejected: Vec<Range<usize>>,
 }
 
+/// How long the start-up look for credentials may take before it gives up saying nothing (the
+/// instance metadata chain retries on its own timeouts).
+const CREDENTIALS_LOOK: Duration = Duration::from_secs(5);
+
+/// Says once, in one line each, what makes every request fail before the first one does: no
+/// region, no credentials (issue 25.5: the first sign was a 1 KB debug dump per retry).
+fn warn_if_unusable(sdk: &aws_config::SdkConfig) {
+    if sdk.region().is_none() {
+        tracing::warn!("cloudwatch: no region (set AWS_REGION): nothing can be sent");
+    }
+    let Some(provider) = sdk.credentials_provider() else {
+        tracing::warn!("cloudwatch: no credentials provider: nothing can be sent");
+        return;
+    };
+    tokio::spawn(async move {
+        use aws_sdk_cloudwatchlogs::config::ProvideCredentials;
+        if let Ok(Err(e)) =
+            tokio::time::timeout(CREDENTIALS_LOOK, provider.provide_credentials()).await
+        {
+            tracing::warn!(error = %e, "cloudwatch: no credentials (env, web identity, container or instance metadata): nothing can be sent");
+        }
+    });
+}
+
 impl LogsClient {
     /// Loads the AWS configuration from the environment and builds the client. Makes no call.
     pub async fn new(settings: &CloudWatchSettings) -> Self {
@@ -75,6 +99,7 @@ impl LogsClient {
             endpoint = ?sdk.endpoint_url(),
             "cloudwatch client configured"
         );
+        warn_if_unusable(&sdk);
         let conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk)
             .interceptor(DateObserver(clock.clone()))
             .build();
