@@ -33,7 +33,7 @@ impl Handler {
         } else if hook.get("tcpSocket").is_some() {
             Handler::TcpSocket
         } else if let Some(s) = hook.get("sleep") {
-            Handler::Sleep(s["seconds"].as_u64().unwrap_or(0))
+            Handler::Sleep(super::number::json_seconds(&s["seconds"]).unwrap_or(0))
         } else {
             Handler::Unknown
         }
@@ -220,7 +220,7 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
                 let total = s
                     .durations
                     .iter()
-                    .fold(std::time::Duration::ZERO, |a, d| a.saturating_add(*d));
+                    .fold(Duration::ZERO, |a, d| super::number::add(a, *d));
                 Bound {
                     min: total,
                     max: Some(total),
@@ -233,7 +233,7 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
                     .map(|s| s.to_string_lossy().to_string())
                     .collect();
                 let b = exec_bound(&inner, env);
-                match h.timeout {
+                match h.timeout.map(super::number::clamp) {
                     Some(t) => Bound {
                         min: b.min.min(t),
                         max: Some(b.max.map_or(t, |m| m.min(t))),
@@ -280,7 +280,7 @@ pub fn sleep_args(args: &[String]) -> Option<Duration> {
         if !(secs.is_finite() && secs >= 0.0) {
             return None;
         }
-        total += Duration::from_secs_f64(secs * scale);
+        total = super::number::add(total, super::number::float_seconds(secs * scale)?);
     }
     Some(total)
 }
@@ -312,12 +312,10 @@ pub fn script_sleeps(script: &str) -> Duration {
             .collect();
         let Some(first) = words.first() else { continue };
         if is_sleep(first) {
-            total += sleep_args(&words[1..]).unwrap_or_default();
+            total = super::number::add(total, sleep_args(&words[1..]).unwrap_or_default());
         } else if is_hooklog(first) && words.get(1).is_some_and(|w| w == "sleep") {
-            total += words
-                .get(2)
-                .and_then(|d| crate::duration::parse(d).ok())
-                .unwrap_or_default();
+            let d = words.get(2).and_then(|d| crate::duration::parse(d).ok());
+            total = super::number::add(total, d.unwrap_or_default());
         }
     }
     total

@@ -18,6 +18,7 @@ pub mod image_notes;
 pub mod inject;
 pub mod layout;
 pub mod load;
+pub mod number;
 pub mod podspec;
 pub mod report;
 pub mod splice;

@@ -15,6 +15,9 @@ pub mod server;
 pub mod tls;
 pub mod version;
 
+#[cfg(test)]
+mod no_panic;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
