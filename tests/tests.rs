@@ -22,6 +22,7 @@ mod socket;
 mod tail;
 mod torture;
 mod webhook;
+mod webhook_limits;
 // After webhook: uses its helpers.
 mod apiserver;
 // Last rather than alphabetical: keeps merges with the other test modules clean.

@@ -66,7 +66,13 @@ mod tests {
         assert_eq!(json_seconds(&json!(u64::MAX)), Some(MAX_SECONDS));
         assert_eq!(json_seconds(&json!(i64::MAX)), Some(MAX_SECONDS));
         assert_eq!(json_seconds(&json!(1e300)), Some(MAX_SECONDS));
-        for bad in [json!(-1), json!(i64::MIN), json!(0.5), json!("30"), json!(null)] {
+        for bad in [
+            json!(-1),
+            json!(i64::MIN),
+            json!(0.5),
+            json!("30"),
+            json!(null),
+        ] {
             assert_eq!(json_seconds(&bad), None, "{bad}");
         }
     }

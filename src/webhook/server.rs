@@ -35,10 +35,33 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; the API server keeps a few open per replica, more wait.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Bytes of bodies being read at once, in all connections: two of the largest (the API server
+/// sends pod reviews of a few KB, so hundreds fit). A body waits for room before it is read.
+pub const BODY_BUDGET: usize = 2 * MAX_BODY;
+/// Memory the reviews in flight may take, as [`review_cost`] estimates it: with the bodies'
+/// [`BODY_BUDGET`] and the idle process (about 10 MiB in release, 22 MiB in a debug build), the
+/// webhook stays under its Deployment's limit of 64 MiB (k8s/webhook/webhook.yaml). A review
+/// that would take more alone is admitted unchanged, with a warning, and never parsed.
+pub const REVIEW_BUDGET: usize = 24 << 20;
+/// Bytes per byte of body that a review takes besides its JSON values (the body, the strings
+/// read out of it, the patch and the answer): measured 4.3 for a 4 MiB pod that is one long
+/// annotation (tests/webhook_limits.rs), rounded up.
+const COST_PER_BODY_BYTE: usize = 5;
+/// Bytes per JSON value, member or element (each `{`, `[`, `:` and `,`): serde_json's `Value`
+/// is 80 bytes with `preserve_order`, an object member 112 more, and the review holds the pod
+/// about twice (the object and what inject makes of it). Measured 410 for a pod of 100,000 env
+/// entries and 111 for 1.4 million empty arrays (tests/webhook_limits.rs), rounded up.
+const COST_PER_VALUE: usize = 512;
+/// The budgets count in KiB, so that a permit count fits the semaphore for any size.
+const KIB: usize = 1024;
 
 /// What every connection shares.
 pub struct Shared {
     pub policy: Policy,
+    /// KiB of bodies being read ([`BODY_BUDGET`]).
+    pub bodies: Semaphore,
+    /// KiB of memory the reviews in flight take ([`REVIEW_BUDGET`]).
+    pub reviews: Semaphore,
     /// Reviews answered, and the time spent on them (the webhook's own share of admission
     /// latency), logged at shutdown.
     pub stats: std::sync::Mutex<Stats>,
@@ -134,9 +157,22 @@ async fn handle(
         _ => return Ok(text(StatusCode::NOT_FOUND, "not found\n")),
     };
     let start = Instant::now();
-    let body = tokio::time::timeout(BODY_TIMEOUT, read_body(req.into_body())).await;
+    // Room for the body before it is read: its Content-Length, or the most read.
+    let expected = hyper::body::Body::size_hint(req.body())
+        .exact()
+        .map_or(MAX_BODY, |n| {
+            usize::try_from(n).unwrap_or(MAX_BODY).min(MAX_BODY)
+        });
+    // The body's room is held until its review has room of its own (the review's cost counts
+    // the body again): bodies read and waiting can never pile up past the budget.
+    let mut room = None;
+    let body = tokio::time::timeout(BODY_TIMEOUT, async {
+        room = acquire(&shared.bodies, expected).await;
+        read_body(req.into_body(), expected).await
+    })
+    .await;
     let reviewed = match body {
-        Ok(Ok(bytes)) => review::review(&bytes, scope, &shared.policy),
+        Ok(Ok(bytes)) => bounded_review(&bytes, scope, &shared, room.take()).await,
         Ok(Err((prefix, why))) => review::invalid(
             "admission.k8s.io/v1",
             review::uid_in_prefix(&prefix).unwrap_or_default(),
@@ -173,11 +209,72 @@ async fn handle(
     Ok(r)
 }
 
-/// The body, at most [`MAX_BODY`] bytes; else what came first (for the uid) and why it stopped.
-/// The rest of a larger body is read and dropped, up to [`MAX_DISCARD`], so that the answer
-/// reaches a client still writing (closing on unread bytes resets the connection, answer and all).
-async fn read_body(mut body: Incoming) -> Result<Bytes, (Bytes, String)> {
-    let mut kept = bytes::BytesMut::new();
+/// Waits for `bytes` of room in `budget` (counted in KiB, at least one).
+async fn acquire(budget: &Semaphore, bytes: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    let kib = u32::try_from(bytes.div_ceil(KIB).max(1)).unwrap_or(u32::MAX);
+    budget.acquire_many(kib).await.ok()
+}
+
+/// Reviews `body` once its estimated cost fits in [`REVIEW_BUDGET`] (waiting for the reviews
+/// in flight to make room); a body that alone costs more is admitted unchanged, unparsed.
+async fn bounded_review(
+    body: &[u8],
+    scope: Scope,
+    shared: &Shared,
+    body_room: Option<tokio::sync::SemaphorePermit<'_>>,
+) -> review::Reviewed {
+    let cost = review_cost(body);
+    if cost > REVIEW_BUDGET {
+        return review::invalid(
+            "admission.k8s.io/v1",
+            review::uid_in_prefix(body).unwrap_or_default(),
+            format!(
+                "review too large to read: about {} MiB of memory for {} bytes, more than the {} MiB a review may take",
+                cost >> 20,
+                body.len(),
+                REVIEW_BUDGET >> 20
+            ),
+        );
+    }
+    let _room = acquire(&shared.reviews, cost).await;
+    drop(body_room);
+    review::review(body, scope, &shared.policy)
+}
+
+/// The memory a review of `body` takes at most, estimated from a scan of its JSON (no
+/// allocation): [`COST_PER_BODY_BYTE`] per byte and [`COST_PER_VALUE`] per value.
+pub fn review_cost(body: &[u8]) -> usize {
+    let mut values = 1usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in body {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b':' | b',' => values += 1,
+            _ => {}
+        }
+    }
+    body.len()
+        .saturating_mul(COST_PER_BODY_BYTE)
+        .saturating_add(values.saturating_mul(COST_PER_VALUE))
+}
+
+/// The body, at most [`MAX_BODY`] bytes (room for `expected` made at once); else what came
+/// first (for the uid) and why it stopped. The rest of a larger body is read and dropped, up to
+/// [`MAX_DISCARD`], so that the answer reaches a client still writing (closing on unread bytes
+/// resets the connection, answer and all).
+async fn read_body(mut body: Incoming, expected: usize) -> Result<Bytes, (Bytes, String)> {
+    let mut kept = bytes::BytesMut::with_capacity(expected);
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = match frame {
