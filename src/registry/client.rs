@@ -196,10 +196,13 @@ impl Client {
             .to_string();
         let body = self.read_all(resp.into_body(), MAX_DOCUMENT_BYTES).await?;
         let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
-        if reference.starts_with("sha256:") && reference != digest {
-            return Err(format!(
-                "manifest {reference}: the registry sent content of digest {digest}"
-            ));
+        // A digest (any algorithm) is verified in its own algorithm, or refused.
+        if reference.contains(':') {
+            let mut v = Verifier::new(reference).map_err(|e| format!("manifest {e}"))?;
+            v.update(&body);
+            v.finish()
+                .map_err(|e| format!("manifest {reference}: the registry sent {e}"))?;
+            return Ok((body, media_type, reference.to_string()));
         }
         Ok((body, media_type, digest))
     }
@@ -532,38 +535,70 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Checks a blob's bytes against its `sha256:` digest as they pass.
+/// The digest algorithms the OCI image spec registers (descriptor.md, "Registered
+/// algorithms"): `sha256` and `sha512`, with their lengths in hex. Any other is refused.
+const ALGORITHMS: [(&str, usize); 2] = [("sha256", 64), ("sha512", 128)];
+
+enum Hasher {
+    Sha256(Sha256),
+    Sha512(sha2::Sha512),
+}
+
+/// Checks bytes against their digest (`sha256:` or `sha512:`) as they pass.
 pub struct Verifier {
+    algorithm: &'static str,
     expected: String,
-    hasher: Sha256,
+    hasher: Hasher,
 }
 
 impl Verifier {
     pub fn new(digest: &str) -> Result<Verifier, String> {
-        let hex = digest
-            .strip_prefix("sha256:")
-            .ok_or_else(|| format!("digest {digest}: only sha256 is supported"))?;
+        let (alg, hex) = digest
+            .split_once(':')
+            .ok_or_else(|| format!("digest {digest:?} is not algorithm:hex"))?;
+        let &(algorithm, len) = ALGORITHMS.iter().find(|(a, _)| *a == alg).ok_or_else(|| {
+            format!("digest {digest}: algorithm {alg:?} is not one OCI registers (sha256, sha512), so it cannot be verified")
+        })?;
+        if hex.len() != len || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("digest {digest}: not {len} hex digits"));
+        }
         Ok(Verifier {
+            algorithm,
             expected: hex.to_ascii_lowercase(),
-            hasher: Sha256::new(),
+            hasher: match algorithm {
+                "sha512" => Hasher::Sha512(sha2::Sha512::new()),
+                _ => Hasher::Sha256(Sha256::new()),
+            },
         })
     }
 
     pub fn update(&mut self, b: &[u8]) {
-        self.hasher.update(b);
+        match &mut self.hasher {
+            Hasher::Sha256(h) => h.update(b),
+            Hasher::Sha512(h) => h.update(b),
+        }
     }
 
     pub fn finish(self) -> Result<(), String> {
-        let got = hex(&self.hasher.finalize());
+        let got = match self.hasher {
+            Hasher::Sha256(h) => hex(&h.finalize()),
+            Hasher::Sha512(h) => hex(&h.finalize()),
+        };
         if got == self.expected {
             Ok(())
         } else {
+            let alg = self.algorithm;
             Err(format!(
-                "content of digest sha256:{got}, not sha256:{}",
+                "content of digest {alg}:{got}, not {alg}:{}",
                 self.expected
             ))
         }
     }
+}
+
+/// The sha256 of `b` in hex.
+pub fn hex_digest(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
 }
 
 /// A reader that feeds a [`Verifier`].
@@ -583,6 +618,27 @@ impl<R: std::io::Read> std::io::Read for Verifying<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 26: sha512 pins were not verified. Both registered algorithms are, any other is
+    /// refused with a reason.
+    #[test]
+    fn every_registered_digest_algorithm_is_verified_and_others_refused() {
+        let body = b"{}";
+        let sha512 = format!("sha512:{}", hex(&sha2::Sha512::digest(body)));
+        let mut v = Verifier::new(&sha512).unwrap();
+        v.update(body);
+        assert_eq!(v.finish(), Ok(()));
+        let mut v = Verifier::new(&sha512).unwrap();
+        v.update(b"[]");
+        assert!(v.finish().unwrap_err().contains("sha512:"));
+        let sha256 = format!("sha256:{}", hex_digest(body));
+        let mut v = Verifier::new(&sha256).unwrap();
+        v.update(body);
+        assert_eq!(v.finish(), Ok(()));
+        for bad in ["md5:00", "sha256:00", "blake3:ab", "sha512", &sha512[..20]] {
+            assert!(Verifier::new(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn references_are_read_as_the_runtime_reads_them() {
