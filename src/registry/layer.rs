@@ -75,10 +75,68 @@ pub fn list(r: impl Read, compression: Compression) -> std::io::Result<Vec<Chang
     match compression {
         Compression::None => list_tar(r),
         Compression::Gzip => list_tar(flate2::read::MultiGzDecoder::new(r)),
-        Compression::Zstd => {
-            let d = ruzstd::decoding::StreamingDecoder::new(r)
-                .map_err(|e| std::io::Error::other(format!("zstd: {e}")))?;
-            list_tar(d)
+        Compression::Zstd => list_tar(ZstdFrames {
+            source: std::io::BufReader::new(r),
+            decoder: ruzstd::decoding::FrameDecoder::new(),
+            in_frame: false,
+        }),
+    }
+}
+
+/// Every frame of a zstd stream, one after the other, skippable frames skipped (RFC 8878
+/// section 3.1: a stream is any number of frames; zstd:chunked layers hold one per file and
+/// skippable frames for their table of contents). ruzstd's `StreamingDecoder` reads one frame
+/// only, so that a layer's second frame went unread (issue 26).
+struct ZstdFrames<R: Read> {
+    source: std::io::BufReader<R>,
+    decoder: ruzstd::decoding::FrameDecoder,
+    in_frame: bool,
+}
+
+impl<R: Read> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        use std::io::BufRead;
+        let zstd = |e: FrameDecoderError| std::io::Error::other(format!("zstd: {e}"));
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if !self.in_frame {
+                if self.source.fill_buf()?.is_empty() {
+                    return Ok(0);
+                }
+                match self.decoder.reset(&mut self.source) {
+                    Ok(()) => self.in_frame = true,
+                    Err(FrameDecoderError::ReadFrameHeaderError(
+                        ReadFrameHeaderError::SkipFrame { length, .. },
+                    )) => {
+                        let skipped = std::io::copy(
+                            &mut (&mut self.source).take(u64::from(length)),
+                            &mut std::io::sink(),
+                        )?;
+                        if skipped < u64::from(length) {
+                            return Err(std::io::Error::other("zstd: a skippable frame cut short"));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(zstd(e)),
+                }
+            }
+            while self.decoder.can_collect() < buf.len() && !self.decoder.is_finished() {
+                let more = buf.len() - self.decoder.can_collect();
+                self.decoder
+                    .decode_blocks(&mut self.source, BlockDecodingStrategy::UptoBytes(more))
+                    .map_err(zstd)?;
+            }
+            let n = self.decoder.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if self.decoder.is_finished() && self.decoder.can_collect() == 0 {
+                self.in_frame = false;
+            }
         }
     }
 }
@@ -395,6 +453,33 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(file.metadata().unwrap().len() < 3 * MAX_PATH as u64);
+    }
+
+    /// Issue 26: only the first frame of a zstd layer was read. Two frames with a skippable
+    /// frame between them (as zstd:chunked writes) list every entry.
+    #[test]
+    fn every_zstd_frame_is_read_and_skippable_frames_skipped() {
+        let first = tar_of(&[("bin/", tar::EntryType::Directory, None)]);
+        // The second frame ends the tar (its two zero blocks).
+        let second = tar_of(&[("bin/sleep", tar::EntryType::Regular, None)]);
+        let first = &first[..first.len() - 1024];
+        let mut layer = zstd_frame(first);
+        layer.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        layer.extend_from_slice(&5u32.to_le_bytes());
+        layer.extend_from_slice(b"skip!");
+        layer.extend_from_slice(&zstd_frame(&second));
+        let changes = list(&layer[..], Compression::Zstd).unwrap();
+        assert_eq!(
+            changes,
+            [
+                Change::Put("/bin".into(), Entry::Dir),
+                Change::Put("/bin/sleep".into(), Entry::File { mode: 0o755 })
+            ]
+        );
+    }
+
+    fn zstd_frame(data: &[u8]) -> Vec<u8> {
+        ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
     }
 
     #[test]
