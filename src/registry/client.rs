@@ -295,8 +295,14 @@ impl Client {
         let mut url = url.to_string();
         let mut challenged = false;
         let mut hops = 0;
+        let scheme = scheme_of(&url).unwrap_or("https").to_string();
         loop {
-            let same_host = host_of(&url) == Some(r.host());
+            // Credentials go only where the registry itself is: its host, and never over
+            // plain HTTP when it was asked over HTTPS (a 307 to `http://` on the same host
+            // received them in clear text: issue 26). Docker does no less: moby's
+            // registry/registry.go `addRequiredHeadersToRedirectedRequests` keeps
+            // Authorization on a redirect only between two https locations it trusts.
+            let same_host = host_of(&url) == Some(r.host()) && scheme_of(&url) == Some(&scheme);
             let auth = if same_host {
                 self.tokens
                     .lock()
@@ -414,6 +420,13 @@ impl Client {
             let mut req = Request::get(&url)
                 .header(header::ACCEPT, "application/json")
                 .header(header::USER_AGENT, USER_AGENT);
+            let basic = basic.filter(|_| {
+                let ok = realm_may_have_credentials(&self.base(r), realm);
+                if !ok {
+                    tracing::warn!(%realm, registry = %r.registry, "credentials not sent to a token realm on another scheme or host");
+                }
+                ok
+            });
             if let Some(b) = &basic {
                 req = req.header(header::AUTHORIZATION, b);
             }
@@ -479,6 +492,43 @@ fn parse_challenge(s: &str) -> (String, HashMap<String, String>) {
         params.insert(key.trim().to_ascii_lowercase(), value);
     }
     (scheme.to_string(), params)
+}
+
+fn scheme_of(url: &str) -> Option<&str> {
+    url.split_once("://").map(|(s, _)| s)
+}
+
+/// Whether a Bearer realm may receive the registry's Basic credentials: over the registry's
+/// own scheme (never `http://` for an https registry), on its host, or on a host of the
+/// registry's parent domain (Docker Hub's `registry-1.docker.io` has its realm at
+/// `auth.docker.io`, GitLab's `registry.gitlab.com` at `gitlab.com`). An IP address has no
+/// parent. Anywhere else the token is asked for without them.
+fn realm_may_have_credentials(base: &str, realm: &str) -> bool {
+    let (Some(host), Some(realm_host)) = (host_of(base), host_of(realm)) else {
+        return false;
+    };
+    if scheme_of(base) != scheme_of(realm) {
+        return false;
+    }
+    let name = |h: &str| {
+        h.rsplit_once(':')
+            .map_or(h, |(n, _)| n)
+            .to_ascii_lowercase()
+    };
+    let (host, realm_host) = (name(host), name(realm_host));
+    if host == realm_host {
+        return true;
+    }
+    if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+        return false;
+    }
+    // The parent domain, if it is more than a top-level one.
+    match host.split_once('.') {
+        Some((_, parent)) if parent.contains('.') => {
+            realm_host == parent || realm_host.ends_with(&format!(".{parent}"))
+        }
+        _ => false,
+    }
 }
 
 fn host_of(url: &str) -> Option<&str> {
@@ -638,6 +688,51 @@ mod tests {
         for bad in ["md5:00", "sha256:00", "blake3:ab", "sha512", &sha512[..20]] {
             assert!(Verifier::new(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Issue 26: a Bearer realm on `http://` of an https registry received the Basic password.
+    #[test]
+    fn basic_credentials_go_only_to_realms_of_the_registry() {
+        let hub = "https://registry-1.docker.io/v2/library/nginx";
+        assert!(realm_may_have_credentials(
+            hub,
+            "https://auth.docker.io/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            hub,
+            "http://auth.docker.io/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            hub,
+            "https://auth.evil.example/token"
+        ));
+        let gitlab = "https://registry.gitlab.com/v2/a/b";
+        assert!(realm_may_have_credentials(
+            gitlab,
+            "https://gitlab.com/jwt/auth"
+        ));
+        let local = "https://127.0.0.1:5000/v2/a";
+        assert!(realm_may_have_credentials(
+            local,
+            "https://127.0.0.1:5001/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            local,
+            "http://127.0.0.1:5000/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            local,
+            "https://127.0.0.2/token"
+        ));
+        let plain = "http://127.0.0.1:5000/v2/a";
+        assert!(realm_may_have_credentials(
+            plain,
+            "http://127.0.0.1:5000/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            "https://ghcr.io/v2/a",
+            "https://evil.io/t"
+        ));
     }
 
     #[test]

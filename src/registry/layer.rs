@@ -407,7 +407,6 @@ mod tests {
     /// skipped unread, and names within it still list.
     #[test]
     fn long_names_past_path_max_are_skipped_unread_and_long_names_within_it_list() {
-        use std::io::Write;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         {
             let mut b = tar::Builder::new(&mut gz);
