@@ -2,6 +2,8 @@
 //! Its memory per review is a bounded multiple of the body, whatever the body's shape, and the
 //! review budget keeps the whole process under its Deployment's limit.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::webhook::{Certs, Webhook, pod_review, web_pod};
@@ -140,4 +142,102 @@ fn concurrent_largest_reviews_stay_under_the_deployment_limit() {
     let peak = peak_rss(w.child.id());
     eprintln!("8 reviews of {MAX_BODY} bytes at once: peak {peak}");
     assert!(peak < DEPLOYMENT_LIMIT, "peak {peak}");
+}
+
+/// A TLS client of the webhook under test, verified against its CA.
+fn tls_client(
+    ca_pem: &str,
+    port: u16,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_write_timeout(Some(Duration::from_secs(5)))?;
+    Ok(rustls::StreamOwned::new(conn, tcp))
+}
+
+/// Issue 26: 260 keep-alive connections sending 3 bytes a second held all 256 slots, and real
+/// reviews went unanswered. Each of them is closed once it falls below the minimum rate, and
+/// real reviews are answered meanwhile.
+#[test]
+fn slow_connections_do_not_block_real_reviews() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const SLOW: usize = 260;
+    /// How long a slow client goes on at most (it stops by itself).
+    const TRICKLE_FOR: Duration = Duration::from_secs(30);
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let connected = std::sync::Arc::new(AtomicUsize::new(0));
+    let slow: Vec<_> = (0..SLOW)
+        .map(|_| {
+            let (ca, port, connected) = (certs.ca_pem.clone(), w.port, connected.clone());
+            std::thread::spawn(move || {
+                let Ok(mut tls) = tls_client(&ca, port) else {
+                    return false;
+                };
+                // The handshake and a request line, then 3 bytes a second.
+                if tls
+                    .write_all(b"POST /mutate HTTP/1.1\r\n")
+                    .and_then(|_| tls.flush())
+                    .is_err()
+                {
+                    return false;
+                }
+                connected.fetch_add(1, Ordering::SeqCst);
+                let started = std::time::Instant::now();
+                while started.elapsed() < TRICKLE_FOR {
+                    if tls.write_all(b"X-A").and_then(|_| tls.flush()).is_err() {
+                        return true; // closed by the webhook
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                false
+            })
+        })
+        .collect();
+    // Once most slow clients hold a connection, real reviews are answered in time.
+    assert!(crate::util::wait_until(
+        Duration::from_secs(30),
+        || connected.load(Ordering::SeqCst) >= 200
+    ));
+    let body = pod_review(
+        "u-real",
+        "shop",
+        &web_pod(json!({"hooklog.dev/inject": "enabled"})),
+    );
+    for _ in 0..4 {
+        let started = std::time::Instant::now();
+        let (status, _) =
+            crate::webhook::https(w.port, &certs.ca_pem, "POST", "/mutate", &body).unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let closed = slow
+        .into_iter()
+        .filter_map(|t| t.join().ok())
+        .filter(|c| *c)
+        .count();
+    assert!(
+        closed >= 200,
+        "{closed} of {SLOW} slow connections closed by the webhook"
+    );
 }

@@ -35,6 +35,16 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; the API server keeps a few open per replica, more wait.
 pub const MAX_CONNECTIONS: usize = 256;
+/// The slowest a connection may send what it is sending (its TLS handshake, a request's
+/// headers and body), after [`PACE_GRACE`]: a request of `n` bytes must be in within
+/// `PACE_GRACE + n / MIN_RATE`, its first byte on (a time to complete, not an idle timer that a
+/// trickle keeps alive). The API server sends a review at network speed; 260 connections
+/// trickling 3 bytes a second held every slot (issue 26).
+pub const MIN_RATE: u64 = 1024;
+/// What a sender has before [`MIN_RATE`] counts: one round trip and a scheduler's hiccup.
+pub const PACE_GRACE: Duration = Duration::from_secs(1);
+/// How often a connection's pace is looked at.
+const PACE_CHECK: Duration = Duration::from_millis(100);
 /// Bytes of bodies being read at once, in all connections: two of the largest (the API server
 /// sends pod reviews of a few KB, so hundreds fit). A body waits for room before it is read.
 pub const BODY_BUDGET: usize = 2 * MAX_BODY;
@@ -54,6 +64,144 @@ const COST_PER_BODY_BYTE: usize = 5;
 const COST_PER_VALUE: usize = 512;
 /// The budgets count in KiB, so that a permit count fits the semaphore for any size.
 const KIB: usize = 1024;
+
+/// How fast a connection sends: the bytes of what it is sending now and since when. Idle (after
+/// an answer, before the next request's first byte) nothing is counted: hyper's
+/// `header_read_timeout` ([`HEADER_TIMEOUT`]) ends a connection idle that long.
+#[derive(Debug)]
+pub struct Pace {
+    state: std::sync::Mutex<PaceState>,
+}
+
+#[derive(Debug)]
+struct PaceState {
+    /// When the bytes now arriving began (the accept, then each request's first byte).
+    since: Option<Instant>,
+    bytes: u64,
+    /// A request is being answered: the answer bounds its own wait ([`Pace::deadline`]).
+    answering: bool,
+}
+
+impl Pace {
+    /// A connection just accepted: its handshake's clock runs.
+    fn new() -> Pace {
+        Pace {
+            state: std::sync::Mutex::new(PaceState {
+                since: Some(Instant::now()),
+                bytes: 0,
+                answering: false,
+            }),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut PaceState) -> T) -> T {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut s)
+    }
+
+    fn read(&self, n: usize) {
+        self.with(|s| {
+            s.since.get_or_insert_with(Instant::now);
+            s.bytes = s.bytes.saturating_add(n as u64);
+        });
+    }
+
+    /// The handshake is done, or a request answered: idle until the next byte.
+    fn done(&self) {
+        self.with(|s| {
+            s.since = None;
+            s.bytes = 0;
+            s.answering = false;
+        });
+    }
+
+    fn answering(&self) {
+        self.with(|s| s.answering = true);
+    }
+
+    /// When what is arriving must be in, at [`MIN_RATE`]; `None` when idle.
+    fn deadline(&self) -> Option<Instant> {
+        self.with(|s| {
+            let since = s.since?;
+            Some(
+                since + PACE_GRACE + Duration::from_millis(s.bytes.saturating_mul(1000) / MIN_RATE),
+            )
+        })
+    }
+
+    /// Too slow, outside an answer (an answer reads its body against [`Pace::deadline`]).
+    fn too_slow(&self) -> bool {
+        let answering = self.with(|s| s.answering);
+        !answering && self.deadline().is_some_and(|d| Instant::now() > d)
+    }
+
+    /// Resolves once the connection is too slow.
+    async fn slow(&self) {
+        loop {
+            if self.too_slow() {
+                return;
+            }
+            tokio::time::sleep(PACE_CHECK).await;
+        }
+    }
+
+    /// Resolves once what is arriving (a body, in an answer) is past its deadline.
+    async fn late(&self) {
+        loop {
+            if self.deadline().is_some_and(|d| Instant::now() > d) {
+                return;
+            }
+            tokio::time::sleep(PACE_CHECK).await;
+        }
+    }
+}
+
+/// A stream whose reads feed its connection's [`Pace`].
+struct Paced<S> {
+    inner: S,
+    pace: Arc<Pace>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.pace.read(n);
+        }
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Paced<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
 
 /// What every connection shares.
 pub struct Shared {
@@ -108,18 +256,40 @@ pub async fn serve(
         let stop = stop.clone();
         tracker.spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "tls handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "tls handshake timed out");
+            let pace = Arc::new(Pace::new());
+            let tcp = Paced {
+                inner: tcp,
+                pace: pace.clone(),
+            };
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+            let tls = tokio::select! {
+                r = handshake => match r {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "tls handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "tls handshake timed out");
+                        return;
+                    }
+                },
+                _ = pace.slow() => {
+                    tracing::debug!(%peer, min_rate = MIN_RATE, "tls handshake too slow");
                     return;
                 }
             };
-            let service = hyper::service::service_fn(move |req| handle(req, shared.clone()));
+            pace.done();
+            let watched = pace.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let (shared, pace) = (shared.clone(), pace.clone());
+                async move {
+                    pace.answering();
+                    let r = handle(req, shared, &pace).await;
+                    pace.done();
+                    r
+                }
+            });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
@@ -128,6 +298,9 @@ pub async fn serve(
             tokio::select! {
                 r = conn.as_mut() => if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "connection ended");
+                },
+                _ = watched.slow() => {
+                    tracing::debug!(%peer, min_rate = MIN_RATE, "request too slow, connection closed");
                 },
                 _ = stop.cancelled() => {
                     conn.as_mut().graceful_shutdown();
@@ -149,6 +322,7 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
+    pace: &Pace,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let scope = match (req.method(), req.uri().path()) {
         (&Method::GET, "/healthz" | "/readyz") => return Ok(text(StatusCode::OK, "ok\n")),
@@ -166,11 +340,17 @@ async fn handle(
     // The body's room is held until its review has room of its own (the review's cost counts
     // the body again): bodies read and waiting can never pile up past the budget.
     let mut room = None;
-    let body = tokio::time::timeout(BODY_TIMEOUT, async {
+    let read = tokio::time::timeout(BODY_TIMEOUT, async {
         room = acquire(&shared.bodies, expected).await;
         read_body(req.into_body(), expected).await
-    })
-    .await;
+    });
+    // The body arrives at MIN_RATE or is given up (the request's clock started at its first
+    // byte); the answer then closes the connection.
+    let body = tokio::select! {
+        b = read => b.map_err(|_| format!("body not read within {BODY_TIMEOUT:?}")),
+        _ = pace.late() => Err(format!("body slower than {MIN_RATE} bytes a second")),
+    };
+    let slow = body.is_err();
     let reviewed = match body {
         Ok(Ok(bytes)) => bounded_review(&bytes, scope, &shared, room.take()).await,
         Ok(Err((prefix, why))) => review::invalid(
@@ -178,11 +358,7 @@ async fn handle(
             review::uid_in_prefix(&prefix).unwrap_or_default(),
             why,
         ),
-        Err(_) => review::invalid(
-            "admission.k8s.io/v1",
-            String::new(),
-            format!("body not read within {BODY_TIMEOUT:?}"),
-        ),
+        Err(why) => review::invalid("admission.k8s.io/v1", String::new(), why),
     };
     let took = start.elapsed();
     match &reviewed.verdict {
@@ -206,6 +382,12 @@ async fn handle(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
+    if slow {
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
     Ok(r)
 }
 
