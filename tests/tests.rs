@@ -16,6 +16,8 @@ mod kubelet;
 mod lifecycle;
 mod manifest;
 mod registry;
+// After registry: uses its helpers.
+mod hostile_registry;
 mod rotation;
 mod routes;
 mod socket;

@@ -148,6 +148,7 @@ fn read_images(
     let settings = crate::registry::Settings {
         insecure: args.insecure_registries.clone(),
         cache: crate::registry::cache::Cache::from_env(),
+        deadline: args.image_timeout,
     };
     let mut unreadable = 0;
     for ((image, arch), result) in crate::registry::read_images(wanted, &settings) {
