@@ -4,15 +4,16 @@ Debian's docker-registry cannot play). It serves one image, `app:1` (a gzip laye
 bin/sleep), and misbehaves as MODE says:
 
   trickle    the layer's blob comes one byte every 2 s (for the whole-check deadline);
-  downgrade  over HTTPS with Basic auth, the blob is a 307 to http:// on the same host, whose
-             plain listener records the Authorization header it got;
-  realm      over HTTPS, a Bearer challenge whose realm is http:// on the same host (the plain
-             listener records the Authorization the token request carried);
+  downgrade  over HTTPS with Basic auth, the blob is a 307 to http:// on the same host and port
+             (the one listener speaks TLS or plain HTTP, by the first byte), which records
+             the Authorization header it got in plain HTTP;
+  realm      over HTTPS, a Bearer challenge whose realm is http:// on the same host and port
+             (the Authorization the token request carried is recorded);
   sha512     the manifest asked for by a sha512 digest is answered with other content.
 
-Usage: hostile-registry.py MODE STATE_DIR [CERT KEY]. Prints `ready HTTPS_OR_HTTP_PORT
-PLAIN_PORT` once listening; writes each Authorization the plain listener saw to
-STATE_DIR/plain-auth (one a line, `-` for none). Ends by itself after 120 s.
+Usage: hostile-registry.py MODE STATE_DIR [CERT KEY]. Prints `ready PORT` once listening;
+writes each Authorization that came in plain HTTP to STATE_DIR/plain-auth (one a line, `-` for
+none). Ends by itself after 120 s.
 """
 
 import gzip
@@ -21,6 +22,7 @@ import http.server
 import io
 import json
 import os
+import socket
 import ssl
 import sys
 import tarfile
@@ -80,10 +82,15 @@ class Registry(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         auth = self.headers.get("Authorization")
         path = self.path.split("?")[0]
+        if not isinstance(self.connection, ssl.SSLSocket) and len(sys.argv) > 4:
+            record(auth)
+            if path == "/token":
+                return self.send(200, json.dumps({"token": "t0ken"}).encode())
+            return self.send(200, LAYER)
         if MODE == "downgrade" and auth != BASIC:
             return self.send(401, b"{}", [("WWW-Authenticate", 'Basic realm="hostile"')])
         if MODE == "realm" and not (auth or "").startswith("Bearer "):
-            realm = f"http://127.0.0.1:{PORTS['plain']}/token"
+            realm = f"http://127.0.0.1:{PORTS['main']}/token"
             return self.send(401, b"{}", [("WWW-Authenticate", f'Bearer realm="{realm}",service="hostile"')])
         if "/manifests/" in path:
             ref = path.rsplit("/", 1)[1]
@@ -95,7 +102,7 @@ class Registry(http.server.BaseHTTPRequestHandler):
             return self.send(200, CONFIG)
         if path.endswith(sha256(LAYER)):
             if MODE == "downgrade":
-                loc = f"http://127.0.0.1:{PORTS['plain']}/blob"
+                loc = f"http://127.0.0.1:{PORTS['main']}/blob"
                 return self.send(307, b"", [("Location", loc)])
             if MODE == "trickle":
                 self.send_response(200)
@@ -110,30 +117,31 @@ class Registry(http.server.BaseHTTPRequestHandler):
         return self.send(404, b"{}")
 
 
-class Plain(Registry):
-    def do_GET(self):
-        record(self.headers.get("Authorization"))
-        if self.path.startswith("/token"):
-            return self.send(200, json.dumps({"token": "t0ken"}).encode())
-        return self.send(200, LAYER)
+class Server(http.server.ThreadingHTTPServer):
+    """TLS or plain HTTP on one port, by the connection's first byte (0x16 opens TLS)."""
+
+    daemon_threads = True
+    tls = None
+
+    def get_request(self):
+        sock, addr = self.socket.accept()
+        if self.tls is not None:
+            sock.settimeout(10)
+            first = sock.recv(1, socket.MSG_PEEK)
+            if first == b"\x16":
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            sock.settimeout(None)
+        return sock, addr
 
 
-def serve(server):
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
-
-main = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-main.daemon_threads = True
+main = Server(("127.0.0.1", 0), Registry)
 if len(sys.argv) > 4:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(sys.argv[3], sys.argv[4])
-    main.socket = ctx.wrap_socket(main.socket, server_side=True)
-plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Plain)
-plain.daemon_threads = True
-PORTS["plain"] = plain.server_address[1]
-serve(main)
-serve(plain)
+    main.tls = ctx
+PORTS["main"] = main.server_address[1]
+threading.Thread(target=main.serve_forever, daemon=True).start()
 with open(os.path.join(STATE, "manifest-sha512"), "w") as f:
     f.write("sha512:" + hashlib.sha512(MANIFEST).hexdigest())
-print(f"ready {main.server_address[1]} {PORTS['plain']}", flush=True)
+print(f"ready {PORTS['main']}", flush=True)
 time.sleep(LIFETIME)
