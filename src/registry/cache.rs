@@ -31,7 +31,7 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// `$HOOKLOG_CACHE_DIR`, `$XDG_CACHE_HOME/hooklog` or `~/.cache/hooklog`, with `images-v1/`
+    /// `$HOOKLOG_CACHE_DIR`, `$XDG_CACHE_HOME/hooklog` or `~/.cache/hooklog`, with `images-v2/`
     /// below it.
     pub fn from_env() -> Cache {
         let base = std::env::var_os("HOOKLOG_CACHE_DIR")

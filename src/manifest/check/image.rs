@@ -230,9 +230,9 @@ pub fn resolve(tree: &dyn Tree, path: &str) -> Result<(String, Entry), String> {
         here.push_str(&c);
         // As the kernel's ENAMETOOLONG: no entry of a listing is longer (layer::MAX_PATH).
         if here.len() > crate::registry::layer::MAX_PATH {
+            let head: String = here.chars().take(64).collect();
             return Err(format!(
-                "{}...: a path longer than {} bytes",
-                &here[..here.floor_char_boundary(64)],
+                "{head}...: a path longer than {} bytes",
                 crate::registry::layer::MAX_PATH
             ));
         }
