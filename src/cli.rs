@@ -473,6 +473,17 @@ pub struct ImageArgs {
     )]
     pub insecure_registries: Vec<String>,
 
+    /// The longest that reading every image together may take (a duration: 90s, 10m); an
+    /// image not read by then counts as unreadable, and the note names the layer it was at.
+    #[arg(
+        long,
+        env = "HOOKLOG_IMAGE_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "10m",
+        value_parser = crate::duration::clap_parse
+    )]
+    pub image_timeout: std::time::Duration,
+
     /// The architecture whose image is read when a pod's nodeSelector and node affinity
     /// (`kubernetes.io/arch`) name none.
     #[arg(

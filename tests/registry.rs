@@ -66,13 +66,13 @@ fn run_ok(cmd: &mut Command) {
 }
 
 /// A CA and a server certificate for 127.0.0.1 signed by it.
-struct Tls {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+pub(crate) struct Tls {
+    pub(crate) ca: PathBuf,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
-fn make_tls(dir: &Path) -> Tls {
+pub(crate) fn make_tls(dir: &Path) -> Tls {
     let p = |n: &str| dir.join(n);
     run_ok(
         Command::new("openssl")
@@ -337,7 +337,11 @@ fn check(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Val
 
 /// `hooklog ARGS` as a user runs it (online, with its own cache folder): its exit code, stdout
 /// and stderr.
-fn run(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Vec<u8>, String) {
+pub(crate) fn run(
+    cache: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, Vec<u8>, String) {
     let mut cmd = hooklog();
     cmd.env_remove("HOOKLOG_OFFLINE")
         .env("HOOKLOG_CACHE_DIR", cache)
@@ -364,7 +368,7 @@ fn run(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Vec<u
 }
 
 /// One Deployment per `(name, image, preStop argv, arch)`.
-fn manifest(dir: &Path, pods: &[(&str, String, &[&str], Option<&str>)]) -> PathBuf {
+pub(crate) fn manifest(dir: &Path, pods: &[(&str, String, &[&str], Option<&str>)]) -> PathBuf {
     let mut text = String::new();
     for (name, image, argv, arch) in pods {
         let selector = arch

@@ -16,6 +16,8 @@ mod kubelet;
 mod lifecycle;
 mod manifest;
 mod registry;
+// After registry: uses its helpers.
+mod hostile_registry;
 mod rotation;
 mod routes;
 mod socket;
@@ -23,6 +25,7 @@ mod tail;
 mod torture;
 mod webhook;
 mod yaml;
+mod webhook_limits;
 // After webhook: uses its helpers.
 mod apiserver;
 // After webhook and manifest: uses their helpers.

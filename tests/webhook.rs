@@ -823,12 +823,14 @@ fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
     let took = started.elapsed();
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // 13 bytes of 1000 and then nothing: past the minimum rate (the request's first byte on,
+    // PACE_GRACE plus its bytes at MIN_RATE), the answer comes and the connection closes.
     assert!(
-        text.contains("\"allowed\":true") && text.contains("body not read within"),
+        text.contains("\"allowed\":true") && text.contains("body slower than"),
         "{text}"
     );
     assert!(
-        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
         "{took:?}"
     );
 }

@@ -33,7 +33,7 @@ impl Handler {
         } else if hook.get("tcpSocket").is_some() {
             Handler::TcpSocket
         } else if let Some(s) = hook.get("sleep") {
-            Handler::Sleep(s["seconds"].as_u64().unwrap_or(0))
+            Handler::Sleep(super::number::json_seconds(&s["seconds"]).unwrap_or(0))
         } else {
             Handler::Unknown
         }
@@ -239,7 +239,7 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
                 let total = s
                     .durations
                     .iter()
-                    .fold(std::time::Duration::ZERO, |a, d| a.saturating_add(*d));
+                    .fold(Duration::ZERO, |a, d| super::number::add(a, *d));
                 Bound {
                     min: total,
                     max: Some(total),
@@ -252,7 +252,7 @@ fn exec_bound(argv: &[String], env: &BTreeMap<String, String>) -> Bound {
                     .map(|s| s.to_string_lossy().to_string())
                     .collect();
                 let b = exec_bound(&inner, env);
-                match h.timeout {
+                match h.timeout.map(super::number::clamp) {
                     Some(t) => Bound {
                         min: b.min.min(t),
                         max: Some(b.max.map_or(t, |m| m.min(t))),
@@ -296,7 +296,7 @@ pub fn sleep_args(args: &[String]) -> Option<Duration> {
         if !(secs.is_finite() && secs >= 0.0) {
             return None;
         }
-        total += Duration::from_secs_f64(secs * scale);
+        total = super::number::add(total, super::number::float_seconds(secs * scale)?);
     }
     Some(total)
 }
@@ -540,9 +540,9 @@ pub fn script_bound(script: &str, env: &BTreeMap<String, String>) -> Bound {
             continue;
         }
         if runs_surely {
-            min = min.saturating_add(b.min);
+            min = super::number::add(min, b.min);
         }
-        max = max.zip(b.max).map(|(a, c)| a.saturating_add(c));
+        max = max.zip(b.max).map(|(a, c)| super::number::add(a, c));
         sure = runs_surely;
         if ends && runs_surely {
             break;

@@ -20,6 +20,7 @@ pub mod image_notes;
 pub mod inject;
 pub mod layout;
 pub mod load;
+pub mod number;
 pub mod podspec;
 pub mod report;
 pub mod splice;
@@ -157,6 +158,7 @@ fn read_images(
     let settings = crate::registry::Settings {
         insecure: args.insecure_registries.clone(),
         cache: crate::registry::cache::Cache::from_env(),
+        deadline: args.image_timeout,
     };
     let mut unreadable = 0;
     for ((image, arch), result) in crate::registry::read_images(wanted, &settings) {

@@ -260,8 +260,7 @@ pub fn strings(v: &Value) -> Vec<String> {
 pub fn termination_grace_seconds(spec: &Value) -> u64 {
     /// The pod spec's default (core/v1 PodSpec).
     const DEFAULT_TERMINATION_GRACE_SECONDS: u64 = 30;
-    spec["terminationGracePeriodSeconds"]
-        .as_u64()
+    super::number::json_seconds(&spec["terminationGracePeriodSeconds"])
         .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS)
 }
 

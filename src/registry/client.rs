@@ -196,10 +196,13 @@ impl Client {
             .to_string();
         let body = self.read_all(resp.into_body(), MAX_DOCUMENT_BYTES).await?;
         let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
-        if reference.starts_with("sha256:") && reference != digest {
-            return Err(format!(
-                "manifest {reference}: the registry sent content of digest {digest}"
-            ));
+        // A digest (any algorithm) is verified in its own algorithm, or refused.
+        if reference.contains(':') {
+            let mut v = Verifier::new(reference).map_err(|e| format!("manifest {e}"))?;
+            v.update(&body);
+            v.finish()
+                .map_err(|e| format!("manifest {reference}: the registry sent {e}"))?;
+            return Ok((body, media_type, reference.to_string()));
         }
         Ok((body, media_type, digest))
     }
@@ -292,8 +295,14 @@ impl Client {
         let mut url = url.to_string();
         let mut challenged = false;
         let mut hops = 0;
+        let scheme = scheme_of(&url).unwrap_or("https").to_string();
         loop {
-            let same_host = host_of(&url) == Some(r.host());
+            // Credentials go only where the registry itself is: its host, and never over
+            // plain HTTP when it was asked over HTTPS (a 307 to `http://` on the same host
+            // received them in clear text: issue 26). Docker does no less: moby's
+            // registry/registry.go `addRequiredHeadersToRedirectedRequests` keeps
+            // Authorization on a redirect only between two https locations it trusts.
+            let same_host = host_of(&url) == Some(r.host()) && scheme_of(&url) == Some(&scheme);
             let auth = if same_host {
                 self.tokens
                     .lock()
@@ -411,6 +420,13 @@ impl Client {
             let mut req = Request::get(&url)
                 .header(header::ACCEPT, "application/json")
                 .header(header::USER_AGENT, USER_AGENT);
+            let basic = basic.filter(|_| {
+                let ok = realm_may_have_credentials(&self.base(r), realm);
+                if !ok {
+                    tracing::warn!(%realm, registry = %r.registry, "credentials not sent to a token realm on another scheme or host");
+                }
+                ok
+            });
             if let Some(b) = &basic {
                 req = req.header(header::AUTHORIZATION, b);
             }
@@ -478,6 +494,43 @@ fn parse_challenge(s: &str) -> (String, HashMap<String, String>) {
     (scheme.to_string(), params)
 }
 
+fn scheme_of(url: &str) -> Option<&str> {
+    url.split_once("://").map(|(s, _)| s)
+}
+
+/// Whether a Bearer realm may receive the registry's Basic credentials: over the registry's
+/// own scheme (never `http://` for an https registry), on its host, or on a host of the
+/// registry's parent domain (Docker Hub's `registry-1.docker.io` has its realm at
+/// `auth.docker.io`, GitLab's `registry.gitlab.com` at `gitlab.com`). An IP address has no
+/// parent. Anywhere else the token is asked for without them.
+fn realm_may_have_credentials(base: &str, realm: &str) -> bool {
+    let (Some(host), Some(realm_host)) = (host_of(base), host_of(realm)) else {
+        return false;
+    };
+    if scheme_of(base) != scheme_of(realm) {
+        return false;
+    }
+    let name = |h: &str| {
+        h.rsplit_once(':')
+            .map_or(h, |(n, _)| n)
+            .to_ascii_lowercase()
+    };
+    let (host, realm_host) = (name(host), name(realm_host));
+    if host == realm_host {
+        return true;
+    }
+    if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+        return false;
+    }
+    // The parent domain, if it is more than a top-level one.
+    match host.split_once('.') {
+        Some((_, parent)) if parent.contains('.') => {
+            realm_host == parent || realm_host.ends_with(&format!(".{parent}"))
+        }
+        _ => false,
+    }
+}
+
 fn host_of(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     Some(rest.split(['/', '?']).next().unwrap_or_default())
@@ -532,38 +585,70 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Checks a blob's bytes against its `sha256:` digest as they pass.
+/// The digest algorithms the OCI image spec registers (descriptor.md, "Registered
+/// algorithms"): `sha256` and `sha512`, with their lengths in hex. Any other is refused.
+const ALGORITHMS: [(&str, usize); 2] = [("sha256", 64), ("sha512", 128)];
+
+enum Hasher {
+    Sha256(Sha256),
+    Sha512(sha2::Sha512),
+}
+
+/// Checks bytes against their digest (`sha256:` or `sha512:`) as they pass.
 pub struct Verifier {
+    algorithm: &'static str,
     expected: String,
-    hasher: Sha256,
+    hasher: Hasher,
 }
 
 impl Verifier {
     pub fn new(digest: &str) -> Result<Verifier, String> {
-        let hex = digest
-            .strip_prefix("sha256:")
-            .ok_or_else(|| format!("digest {digest}: only sha256 is supported"))?;
+        let (alg, hex) = digest
+            .split_once(':')
+            .ok_or_else(|| format!("digest {digest:?} is not algorithm:hex"))?;
+        let &(algorithm, len) = ALGORITHMS.iter().find(|(a, _)| *a == alg).ok_or_else(|| {
+            format!("digest {digest}: algorithm {alg:?} is not one OCI registers (sha256, sha512), so it cannot be verified")
+        })?;
+        if hex.len() != len || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("digest {digest}: not {len} hex digits"));
+        }
         Ok(Verifier {
+            algorithm,
             expected: hex.to_ascii_lowercase(),
-            hasher: Sha256::new(),
+            hasher: match algorithm {
+                "sha512" => Hasher::Sha512(sha2::Sha512::new()),
+                _ => Hasher::Sha256(Sha256::new()),
+            },
         })
     }
 
     pub fn update(&mut self, b: &[u8]) {
-        self.hasher.update(b);
+        match &mut self.hasher {
+            Hasher::Sha256(h) => h.update(b),
+            Hasher::Sha512(h) => h.update(b),
+        }
     }
 
     pub fn finish(self) -> Result<(), String> {
-        let got = hex(&self.hasher.finalize());
+        let got = match self.hasher {
+            Hasher::Sha256(h) => hex(&h.finalize()),
+            Hasher::Sha512(h) => hex(&h.finalize()),
+        };
         if got == self.expected {
             Ok(())
         } else {
+            let alg = self.algorithm;
             Err(format!(
-                "content of digest sha256:{got}, not sha256:{}",
+                "content of digest {alg}:{got}, not {alg}:{}",
                 self.expected
             ))
         }
     }
+}
+
+/// The sha256 of `b` in hex.
+pub fn hex_digest(b: &[u8]) -> String {
+    hex(&Sha256::digest(b))
 }
 
 /// A reader that feeds a [`Verifier`].
@@ -583,6 +668,72 @@ impl<R: std::io::Read> std::io::Read for Verifying<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 26: sha512 pins were not verified. Both registered algorithms are, any other is
+    /// refused with a reason.
+    #[test]
+    fn every_registered_digest_algorithm_is_verified_and_others_refused() {
+        let body = b"{}";
+        let sha512 = format!("sha512:{}", hex(&sha2::Sha512::digest(body)));
+        let mut v = Verifier::new(&sha512).unwrap();
+        v.update(body);
+        assert_eq!(v.finish(), Ok(()));
+        let mut v = Verifier::new(&sha512).unwrap();
+        v.update(b"[]");
+        assert!(v.finish().unwrap_err().contains("sha512:"));
+        let sha256 = format!("sha256:{}", hex_digest(body));
+        let mut v = Verifier::new(&sha256).unwrap();
+        v.update(body);
+        assert_eq!(v.finish(), Ok(()));
+        for bad in ["md5:00", "sha256:00", "blake3:ab", "sha512", &sha512[..20]] {
+            assert!(Verifier::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Issue 26: a Bearer realm on `http://` of an https registry received the Basic password.
+    #[test]
+    fn basic_credentials_go_only_to_realms_of_the_registry() {
+        let hub = "https://registry-1.docker.io/v2/library/nginx";
+        assert!(realm_may_have_credentials(
+            hub,
+            "https://auth.docker.io/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            hub,
+            "http://auth.docker.io/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            hub,
+            "https://auth.evil.example/token"
+        ));
+        let gitlab = "https://registry.gitlab.com/v2/a/b";
+        assert!(realm_may_have_credentials(
+            gitlab,
+            "https://gitlab.com/jwt/auth"
+        ));
+        let local = "https://127.0.0.1:5000/v2/a";
+        assert!(realm_may_have_credentials(
+            local,
+            "https://127.0.0.1:5001/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            local,
+            "http://127.0.0.1:5000/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            local,
+            "https://127.0.0.2/token"
+        ));
+        let plain = "http://127.0.0.1:5000/v2/a";
+        assert!(realm_may_have_credentials(
+            plain,
+            "http://127.0.0.1:5000/token"
+        ));
+        assert!(!realm_may_have_credentials(
+            "https://ghcr.io/v2/a",
+            "https://evil.io/t"
+        ));
+    }
 
     #[test]
     fn references_are_read_as_the_runtime_reads_them() {

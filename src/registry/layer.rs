@@ -75,54 +75,221 @@ pub fn list(r: impl Read, compression: Compression) -> std::io::Result<Vec<Chang
     match compression {
         Compression::None => list_tar(r),
         Compression::Gzip => list_tar(flate2::read::MultiGzDecoder::new(r)),
-        Compression::Zstd => {
-            let d = ruzstd::decoding::StreamingDecoder::new(r)
-                .map_err(|e| std::io::Error::other(format!("zstd: {e}")))?;
-            list_tar(d)
+        Compression::Zstd => list_tar(ZstdFrames {
+            source: std::io::BufReader::new(r),
+            decoder: ruzstd::decoding::FrameDecoder::new(),
+            in_frame: false,
+        }),
+    }
+}
+
+/// Every frame of a zstd stream, one after the other, skippable frames skipped (RFC 8878
+/// section 3.1: a stream is any number of frames; zstd:chunked layers hold one per file and
+/// skippable frames for their table of contents). ruzstd's `StreamingDecoder` reads one frame
+/// only, so that a layer's second frame went unread (issue 26).
+struct ZstdFrames<R: Read> {
+    source: std::io::BufReader<R>,
+    decoder: ruzstd::decoding::FrameDecoder,
+    in_frame: bool,
+}
+
+impl<R: Read> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        use std::io::BufRead;
+        let zstd = |e: FrameDecoderError| std::io::Error::other(format!("zstd: {e}"));
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if !self.in_frame {
+                if self.source.fill_buf()?.is_empty() {
+                    return Ok(0);
+                }
+                match self.decoder.reset(&mut self.source) {
+                    Ok(()) => self.in_frame = true,
+                    Err(FrameDecoderError::ReadFrameHeaderError(
+                        ReadFrameHeaderError::SkipFrame { length, .. },
+                    )) => {
+                        let skipped = std::io::copy(
+                            &mut (&mut self.source).take(u64::from(length)),
+                            &mut std::io::sink(),
+                        )?;
+                        if skipped < u64::from(length) {
+                            return Err(std::io::Error::other("zstd: a skippable frame cut short"));
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(zstd(e)),
+                }
+            }
+            while self.decoder.can_collect() < buf.len() && !self.decoder.is_finished() {
+                let more = buf.len() - self.decoder.can_collect();
+                self.decoder
+                    .decode_blocks(&mut self.source, BlockDecodingStrategy::UptoBytes(more))
+                    .map_err(zstd)?;
+            }
+            let n = self.decoder.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if self.decoder.is_finished() && self.decoder.can_collect() == 0 {
+                self.in_frame = false;
+            }
         }
     }
 }
 
+/// The longest path kept: Linux's `PATH_MAX` (4096 with its NUL, include/uapi/linux/limits.h).
+/// execve and path resolution fail with ENAMETOOLONG beyond it, so a longer name can be no
+/// command and no symlink that leads to one: its entry is skipped, and its long-name record is
+/// never read into memory.
+pub const MAX_PATH: usize = 4095;
+/// The largest pax extended header read (path, linkpath, xattrs): one past this cannot be
+/// listed, and the layer is refused.
+pub const MAX_PAX: u64 = 64 << 10;
+/// Bytes of names (paths and link targets) one layer's listing may hold: with [`MAX_ENTRIES`]
+/// the bound on its memory and on its cache file. A Debian base layer holds about 1 MB of names,
+/// CUDA's largest a few tens of MB.
+pub const MAX_NAME_BYTES: usize = 256 << 20;
+
+/// A name from a GNU long-name record or a pax header, for the entry that follows.
+enum LongName {
+    /// Longer than [`MAX_PATH`]: the entry is skipped.
+    TooLong,
+    Name(Vec<u8>),
+}
+
+/// A long-name record's bytes (up to its NUL), or [`LongName::TooLong`] unread.
+fn long_name(entry: &mut impl Read, size: u64) -> std::io::Result<LongName> {
+    if size > MAX_PATH as u64 + 1 {
+        return Ok(LongName::TooLong);
+    }
+    let mut b = Vec::with_capacity(size as usize);
+    entry.take(size).read_to_end(&mut b)?;
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    b.truncate(end);
+    Ok(name_within(b))
+}
+
+fn name_within(b: Vec<u8>) -> LongName {
+    if b.len() > MAX_PATH {
+        LongName::TooLong
+    } else {
+        LongName::Name(b)
+    }
+}
+
+/// Lists a tar's entries in raw mode, with GNU long names, long links and pax `path` /
+/// `linkpath` read here within [`MAX_PATH`] and [`MAX_PAX`] (the tar crate would read any of
+/// them whole into memory, however large: issue 26 had 522 KB of gzip take 1.6 GB).
 fn list_tar(r: impl Read) -> std::io::Result<Vec<Change>> {
     let mut out = Vec::new();
+    let mut names = 0usize;
+    let mut skipped = 0usize;
     let mut archive = tar::Archive::new(r);
-    for entry in archive.entries()? {
-        let entry = entry?;
+    let (mut next_name, mut next_link) = (None, None);
+    for entry in archive.entries()?.raw(true) {
+        let mut entry = entry?;
+        let kind = entry.header().entry_type();
+        let size = entry.size();
+        match kind {
+            tar::EntryType::GNULongName => {
+                next_name = Some(long_name(&mut entry, size)?);
+                continue;
+            }
+            tar::EntryType::GNULongLink => {
+                next_link = Some(long_name(&mut entry, size)?);
+                continue;
+            }
+            tar::EntryType::XHeader => {
+                if size > MAX_PAX {
+                    return Err(std::io::Error::other(format!(
+                        "a pax header of {size} bytes, more than {MAX_PAX}"
+                    )));
+                }
+                let mut b = Vec::new();
+                (&mut entry).take(size).read_to_end(&mut b)?;
+                for ext in tar::PaxExtensions::new(&b).flatten() {
+                    match ext.key_bytes() {
+                        b"path" => next_name = Some(name_within(ext.value_bytes().to_vec())),
+                        b"linkpath" => next_link = Some(name_within(ext.value_bytes().to_vec())),
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            // A global header sets defaults nobody uses for paths: read past.
+            tar::EntryType::XGlobalHeader => continue,
+            tar::EntryType::GNUSparse
+                if entry.header().as_gnu().is_some_and(|g| g.is_extended()) =>
+            {
+                return Err(std::io::Error::other(
+                    "a sparse file with extended sparse headers (not read)",
+                ));
+            }
+            _ => {}
+        }
+        let (name, link) = (next_name.take(), next_link.take());
         if out.len() >= MAX_ENTRIES {
             return Err(std::io::Error::other(format!(
                 "more than {MAX_ENTRIES} entries in one layer"
             )));
         }
-        let path = normalise(&entry.path()?.to_string_lossy());
-        let (dir, name) = path.rsplit_once('/').unwrap_or(("", &path));
+        let raw_path = match name {
+            Some(LongName::TooLong) => {
+                skipped += 1;
+                continue;
+            }
+            Some(LongName::Name(n)) => n,
+            None => entry.header().path_bytes().into_owned(),
+        };
+        let link = match link {
+            Some(LongName::TooLong) => {
+                skipped += 1;
+                continue;
+            }
+            Some(LongName::Name(n)) => Some(n),
+            None => entry.header().link_name_bytes().map(|l| l.into_owned()),
+        };
+        names += raw_path.len() + link.as_ref().map_or(0, Vec::len);
+        if names > MAX_NAME_BYTES {
+            return Err(std::io::Error::other(format!(
+                "more than {MAX_NAME_BYTES} bytes of names in one layer"
+            )));
+        }
+        let path = normalise(&String::from_utf8_lossy(&raw_path));
+        let (dir, base) = path.rsplit_once('/').unwrap_or(("", &path));
         let dir = if dir.is_empty() { "/" } else { dir };
-        if name == OPAQUE {
+        if base == OPAQUE {
             out.push(Change::Opaque(dir.to_string()));
             continue;
         }
-        if let Some(hidden) = name.strip_prefix(WHITEOUT) {
+        if let Some(hidden) = base.strip_prefix(WHITEOUT) {
             out.push(Change::Whiteout(normalise(&format!("{dir}/{hidden}"))));
             continue;
         }
-        let header = entry.header();
-        let link = || -> std::io::Result<String> {
-            Ok(entry
-                .link_name()?
-                .map(|l| l.to_string_lossy().to_string())
-                .unwrap_or_default())
+        let link = || {
+            link.as_deref()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .unwrap_or_default()
         };
-        out.push(match header.entry_type() {
+        out.push(match kind {
             tar::EntryType::Directory => Change::Put(path, Entry::Dir),
-            tar::EntryType::Symlink => Change::Put(path, Entry::Symlink(link()?)),
-            tar::EntryType::Link => Change::Link(path, normalise(&link()?)),
+            tar::EntryType::Symlink => Change::Put(path, Entry::Symlink(link())),
+            tar::EntryType::Link => Change::Link(path, normalise(&link())),
             _ => Change::Put(
                 path,
                 Entry::File {
-                    mode: header.mode()?,
+                    mode: entry.header().mode()?,
                 },
             ),
         });
         // The entry's data is skipped as the archive moves on: read, never kept.
+    }
+    if skipped > 0 {
+        tracing::debug!(skipped, max = MAX_PATH, "entries with longer names skipped");
     }
     Ok(out)
 }
@@ -233,6 +400,85 @@ mod tests {
                 "/opt/tools/new"
             ]
         );
+    }
+
+    /// Issue 26: GNU long-name records of 100 KB each (a few hundred bytes of gzip each) were
+    /// read whole into memory and kept, 1.6 GB for a 522 KB layer. Names past PATH_MAX are
+    /// skipped unread, and names within it still list.
+    #[test]
+    fn long_names_past_path_max_are_skipped_unread_and_long_names_within_it_list() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        {
+            let mut b = tar::Builder::new(&mut gz);
+            for i in 0..300 {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(0o755);
+                h.set_size(0);
+                let long = format!("usr/{i}/{}", "a".repeat(100_000));
+                b.append_data(&mut h, long, std::io::empty()).unwrap();
+            }
+            for len in [200, MAX_PATH - 1] {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_size(0);
+                let within = format!("opt/{}", "c".repeat(len - 5));
+                b.append_link(&mut h, within, "b".repeat(len)).unwrap();
+            }
+            b.finish().unwrap();
+        }
+        let gz = gz.finish().unwrap();
+        assert!(gz.len() < 1 << 20, "{}", gz.len());
+        let changes = list(&gz[..], Compression::Gzip).unwrap();
+        let names: usize = changes
+            .iter()
+            .map(|c| match c {
+                Change::Put(p, Entry::Symlink(l)) => p.len() + l.len(),
+                Change::Put(p, _) => p.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(changes.len(), 2, "only the two within PATH_MAX");
+        assert!(names < 3 * MAX_PATH, "{names}");
+        assert!(
+            matches!(&changes[1], Change::Put(p, Entry::Symlink(l)) if p.len() == MAX_PATH - 1 && l.len() == MAX_PATH - 1)
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = super::super::cache::Cache::at(tmp.path());
+        cache.put_layer("sha256:ab", &changes);
+        let file = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert!(file.metadata().unwrap().len() < 3 * MAX_PATH as u64);
+    }
+
+    /// Issue 26: only the first frame of a zstd layer was read. Two frames with a skippable
+    /// frame between them (as zstd:chunked writes) list every entry.
+    #[test]
+    fn every_zstd_frame_is_read_and_skippable_frames_skipped() {
+        let first = tar_of(&[("bin/", tar::EntryType::Directory, None)]);
+        // The second frame ends the tar (its two zero blocks).
+        let second = tar_of(&[("bin/sleep", tar::EntryType::Regular, None)]);
+        let first = &first[..first.len() - 1024];
+        let mut layer = zstd_frame(first);
+        layer.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+        layer.extend_from_slice(&5u32.to_le_bytes());
+        layer.extend_from_slice(b"skip!");
+        layer.extend_from_slice(&zstd_frame(&second));
+        let changes = list(&layer[..], Compression::Zstd).unwrap();
+        assert_eq!(
+            changes,
+            [
+                Change::Put("/bin".into(), Entry::Dir),
+                Change::Put("/bin/sleep".into(), Entry::File { mode: 0o755 })
+            ]
+        );
+    }
+
+    fn zstd_frame(data: &[u8]) -> Vec<u8> {
+        ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
     }
 
     #[test]

@@ -81,6 +81,42 @@ pub struct Settings {
     /// Registries (`host[:port]`) spoken to over plain HTTP.
     pub insecure: Vec<String>,
     pub cache: cache::Cache,
+    /// All images together, from the first request on (`--image-timeout`): an image not read
+    /// by then is unreadable, and its error names what was being read.
+    pub deadline: Duration,
+}
+
+/// `--image-timeout`'s default: every image of a check, together. A registry that trickles a
+/// byte every few seconds held a check 20 minutes a layer (issue 26); ten minutes is room for
+/// a few GB at CI speeds, and a cached layer costs nothing.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10 * 60);
+
+/// What one image's lookup is reading now, for the error when the deadline passes.
+#[derive(Default)]
+struct Reading(std::sync::Mutex<Vec<String>>);
+
+impl Reading {
+    fn start(&self, what: String) {
+        self.with(|v| v.push(what));
+    }
+    fn end(&self, what: &str) {
+        self.with(|v| v.retain(|w| w != what));
+    }
+    fn now(&self) -> String {
+        self.with(|v| {
+            if v.is_empty() {
+                "not started".to_string()
+            } else {
+                format!("was reading {}", v.join(", "))
+            }
+        })
+    }
+    fn with<T>(&self, f: impl FnOnce(&mut Vec<String>) -> T) -> T {
+        f(&mut self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
 }
 
 /// An image, read: what command lookup needs.
@@ -205,12 +241,25 @@ async fn read_all(
     };
     let done = Arc::new(AtomicUsize::new(0));
     let progress = tokio::spawn(progress(done.clone(), wanted.len()));
+    let until = tokio::time::Instant::now() + settings.deadline;
     let results = futures_util::stream::iter(wanted.iter().cloned())
         .map(|(image, arch)| {
             let client = client.clone();
             let done = done.clone();
             async move {
-                let r = read_image(&client, &image, arch, settings).await;
+                let reading = Reading::default();
+                let r = tokio::time::timeout_at(
+                    until,
+                    read_image(&client, &image, arch, settings, &reading),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "not read within --image-timeout {}s (every image of the check together): {}",
+                        settings.deadline.as_secs(),
+                        reading.now()
+                    ))
+                });
                 done.fetch_add(1, Ordering::Relaxed);
                 ((image, arch), r.map_err(|e| one_line(&e)))
             }
@@ -266,8 +315,10 @@ async fn read_image(
     image: &str,
     arch: Arch,
     settings: &Settings,
+    reading: &Reading,
 ) -> Result<Image, String> {
     let r = Reference::parse(image)?;
+    reading.start("its manifest".to_string());
     let creds = tokio::task::spawn_blocking({
         let registry = r.registry.clone();
         move || auth::credentials(&registry)
@@ -320,10 +371,23 @@ async fn read_image(
         .config
         .clone()
         .ok_or("its manifest has no config")?;
+    reading.end("its manifest");
+    reading.start("its config".to_string());
     let config = read_config(client, &r, &creds, &config_desc, settings).await?;
+    reading.end("its config");
+    let count = manifest.layers.len();
     let layers: Vec<Vec<layer::Change>> =
-        futures_util::stream::iter(manifest.layers.iter().cloned())
-            .map(|d| read_layer(client, &r, &creds, d, settings))
+        futures_util::stream::iter(manifest.layers.iter().cloned().enumerate())
+            .map(|(i, d)| {
+                let (r, creds) = (&r, &creds);
+                async move {
+                    let what = format!("layer {} ({} of {count})", d.digest, i + 1);
+                    reading.start(what.clone());
+                    let listed = read_layer(client, r, creds, d, settings).await;
+                    reading.end(&what);
+                    listed
+                }
+            })
             .buffered(LAYERS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await

@@ -15,6 +15,9 @@ pub mod server;
 pub mod tls;
 pub mod version;
 
+#[cfg(test)]
+mod no_panic;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,6 +166,8 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
         .with_context(|| format!("listen on {}", args.listen))?;
     let own_namespace = own_namespace(&args);
     let shared = Arc::new(server::Shared {
+        bodies: tokio::sync::Semaphore::new(server::BODY_BUDGET / 1024),
+        reviews: tokio::sync::Semaphore::new(server::REVIEW_BUDGET / 1024),
         policy: review::Policy {
             inject: inject::Options {
                 image: args.image.clone(),

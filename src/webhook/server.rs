@@ -35,10 +35,181 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; the API server keeps a few open per replica, more wait.
 pub const MAX_CONNECTIONS: usize = 256;
+/// The slowest a connection may send what it is sending (its TLS handshake, a request's
+/// headers and body), after [`PACE_GRACE`]: a request of `n` bytes must be in within
+/// `PACE_GRACE + n / MIN_RATE`, its first byte on (a time to complete, not an idle timer that a
+/// trickle keeps alive). The API server sends a review at network speed; 260 connections
+/// trickling 3 bytes a second held every slot (issue 26).
+pub const MIN_RATE: u64 = 1024;
+/// What a sender has before [`MIN_RATE`] counts: one round trip and a scheduler's hiccup.
+pub const PACE_GRACE: Duration = Duration::from_secs(1);
+/// How often a connection's pace is looked at.
+const PACE_CHECK: Duration = Duration::from_millis(100);
+/// Bytes of bodies being read at once, in all connections: two of the largest (the API server
+/// sends pod reviews of a few KB, so hundreds fit). A body waits for room before it is read.
+pub const BODY_BUDGET: usize = 2 * MAX_BODY;
+/// Memory the reviews in flight may take, as [`review_cost`] estimates it: with the bodies'
+/// [`BODY_BUDGET`] and the idle process (about 10 MiB in release, 22 MiB in a debug build), the
+/// webhook stays under its Deployment's limit of 64 MiB (k8s/webhook/webhook.yaml). A review
+/// that would take more alone is admitted unchanged, with a warning, and never parsed.
+pub const REVIEW_BUDGET: usize = 24 << 20;
+/// Bytes per byte of body that a review takes besides its JSON values (the body, the strings
+/// read out of it, the patch and the answer): measured 4.3 for a 4 MiB pod that is one long
+/// annotation (tests/webhook_limits.rs), rounded up.
+const COST_PER_BODY_BYTE: usize = 5;
+/// Bytes per JSON value, member or element (each `{`, `[`, `:` and `,`): serde_json's `Value`
+/// is 80 bytes with `preserve_order`, an object member 112 more, and the review holds the pod
+/// about twice (the object and what inject makes of it). Measured 410 for a pod of 100,000 env
+/// entries and 111 for 1.4 million empty arrays (tests/webhook_limits.rs), rounded up.
+const COST_PER_VALUE: usize = 512;
+/// The budgets count in KiB, so that a permit count fits the semaphore for any size.
+const KIB: usize = 1024;
+
+/// How fast a connection sends: the bytes of what it is sending now and since when. Idle (after
+/// an answer, before the next request's first byte) nothing is counted: hyper's
+/// `header_read_timeout` ([`HEADER_TIMEOUT`]) ends a connection idle that long.
+#[derive(Debug)]
+pub struct Pace {
+    state: std::sync::Mutex<PaceState>,
+}
+
+#[derive(Debug)]
+struct PaceState {
+    /// When the bytes now arriving began (the accept, then each request's first byte).
+    since: Option<Instant>,
+    bytes: u64,
+    /// A request is being answered: the answer bounds its own wait ([`Pace::deadline`]).
+    answering: bool,
+}
+
+impl Pace {
+    /// A connection just accepted: its handshake's clock runs.
+    fn new() -> Pace {
+        Pace {
+            state: std::sync::Mutex::new(PaceState {
+                since: Some(Instant::now()),
+                bytes: 0,
+                answering: false,
+            }),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut PaceState) -> T) -> T {
+        let mut s = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut s)
+    }
+
+    fn read(&self, n: usize) {
+        self.with(|s| {
+            s.since.get_or_insert_with(Instant::now);
+            s.bytes = s.bytes.saturating_add(n as u64);
+        });
+    }
+
+    /// The handshake is done, or a request answered: idle until the next byte.
+    fn done(&self) {
+        self.with(|s| {
+            s.since = None;
+            s.bytes = 0;
+            s.answering = false;
+        });
+    }
+
+    fn answering(&self) {
+        self.with(|s| s.answering = true);
+    }
+
+    /// When what is arriving must be in, at [`MIN_RATE`]; `None` when idle.
+    fn deadline(&self) -> Option<Instant> {
+        self.with(|s| {
+            let since = s.since?;
+            Some(
+                since + PACE_GRACE + Duration::from_millis(s.bytes.saturating_mul(1000) / MIN_RATE),
+            )
+        })
+    }
+
+    /// Too slow, outside an answer (an answer reads its body against [`Pace::deadline`]).
+    fn too_slow(&self) -> bool {
+        let answering = self.with(|s| s.answering);
+        !answering && self.deadline().is_some_and(|d| Instant::now() > d)
+    }
+
+    /// Resolves once the connection is too slow.
+    async fn slow(&self) {
+        loop {
+            if self.too_slow() {
+                return;
+            }
+            tokio::time::sleep(PACE_CHECK).await;
+        }
+    }
+
+    /// Resolves once what is arriving (a body, in an answer) is past its deadline.
+    async fn late(&self) {
+        loop {
+            if self.deadline().is_some_and(|d| Instant::now() > d) {
+                return;
+            }
+            tokio::time::sleep(PACE_CHECK).await;
+        }
+    }
+}
+
+/// A stream whose reads feed its connection's [`Pace`].
+struct Paced<S> {
+    inner: S,
+    pace: Arc<Pace>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.pace.read(n);
+        }
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Paced<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
 
 /// What every connection shares.
 pub struct Shared {
     pub policy: Policy,
+    /// KiB of bodies being read ([`BODY_BUDGET`]).
+    pub bodies: Semaphore,
+    /// KiB of memory the reviews in flight take ([`REVIEW_BUDGET`]).
+    pub reviews: Semaphore,
     /// Reviews answered, and the time spent on them (the webhook's own share of admission
     /// latency), logged at shutdown.
     pub stats: std::sync::Mutex<Stats>,
@@ -85,18 +256,40 @@ pub async fn serve(
         let stop = stop.clone();
         tracker.spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "tls handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "tls handshake timed out");
+            let pace = Arc::new(Pace::new());
+            let tcp = Paced {
+                inner: tcp,
+                pace: pace.clone(),
+            };
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+            let tls = tokio::select! {
+                r = handshake => match r {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "tls handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "tls handshake timed out");
+                        return;
+                    }
+                },
+                _ = pace.slow() => {
+                    tracing::debug!(%peer, min_rate = MIN_RATE, "tls handshake too slow");
                     return;
                 }
             };
-            let service = hyper::service::service_fn(move |req| handle(req, shared.clone()));
+            pace.done();
+            let watched = pace.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let (shared, pace) = (shared.clone(), pace.clone());
+                async move {
+                    pace.answering();
+                    let r = handle(req, shared, &pace).await;
+                    pace.done();
+                    r
+                }
+            });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
@@ -105,6 +298,9 @@ pub async fn serve(
             tokio::select! {
                 r = conn.as_mut() => if let Err(e) = r {
                     tracing::debug!(%peer, error = %e, "connection ended");
+                },
+                _ = watched.slow() => {
+                    tracing::debug!(%peer, min_rate = MIN_RATE, "request too slow, connection closed");
                 },
                 _ = stop.cancelled() => {
                     conn.as_mut().graceful_shutdown();
@@ -126,6 +322,7 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
+    pace: &Pace,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let scope = match (req.method(), req.uri().path()) {
         (&Method::GET, "/healthz" | "/readyz") => return Ok(text(StatusCode::OK, "ok\n")),
@@ -134,19 +331,34 @@ async fn handle(
         _ => return Ok(text(StatusCode::NOT_FOUND, "not found\n")),
     };
     let start = Instant::now();
-    let body = tokio::time::timeout(BODY_TIMEOUT, read_body(req.into_body())).await;
+    // Room for the body before it is read: its Content-Length, or the most read.
+    let expected = hyper::body::Body::size_hint(req.body())
+        .exact()
+        .map_or(MAX_BODY, |n| {
+            usize::try_from(n).unwrap_or(MAX_BODY).min(MAX_BODY)
+        });
+    // The body's room is held until its review has room of its own (the review's cost counts
+    // the body again): bodies read and waiting can never pile up past the budget.
+    let mut room = None;
+    let read = tokio::time::timeout(BODY_TIMEOUT, async {
+        room = acquire(&shared.bodies, expected).await;
+        read_body(req.into_body(), expected).await
+    });
+    // The body arrives at MIN_RATE or is given up (the request's clock started at its first
+    // byte); the answer then closes the connection.
+    let body = tokio::select! {
+        b = read => b.map_err(|_| format!("body not read within {BODY_TIMEOUT:?}")),
+        _ = pace.late() => Err(format!("body slower than {MIN_RATE} bytes a second")),
+    };
+    let slow = body.is_err();
     let reviewed = match body {
-        Ok(Ok(bytes)) => review::review(&bytes, scope, &shared.policy),
+        Ok(Ok(bytes)) => bounded_review(&bytes, scope, &shared, room.take()).await,
         Ok(Err((prefix, why))) => review::invalid(
             "admission.k8s.io/v1",
             review::uid_in_prefix(&prefix).unwrap_or_default(),
             why,
         ),
-        Err(_) => review::invalid(
-            "admission.k8s.io/v1",
-            String::new(),
-            format!("body not read within {BODY_TIMEOUT:?}"),
-        ),
+        Err(why) => review::invalid("admission.k8s.io/v1", String::new(), why),
     };
     let took = start.elapsed();
     match &reviewed.verdict {
@@ -170,14 +382,81 @@ async fn handle(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
+    if slow {
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
     Ok(r)
 }
 
-/// The body, at most [`MAX_BODY`] bytes; else what came first (for the uid) and why it stopped.
-/// The rest of a larger body is read and dropped, up to [`MAX_DISCARD`], so that the answer
-/// reaches a client still writing (closing on unread bytes resets the connection, answer and all).
-async fn read_body(mut body: Incoming) -> Result<Bytes, (Bytes, String)> {
-    let mut kept = bytes::BytesMut::new();
+/// Waits for `bytes` of room in `budget` (counted in KiB, at least one).
+async fn acquire(budget: &Semaphore, bytes: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    let kib = u32::try_from(bytes.div_ceil(KIB).max(1)).unwrap_or(u32::MAX);
+    budget.acquire_many(kib).await.ok()
+}
+
+/// Reviews `body` once its estimated cost fits in [`REVIEW_BUDGET`] (waiting for the reviews
+/// in flight to make room); a body that alone costs more is admitted unchanged, unparsed.
+async fn bounded_review(
+    body: &[u8],
+    scope: Scope,
+    shared: &Shared,
+    body_room: Option<tokio::sync::SemaphorePermit<'_>>,
+) -> review::Reviewed {
+    let cost = review_cost(body);
+    if cost > REVIEW_BUDGET {
+        return review::invalid(
+            "admission.k8s.io/v1",
+            review::uid_in_prefix(body).unwrap_or_default(),
+            format!(
+                "review too large to read: about {} MiB of memory for {} bytes, more than the {} MiB a review may take",
+                cost >> 20,
+                body.len(),
+                REVIEW_BUDGET >> 20
+            ),
+        );
+    }
+    let _room = acquire(&shared.reviews, cost).await;
+    drop(body_room);
+    review::review(body, scope, &shared.policy)
+}
+
+/// The memory a review of `body` takes at most, estimated from a scan of its JSON (no
+/// allocation): [`COST_PER_BODY_BYTE`] per byte and [`COST_PER_VALUE`] per value.
+pub fn review_cost(body: &[u8]) -> usize {
+    let mut values = 1usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in body {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' | b':' | b',' => values += 1,
+            _ => {}
+        }
+    }
+    body.len()
+        .saturating_mul(COST_PER_BODY_BYTE)
+        .saturating_add(values.saturating_mul(COST_PER_VALUE))
+}
+
+/// The body, at most [`MAX_BODY`] bytes (room for `expected` made at once); else what came
+/// first (for the uid) and why it stopped. The rest of a larger body is read and dropped, up to
+/// [`MAX_DISCARD`], so that the answer reaches a client still writing (closing on unread bytes
+/// resets the connection, answer and all).
+async fn read_body(mut body: Incoming, expected: usize) -> Result<Bytes, (Bytes, String)> {
+    let mut kept = bytes::BytesMut::with_capacity(expected);
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = match frame {
