@@ -59,6 +59,8 @@ WORKDIR /src
 # Only what `cargo build` reads, so that a change to tests or docs reuses every layer.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The vendored libyaml-safer (Cargo.toml's [patch.crates-io]: hooklog's fixes to its panics).
+COPY vendor ./vendor
 # The target dir is a cache mount keyed by the build environment (every Debian package's version,
 # the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
 # that changed starts from a clean target dir instead of reusing objects the old one compiled
