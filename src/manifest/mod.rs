@@ -51,6 +51,33 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
 
 /// `hooklog check`: returns the exit code.
 pub fn check_command(args: CheckArgs) -> u8 {
+    if args.list_rules {
+        let text = match args.format {
+            CheckFormat::Json => format!("{:#}\n", report::rules_json()),
+            _ => report::rules_text(),
+        };
+        return match write_stdout(&text) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("hooklog: cannot write the rules: {e}");
+                EXIT_FINDINGS
+            }
+        };
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let control = match check::control::resolve(
+        args.include.as_deref(),
+        args.exclude.as_deref(),
+        args.fail_on,
+        args.config.as_deref(),
+        &cwd,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hooklog: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let mut opts = check::Options {
         fargate: args.platform == Some(Platform::Fargate),
         kubernetes_version: args.kubernetes_version,
@@ -96,7 +123,8 @@ pub fn check_command(args: CheckArgs) -> u8 {
     let wanted = check::wanted_images(&sources, &opts);
     let (images, unreadable) = read_images(&wanted, &args.images, then);
     opts.images = images;
-    let findings = check::check(&sources, &opts);
+    let mut findings = check::check(&sources, &opts);
+    findings.retain(|f| control.selection.keeps(f.rule));
     let text = match args.format {
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -115,7 +143,10 @@ pub fn check_command(args: CheckArgs) -> u8 {
         EXIT_USAGE
     } else if unreadable > 0 && args.require_image {
         EXIT_UNAVAILABLE
-    } else if findings.iter().any(|f| f.severity >= args.fail_on) {
+    } else if findings
+        .iter()
+        .any(|f| check::control::counts_for_fail(f, control.fail_on))
+    {
         EXIT_FINDINGS
     } else {
         0
