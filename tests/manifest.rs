@@ -738,7 +738,7 @@ fn check_reads_stdin_and_prints_text_without_colour_to_a_pipe() {
 
 /// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate
 /// depends on it, so scripts/test.sh installs it).
-fn validate_schema(schema: &Path, instance: &Value) {
+pub(crate) fn validate_schema(schema: &Path, instance: &Value) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("instance.json");
     std::fs::write(&file, instance.to_string()).unwrap();

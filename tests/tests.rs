@@ -26,5 +26,7 @@ mod webhook;
 mod apiserver;
 // After webhook and manifest: uses their helpers.
 mod adoption;
+// After manifest: uses its helpers.
+mod rules;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;
