@@ -454,12 +454,22 @@ pub struct CheckArgs {
 
     /// Report only these rules (comma-separated; `--list-rules` names them). Replaces the
     /// configuration file's `include`.
-    #[arg(long, env = "HOOKLOG_INCLUDE", value_delimiter = ',', value_name = "RULE,...")]
+    #[arg(
+        long,
+        env = "HOOKLOG_INCLUDE",
+        value_delimiter = ',',
+        value_name = "RULE,..."
+    )]
     pub include: Option<Vec<String>>,
 
     /// Do not report these rules (comma-separated). Replaces the configuration file's
     /// `exclude`.
-    #[arg(long, env = "HOOKLOG_EXCLUDE", value_delimiter = ',', value_name = "RULE,...")]
+    #[arg(
+        long,
+        env = "HOOKLOG_EXCLUDE",
+        value_delimiter = ',',
+        value_name = "RULE,..."
+    )]
     pub exclude: Option<Vec<String>>,
 
     /// The configuration file (`check: {include, exclude, fail-on}`). Default: the first

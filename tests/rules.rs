@@ -53,7 +53,12 @@ fn run_in(dir: &Path, args: &[&str], stdin: &str, rust_log: Option<&str>) -> Out
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for var in ["HOOKLOG_FAIL_ON", "HOOKLOG_INCLUDE", "HOOKLOG_EXCLUDE", "HOOKLOG_CONFIG"] {
+    for var in [
+        "HOOKLOG_FAIL_ON",
+        "HOOKLOG_INCLUDE",
+        "HOOKLOG_EXCLUDE",
+        "HOOKLOG_CONFIG",
+    ] {
         cmd.env_remove(var);
     }
     if let Some(level) = rust_log {
@@ -74,13 +79,8 @@ fn json_in(dir: &Path, input: &str, args: &[&str]) -> (i32, Value) {
     all.extend_from_slice(args);
     all.push("-");
     let out = run_in(dir, &all, input, None);
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}): {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)));
     (out.status.code().expect("exit code"), doc)
 }
 
@@ -241,7 +241,9 @@ fn sarif_marks_suppressed_results_in_source_and_links_every_rule_to_its_section(
     // Every rule's helpUri is this repository's docs/check-and-inject.md at a heading the page
     // has for that rule.
     let page = std::fs::read_to_string(root().join("docs/check-and-inject.md")).unwrap();
-    let rules = sarif["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    let rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap();
     assert_eq!(rules.len(), RULES.len());
     for r in rules {
         let id = r["id"].as_str().unwrap();
@@ -304,7 +306,10 @@ fn list_rules_and_the_docs_name_every_rule_as_the_table_does() {
     // No section for a rule that is not in the table.
     for line in page.lines().filter(|l| l.starts_with("#### `")) {
         let id = line.trim_start_matches("#### `").trim_end_matches('`');
-        assert!(ids.contains(id), "docs/check-and-inject.md has a section for no rule: {id}");
+        assert!(
+            ids.contains(id),
+            "docs/check-and-inject.md has a section for no rule: {id}"
+        );
     }
 }
 
@@ -327,13 +332,21 @@ fn include_and_exclude_pick_each_rule_over_the_corpus() {
         let only = all(&["--include", id]);
         assert_eq!(
             only,
-            every.iter().filter(|r| r == id).cloned().collect::<Vec<_>>(),
+            every
+                .iter()
+                .filter(|r| r == id)
+                .cloned()
+                .collect::<Vec<_>>(),
             "--include {id}"
         );
         let without = all(&["--exclude", id]);
         assert_eq!(
             without,
-            every.iter().filter(|r| r != id).cloned().collect::<Vec<_>>(),
+            every
+                .iter()
+                .filter(|r| r != id)
+                .cloned()
+                .collect::<Vec<_>>(),
             "--exclude {id}"
         );
     }
@@ -343,15 +356,33 @@ fn include_and_exclude_pick_each_rule_over_the_corpus() {
     let picked = all(&["--include", &include, "--exclude", two[1]]);
     assert_eq!(
         picked,
-        every.iter().filter(|r| *r == two[0]).cloned().collect::<Vec<_>>()
+        every
+            .iter()
+            .filter(|r| *r == two[0])
+            .cloned()
+            .collect::<Vec<_>>()
     );
 }
 
 #[test]
 fn an_unknown_rule_name_is_a_usage_error_naming_it() {
     for flag in ["--include", "--exclude"] {
-        for value in ["hook-not-reportd", "hook-not-reported,nope", " ", "HOOK-NOT-REPORTED"] {
-            let out = run(&["check", "--offline", flag, value, "tests/manifests/incidents"], None);
+        for value in [
+            "hook-not-reportd",
+            "hook-not-reported,nope",
+            " ",
+            "HOOK-NOT-REPORTED",
+        ] {
+            let out = run(
+                &[
+                    "check",
+                    "--offline",
+                    flag,
+                    value,
+                    "tests/manifests/incidents",
+                ],
+                None,
+            );
             let err = text(&out.stderr);
             if value.trim().is_empty() {
                 // An empty list names no rule: nothing to refuse.
@@ -359,7 +390,10 @@ fn an_unknown_rule_name_is_a_usage_error_naming_it() {
                 continue;
             }
             assert_eq!(out.status.code(), Some(64), "{flag} {value:?}: {err}");
-            let bad = value.split(',').find(|n| *n != "hook-not-reported").unwrap();
+            let bad = value
+                .split(',')
+                .find(|n| *n != "hook-not-reported")
+                .unwrap();
             assert!(
                 err.contains(&format!("{flag}: no rule is named \"{bad}\"")),
                 "{flag} {value:?}: {err}"
@@ -386,7 +420,10 @@ fn the_config_file_is_found_upward_and_flags_win_over_it() {
     // Two folders down, the file decides.
     let (code, doc) = json_in(&deep, &input, &[]);
     assert_eq!(code, 1, "{doc:#}");
-    assert_eq!(rules_of(&doc), [("hook-output-to-proc-1".to_string(), None)]);
+    assert_eq!(
+        rules_of(&doc),
+        [("hook-output-to-proc-1".to_string(), None)]
+    );
     // Which file was used is said at debug level.
     let out = run_in(
         &deep,
@@ -408,7 +445,12 @@ fn the_config_file_is_found_upward_and_flags_win_over_it() {
     // Per key: the file's exclude still holds beside a flag's --include.
     let (_, doc) = json_in(&deep, &input, &["--include", "hook-not-reported"]);
     assert_eq!(rules_of(&doc), []);
-    let both = ["--include", "hook-not-reported", "--exclude", "hook-output-to-proc-1"];
+    let both = [
+        "--include",
+        "hook-not-reported",
+        "--exclude",
+        "hook-output-to-proc-1",
+    ];
     let (_, doc) = json_in(&deep, &input, &both);
     assert_eq!(rules_of(&doc), [("hook-not-reported".to_string(), None)]);
     // So does the environment variable of a flag.
@@ -441,7 +483,10 @@ fn a_config_file_that_is_wrong_is_a_usage_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(".hooklog.yaml");
     for (body, says) in [
-        ("check: {exclude: [hook-not-reportd]}\n", "no rule is named \"hook-not-reportd\""),
+        (
+            "check: {exclude: [hook-not-reportd]}\n",
+            "no rule is named \"hook-not-reportd\"",
+        ),
         ("check: {include: [nope]}\n", "no rule is named \"nope\""),
         ("check: {fail_on: warning}\n", "unknown field `fail_on`"),
         ("check: {fail-on: fatal}\n", "fatal"),
@@ -449,10 +494,18 @@ fn a_config_file_that_is_wrong_is_a_usage_error_naming_it() {
         ("check: [\n", "not valid YAML"),
     ] {
         std::fs::write(&file, body).unwrap();
-        let out = run_in(dir.path(), &["check", "--offline", "-"], &deployment("", ""), None);
+        let out = run_in(
+            dir.path(),
+            &["check", "--offline", "-"],
+            &deployment("", ""),
+            None,
+        );
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{body}: {err}");
-        assert!(err.contains(".hooklog.yaml"), "{body}: names the file: {err}");
+        assert!(
+            err.contains(".hooklog.yaml"),
+            "{body}: names the file: {err}"
+        );
         assert!(err.contains(says), "{body}: {err}");
     }
     // A --config that does not exist.

@@ -104,9 +104,11 @@ pub fn read_config(path: &Path) -> Result<ConfigFile, String> {
         [doc] => doc.value.clone(),
         _ => return Err(format!("{name}: holds more than one YAML document")),
     };
-    let config: ConfigFile =
-        serde_json::from_value(value).map_err(|e| format!("{name}: {e}"))?;
-    for (what, list) in [("include", &config.check.include), ("exclude", &config.check.exclude)] {
+    let config: ConfigFile = serde_json::from_value(value).map_err(|e| format!("{name}: {e}"))?;
+    for (what, list) in [
+        ("include", &config.check.include),
+        ("exclude", &config.check.exclude),
+    ] {
         if let Some(list) = list {
             rule_set(&format!("{name}: check.{what}"), list)?;
         }
@@ -224,7 +226,10 @@ pub fn resolve(
         Some(names) => Some(rule_set("--include", names)?),
         None => None,
     };
-    let exclude = rule_set("--exclude", exclude.or(file.exclude.as_deref()).unwrap_or_default())?;
+    let exclude = rule_set(
+        "--exclude",
+        exclude.or(file.exclude.as_deref()).unwrap_or_default(),
+    )?;
     Ok(Control {
         selection: Selection { include, exclude },
         fail_on: fail_on.or(file.fail_on).unwrap_or(Severity::Error),
@@ -243,7 +248,10 @@ mod tests {
     #[test]
     fn metadata_path_of_each_template_shape() {
         assert_eq!(metadata_path("spec"), "metadata");
-        assert_eq!(metadata_path("spec.template.spec"), "spec.template.metadata");
+        assert_eq!(
+            metadata_path("spec.template.spec"),
+            "spec.template.metadata"
+        );
         assert_eq!(
             metadata_path("spec.jobTemplate.spec.template.spec"),
             "spec.jobTemplate.spec.template.metadata"
