@@ -541,3 +541,47 @@ fn list_rules_reads_no_input() {
     let out = child.wait_with_output().unwrap();
     assert!(text(&out.stdout).contains("ignore-check-unknown-rule (warning)"));
 }
+
+/// Issue 28, point 6: `check`'s fatal errors ignored `--log-format json`.
+#[test]
+fn check_errors_follow_log_format_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.yaml"), "kind: [\n").unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--exclude", "nope"],
+            "--exclude: no rule is named \"nope\"",
+        ),
+        (&["--config", "missing.yaml"], "missing.yaml"),
+        (&["bad.yaml", "none.yaml"], "bad.yaml:"),
+    ];
+    for (args, says) in cases {
+        for json in [false, true] {
+            let mut all: Vec<&str> = if json {
+                vec!["--log-format", "json", "check", "--offline"]
+            } else {
+                vec!["check", "--offline"]
+            };
+            all.extend_from_slice(args);
+            let out = run_in(dir.path(), &all, "", None);
+            assert_eq!(out.status.code(), Some(64), "{args:?}");
+            let err = text(&out.stderr);
+            let lines: Vec<&str> = err.lines().collect();
+            assert!(!lines.is_empty(), "{args:?}: nothing said");
+            let mut said = String::new();
+            for line in &lines {
+                if json {
+                    let v: Value = serde_json::from_str(line)
+                        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {line}"));
+                    assert_eq!(v["level"], "ERROR", "{line}");
+                    said.push_str(v["message"].as_str().expect("a message"));
+                } else {
+                    let message = line.strip_prefix("hooklog: ");
+                    said.push_str(message.unwrap_or_else(|| panic!("{args:?}: {line}")));
+                }
+                said.push('\n');
+            }
+            assert!(said.contains(says), "{args:?}: {err}");
+        }
+    }
+}

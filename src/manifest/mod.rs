@@ -40,6 +40,30 @@ pub const EXIT_FINDINGS: u8 = 1;
 /// `check --require-image` could not read an image (BSD sysexits EX_UNAVAILABLE).
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
+/// Whether `--log-format json` was given: `check`'s fatal errors are then JSON lines too.
+static LOG_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says which `--log-format` stderr lines take (main sets it before running a subcommand).
+pub fn set_log_format(format: crate::cli::LogFormat) {
+    LOG_JSON.store(
+        format == crate::cli::LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// A fatal error of `check` on stderr: `hooklog: MESSAGE`, or with `--log-format json` one
+/// JSON object `{"level": "ERROR", "message": MESSAGE}` as hooklog's JSON diagnostics have.
+fn error_line(message: &str) {
+    if LOG_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "{}",
+            serde_json::json!({"level": "ERROR", "message": message})
+        );
+    } else {
+        eprintln!("hooklog: {message}");
+    }
+}
+
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
 fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -59,7 +83,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
         return match write_stdout(&text) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("hooklog: cannot write the rules: {e}");
+                error_line(&format!("cannot write the rules: {e}"));
                 EXIT_FINDINGS
             }
         };
@@ -74,7 +98,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
     ) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("hooklog: {e}");
+            error_line(&e);
             return EXIT_USAGE;
         }
     };
@@ -103,7 +127,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
             Ok(s) => sources.push(s),
             Err(e) => {
                 unloadable += 1;
-                eprintln!("hooklog: {e}");
+                error_line(&e.to_string());
             }
         }
     }
@@ -134,7 +158,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
         CheckFormat::Sarif => format!("{:#}\n", report::sarif(&findings)),
     };
     if let Err(e) = write_stdout(&text) {
-        eprintln!("hooklog: cannot write the report: {e}");
+        error_line(&format!("cannot write the report: {e}"));
         return EXIT_FINDINGS;
     }
     // An input that could not be read, or an image under --require-image, makes the check
