@@ -537,7 +537,10 @@ fn list_rules_reads_no_input() {
     let ok = crate::util::wait_until(std::time::Duration::from_secs(20), || {
         matches!(child.try_wait(), Ok(Some(_)))
     });
-    assert!(ok, "--list-rules waited for stdin");
+    if !ok {
+        let _ = child.kill();
+        panic!("--list-rules waited for stdin");
+    }
     let out = child.wait_with_output().unwrap();
     assert!(text(&out.stdout).contains("ignore-check-unknown-rule (warning)"));
 }
