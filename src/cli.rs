@@ -158,7 +158,7 @@ pub enum Command {
     Emit(EmitArgs),
     /// Find broken lifecycle hooks in Kubernetes manifests, before deploy (no cluster needed).
     #[command(
-        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on, 1 otherwise, 64 for usage errors or input that does not parse, 69 when --require-image and an image cannot be read."
+        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n  hooklog check --exclude hook-not-reported --fail-on warning k8s/\n  hooklog check --list-rules\n\nA finding is accepted on one object by the annotation hooklog.dev/ignore-check.RULE: \"REASON\" (on the object or its pod template).\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on (suppressed findings do not count), 1 otherwise, 64 for usage errors (an unknown rule name, a bad configuration file) or input that does not parse, 69 when --require-image and an image cannot be read."
     )]
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
@@ -507,9 +507,40 @@ pub struct CheckArgs {
     #[arg(long, env = "HOOKLOG_CHECK_FORMAT", value_enum, default_value_t = CheckFormat::Text)]
     pub format: CheckFormat,
 
-    /// Exit 1 when a finding has this severity or a higher one.
-    #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum, default_value = "error")]
-    pub fail_on: crate::manifest::check::Severity,
+    /// Exit 1 when a finding no annotation accepts has this severity or a higher one. Default:
+    /// the configuration file's `fail-on`, else `error`.
+    #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum)]
+    pub fail_on: Option<crate::manifest::check::Severity>,
+
+    /// Report only these rules (comma-separated; `--list-rules` names them). Replaces the
+    /// configuration file's `include`.
+    #[arg(
+        long,
+        env = "HOOKLOG_INCLUDE",
+        value_delimiter = ',',
+        value_name = "RULE,..."
+    )]
+    pub include: Option<Vec<String>>,
+
+    /// Do not report these rules (comma-separated). Replaces the configuration file's
+    /// `exclude`.
+    #[arg(
+        long,
+        env = "HOOKLOG_EXCLUDE",
+        value_delimiter = ',',
+        value_name = "RULE,..."
+    )]
+    pub exclude: Option<Vec<String>>,
+
+    /// The configuration file (`check: {include, exclude, fail-on}`). Default: the first
+    /// `.hooklog.yaml` in the current folder or one above it.
+    #[arg(long, env = "HOOKLOG_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print every rule (name, severity, description, remediation, docs link) and exit; as
+    /// JSON with `--format json`.
+    #[arg(long, env = "HOOKLOG_LIST_RULES")]
+    pub list_rules: bool,
 
     /// How images are read: `--image-root`, `--offline`, `--insecure-registry`,
     /// `--image-platform` (shared with `inject`).

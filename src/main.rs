@@ -51,6 +51,7 @@ fn main() -> ExitCode {
         "warn"
     };
     init_tracing(cli.log_format, default_level);
+    manifest::set_log_format(cli.log_format);
     if !matches!(
         cli.command,
         Command::Run(_) | Command::Hook(_) | Command::Webhook(_)

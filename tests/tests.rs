@@ -30,5 +30,7 @@ mod webhook_limits;
 mod apiserver;
 // After webhook and manifest: uses their helpers.
 mod adoption;
+// After manifest: uses its helpers.
+mod rules;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;

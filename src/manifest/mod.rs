@@ -41,6 +41,30 @@ pub const EXIT_FINDINGS: u8 = 1;
 /// `check --require-image` could not read an image (BSD sysexits EX_UNAVAILABLE).
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
+/// Whether `--log-format json` was given: `check`'s fatal errors are then JSON lines too.
+static LOG_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says which `--log-format` stderr lines take (main sets it before running a subcommand).
+pub fn set_log_format(format: crate::cli::LogFormat) {
+    LOG_JSON.store(
+        format == crate::cli::LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// A fatal error of `check` on stderr: `hooklog: MESSAGE`, or with `--log-format json` one
+/// JSON object `{"level": "ERROR", "message": MESSAGE}` as hooklog's JSON diagnostics have.
+fn error_line(message: &str) {
+    if LOG_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!(
+            "{}",
+            serde_json::json!({"level": "ERROR", "message": message})
+        );
+    } else {
+        eprintln!("hooklog: {message}");
+    }
+}
+
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
 fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
@@ -52,6 +76,33 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
 
 /// `hooklog check`: returns the exit code.
 pub fn check_command(args: CheckArgs) -> u8 {
+    if args.list_rules {
+        let text = match args.format {
+            CheckFormat::Json => format!("{:#}\n", report::rules_json()),
+            _ => report::rules_text(),
+        };
+        return match write_stdout(&text) {
+            Ok(()) => 0,
+            Err(e) => {
+                error_line(&format!("cannot write the rules: {e}"));
+                EXIT_FINDINGS
+            }
+        };
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let control = match check::control::resolve(
+        args.include.as_deref(),
+        args.exclude.as_deref(),
+        args.fail_on,
+        args.config.as_deref(),
+        &cwd,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            error_line(&e);
+            return EXIT_USAGE;
+        }
+    };
     let mut opts = check::Options {
         fargate: args.platform == Some(Platform::Fargate),
         kubernetes_version: args.kubernetes_version,
@@ -77,7 +128,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
             Ok(s) => sources.push(s),
             Err(e) => {
                 unloadable += 1;
-                eprintln!("hooklog: {e}");
+                error_line(&e.to_string());
             }
         }
     }
@@ -97,7 +148,8 @@ pub fn check_command(args: CheckArgs) -> u8 {
     let wanted = check::wanted_images(&sources, &opts);
     let (images, unreadable) = read_images(&wanted, &args.images, then);
     opts.images = images;
-    let findings = check::check(&sources, &opts);
+    let mut findings = check::check(&sources, &opts);
+    findings.retain(|f| control.selection.keeps(f.rule));
     let text = match args.format {
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -107,7 +159,7 @@ pub fn check_command(args: CheckArgs) -> u8 {
         CheckFormat::Sarif => format!("{:#}\n", report::sarif(&findings)),
     };
     if let Err(e) = write_stdout(&text) {
-        eprintln!("hooklog: cannot write the report: {e}");
+        error_line(&format!("cannot write the report: {e}"));
         return EXIT_FINDINGS;
     }
     // An input that could not be read, or an image under --require-image, makes the check
@@ -116,7 +168,10 @@ pub fn check_command(args: CheckArgs) -> u8 {
         EXIT_USAGE
     } else if unreadable > 0 && args.require_image {
         EXIT_UNAVAILABLE
-    } else if findings.iter().any(|f| f.severity >= args.fail_on) {
+    } else if findings
+        .iter()
+        .any(|f| check::control::counts_for_fail(f, control.fail_on))
+    {
         EXIT_FINDINGS
     } else {
         0

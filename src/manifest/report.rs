@@ -6,18 +6,26 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::check::{Finding, RULES, Severity};
+use super::check::{Finding, RULES, Rule, Severity};
 
 /// Version of the JSON document's shape; bumped on an incompatible change.
 pub const JSON_VERSION: u32 = 1;
 /// The SARIF version and its schema (OASIS SARIF 2.1.0, errata 01).
 const SARIF_VERSION: &str = "2.1.0";
 const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+/// Where each rule's section is: `#<rule id>` is its heading's anchor (a test checks that every
+/// rule has one). SARIF's `helpUri` must be absolute.
+pub const RULES_DOC: &str = "https://github.com/hooklog/hooklog/blob/main/docs/check-and-inject.md";
 
-/// Counts per severity.
+/// The link to a rule's section of docs/check-and-inject.md.
+pub fn help_uri(rule: &Rule) -> String {
+    format!("{RULES_DOC}#{}", rule.id)
+}
+
+/// Counts per severity, of the findings no annotation accepts.
 pub fn counts(findings: &[Finding]) -> BTreeMap<&'static str, usize> {
     let mut c = BTreeMap::from([("error", 0), ("warning", 0), ("info", 0)]);
-    for f in findings {
+    for f in findings.iter().filter(|f| f.suppressed.is_none()) {
         *c.entry(f.severity.as_str()).or_default() += 1;
     }
     c
@@ -37,6 +45,19 @@ pub fn text(findings: &[Finding], objects_checked: usize, colour: bool) -> Strin
     for ((file, object), fs) in &groups {
         let _ = writeln!(out, "{file}: {object}");
         for f in fs {
+            let container = f
+                .container
+                .as_deref()
+                .map(|c| format!(" [{c}]"))
+                .unwrap_or_default();
+            if let Some(s) = &f.suppressed {
+                let _ = writeln!(
+                    out,
+                    "  suppressed {}{container} {} (line {}): {} ({})",
+                    f.rule, f.path, f.line, s.reason, s.annotation
+                );
+                continue;
+            }
             let sev = f.severity.as_str();
             let sev = if colour {
                 let code = match f.severity {
@@ -48,11 +69,6 @@ pub fn text(findings: &[Finding], objects_checked: usize, colour: bool) -> Strin
             } else {
                 format!("{sev:<7}")
             };
-            let container = f
-                .container
-                .as_deref()
-                .map(|c| format!(" [{c}]"))
-                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "  {sev} {}{container} {} (line {}, by {})",
@@ -66,20 +82,63 @@ pub fn text(findings: &[Finding], objects_checked: usize, colour: bool) -> Strin
         }
     }
     let c = counts(findings);
+    let suppressed = suppressed(findings);
+    let also = if suppressed > 0 {
+        format!(", {suppressed} suppressed")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{} error(s), {} warning(s), {} info in {objects_checked} pod template(s)",
+        "{} error(s), {} warning(s), {} info{also} in {objects_checked} pod template(s)",
         c["error"], c["warning"], c["info"]
     );
     out
 }
 
-/// One JSON document: `version`, `findings`, `counts`, `pod_templates`.
+/// How many findings an annotation accepts.
+pub fn suppressed(findings: &[Finding]) -> usize {
+    findings.iter().filter(|f| f.suppressed.is_some()).count()
+}
+
+/// `--list-rules` as text: each rule's name, severity, description, remediation and link.
+pub fn rules_text() -> String {
+    let mut out = String::new();
+    for r in RULES {
+        let _ = writeln!(out, "{} ({})", r.id, r.severity.as_str());
+        let _ = writeln!(out, "    {}", r.description);
+        let _ = writeln!(out, "    fix: {}", r.remediation);
+        let _ = writeln!(out, "    docs: {}", help_uri(r));
+    }
+    out
+}
+
+/// `--list-rules --format json`: `{"version": 1, "rules": [{"id", "severity",
+/// "description", "remediation", "help_uri"}]}`.
+pub fn rules_json() -> Value {
+    let rules: Vec<Value> = RULES
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "severity": r.severity,
+                "description": r.description,
+                "remediation": r.remediation,
+                "help_uri": help_uri(r),
+            })
+        })
+        .collect();
+    json!({"version": JSON_VERSION, "rules": rules})
+}
+
+/// One JSON document: `version`, `findings`, `counts` (of those not suppressed),
+/// `suppressed`, `pod_templates`.
 pub fn json(findings: &[Finding], objects_checked: usize) -> Value {
     json!({
         "version": JSON_VERSION,
         "findings": findings,
         "counts": counts(findings),
+        "suppressed": suppressed(findings),
         "pod_templates": objects_checked,
     })
 }
@@ -95,7 +154,8 @@ pub fn sarif(findings: &[Finding]) -> Value {
                 "shortDescription": {"text": r.description},
                 "fullDescription": {"text": r.description},
                 "defaultConfiguration": {"level": level(r.severity)},
-                "help": {"text": r.description},
+                "help": {"text": format!("{} Fix: {}", r.description, r.remediation)},
+                "helpUri": help_uri(r),
             })
         })
         .collect();
@@ -104,7 +164,7 @@ pub fn sarif(findings: &[Finding]) -> Value {
         .map(|f| {
             let rule_index = RULES.iter().position(|r| r.id == f.rule).unwrap_or(0);
             let container = f.container.as_deref().map(|c| format!(" container {c}:")).unwrap_or_default();
-            json!({
+            let mut result = json!({
                 "ruleId": f.rule,
                 "ruleIndex": rule_index,
                 "level": level(f.severity),
@@ -126,7 +186,16 @@ pub fn sarif(findings: &[Finding]) -> Value {
                     "path": f.path,
                     "fix": f.fix,
                 },
-            })
+            });
+            // SARIF 2.1.0 §3.35: an in-source suppression, with the annotation's reason.
+            if let Some(s) = &f.suppressed {
+                result["suppressions"] = json!([{
+                    "kind": "inSource",
+                    "justification": s.reason,
+                    "properties": {"annotation": s.annotation},
+                }]);
+            }
+            result
         })
         .collect();
     json!({

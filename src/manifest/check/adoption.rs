@@ -18,12 +18,14 @@ pub const MISSED_INJECTION: Rule = Rule {
     id: "missed-injection",
     severity: Severity::Warning,
     description: "A pod that opted in to `hooklog webhook` (its namespace's label or its own annotation hooklog.dev/inject) runs without hooklog: it was created while the webhook was down or unreachable.",
+    remediation: "Restart the pod's workload while the webhook is up (`kubectl rollout restart`), so it is created with hooklog.",
 };
 
 pub const NOT_LINUX: Rule = Rule {
     id: "hooklog-in-windows-pod",
     severity: Severity::Error,
     description: "hooklog in a Windows pod (spec.os.name, nodeSelector or required node affinity on kubernetes.io/os): its image and securityContext are Linux-only, and the API server refuses them in a Windows pod.",
+    remediation: "Remove hooklog from Windows pods (`hooklog uninject`): inject and the webhook leave them alone.",
 };
 
 /// hooklog's pieces (its sidecar, its installer) in a pod sent to Windows.

@@ -7,26 +7,31 @@ pub const CAPABILITIES: Rule = Rule {
     id: "fargate-capabilities-added",
     severity: Severity::Error,
     description: "Fargate refuses containers that add Linux capabilities.",
+    remediation: "Drop `securityContext.capabilities.add`, or run the pod on EC2 nodes.",
 };
 pub const PRIVILEGED: Rule = Rule {
     id: "fargate-privileged",
     severity: Severity::Error,
     description: "Fargate refuses privileged containers.",
+    remediation: "Drop `privileged: true`, or run the pod on EC2 nodes.",
 };
 pub const HOST_NAMESPACE: Rule = Rule {
     id: "fargate-host-namespace",
     severity: Severity::Error,
     description: "Fargate refuses hostNetwork, hostPID, hostIPC and hostPort.",
+    remediation: "Drop hostNetwork, hostPID, hostIPC and hostPort, or run the pod on EC2 nodes.",
 };
 pub const HOST_PATH: Rule = Rule {
     id: "fargate-hostpath-volume",
     severity: Severity::Error,
     description: "Fargate has no hostPath volumes.",
+    remediation: "Use an emptyDir (or another volume Fargate has) instead of hostPath.",
 };
 pub const DAEMONSET: Rule = Rule {
     id: "fargate-daemonset",
     severity: Severity::Error,
     description: "Fargate does not run DaemonSets.",
+    remediation: "Run the DaemonSet's work as a sidecar in each pod, or on EC2 nodes.",
 };
 
 const FIX_PROFILE: &str =

@@ -17,12 +17,14 @@ pub const NOT_IN_IMAGE: Rule = Rule {
     id: "hook-command-not-in-image",
     severity: Severity::Error,
     description: "An exec hook's command (or an exec probe's, or what the container runs: its command, else the image's ENTRYPOINT, args or CMD) is missing or not executable in the image's filesystem, as its registry serves it or --image-root gives it.",
+    remediation: "Use a command the image has (`hooklog sleep D` instead of `sleep`: `hooklog inject` rewrites it), install it in the image, or use the native `sleep` action on Kubernetes 1.30+.",
 };
 /// Only an image read from its registry says this: `--image-root` has no config.
 pub const NO_COMMAND: Rule = Rule {
     id: "container-command-not-set",
     severity: Severity::Error,
     description: "A container sets no command or args and its image (read from its registry) has no ENTRYPOINT or CMD: the runtime refuses to create it (\"no command specified\").",
+    remediation: "Set the container's `command` (or `args`), or use an image with an ENTRYPOINT or CMD.",
 };
 /// A guess from the image's name, so a warning (issue 18): only the image's own files, read from
 /// its registry or given by `--image-root`, make a definitive error (`NOT_IN_IMAGE`).
@@ -30,6 +32,7 @@ pub const SHELL_LESS: Rule = Rule {
     id: "hook-command-in-shell-less-image",
     severity: Severity::Warning,
     description: "An exec hook runs a shell or coreutil in an image whose name says it has none (distroless, chainguard, ...), and the image itself could not be read.",
+    remediation: "Use `hooklog sleep D` (`hooklog inject` does it) or the native `sleep` action on Kubernetes 1.30+; if the image does have a shell, say so with `--shell-less-image '!PATTERN'`.",
 };
 
 /// Programs that shell-less images lack: shells and the coreutils hooks call.

@@ -13,6 +13,7 @@ pub const NEVER_ENDS: Rule = Rule {
     id: "job-container-never-ends",
     severity: Severity::Error,
     description: "A regular container that never ends on its own (`hooklog run` as a classic sidecar, `sleep infinity`) in a pod that runs to completion (a Job's or CronJob's, a Pod whose restartPolicy is Never or OnFailure, a batch kind's): the pod never completes.",
+    remediation: "Run hooklog as a native sidecar (`hooklog inject --sidecar native`, Kubernetes 1.29+) or not at all in a pod that runs to completion.",
 };
 
 /// Why `c` runs until it is signalled, if it does.

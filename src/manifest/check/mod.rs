@@ -2,6 +2,7 @@
 //! has a severity, a stable rule id, the object, container and field path, a message and a fix.
 
 mod adoption;
+pub mod control;
 mod fargate;
 pub mod image;
 mod jobs;
@@ -23,7 +24,18 @@ use crate::cli::{Command, RunArgs};
 use crate::registry::Arch;
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -41,12 +53,16 @@ impl Severity {
     }
 }
 
-/// A rule: its stable id, severity, and what it is about.
+/// A rule: its stable id, severity, what it is about and how to fix it. `--list-rules`, SARIF's
+/// `tool.driver.rules` and docs/check-and-inject.md (a test compares them) all come from
+/// [`RULES`].
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Rule {
     pub id: &'static str,
     pub severity: Severity,
     pub description: &'static str,
+    /// What to do about a finding, in general (each finding's `fix` says it for its case).
+    pub remediation: &'static str,
 }
 
 /// Every rule `check` has. Ids are stable: they name findings in JSON and SARIF, and in
@@ -82,6 +98,7 @@ pub const RULES: &[Rule] = &[
     version::NATIVE_SLEEP,
     version::NATIVE_SIDECAR,
     adoption::MISSED_INJECTION,
+    control::UNKNOWN_IGNORE,
 ];
 
 /// What decided a finding.
@@ -125,6 +142,17 @@ pub struct Finding {
     pub path: String,
     pub message: String,
     pub fix: String,
+    /// Set when a `hooklog.dev/ignore-check.<rule>` annotation accepts the finding: it is
+    /// reported as suppressed and does not count for `--fail-on`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<Suppression>,
+}
+
+/// Why a finding is accepted: the annotation and the reason it gives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Suppression {
+    pub annotation: String,
+    pub reason: String,
 }
 
 /// What `check` was told.
@@ -237,6 +265,7 @@ impl Sink<'_> {
             path: path.to_string(),
             message,
             fix: fix.into(),
+            suppressed: None,
         });
     }
 }
@@ -279,6 +308,8 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
                 check_pod(&pod, opts, &mut sink);
                 let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
                 adoption::check_pod(&pod, metadata, &opted_in, native, &mut sink);
+                let ignores = control::ignores(doc.value.get("metadata"), &pod);
+                control::apply_ignores(&ignores, &mut sink);
                 out.extend(sink.findings);
             }
         }

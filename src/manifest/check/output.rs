@@ -12,17 +12,20 @@ pub const PROC_1: Rule = Rule {
     id: "hook-output-to-proc-1",
     severity: Severity::Warning,
     description: "A hook writes to /proc/1/fd/1 or /proc/1/fd/2, which non-root users and Fargate cannot open (an error with --platform fargate).",
+    remediation: "Let `hooklog hook` carry the hook's output (`hooklog inject` wraps it and writes /dev/stdout instead), or `hooklog emit` a record.",
 };
 pub const NOT_REPORTED: Rule = Rule {
     id: "hook-not-reported",
     severity: Severity::Info,
     description: "An exec preStop hook is not wrapped in `hooklog hook` and no hooklog sidecar reports it (none in the pod, or a classic one, stopped before a native sidecar's hook): its output and failure go nowhere.",
+    remediation: "Run `hooklog inject`: it adds the sidecar and wraps the hook in `hooklog hook` (a native sidecar reports a native sidecar's hook).",
 };
 
 pub const NOT_WRAPPED: Rule = Rule {
     id: "hook-not-wrapped",
     severity: Severity::Warning,
     description: "An exec preStop hook in a pod with a hooklog sidecar is not wrapped in `hooklog hook` (a container added after inject, a hook left as it was): the sidecar neither reports it nor waits for it.",
+    remediation: "Run `hooklog inject` again: on an injected pod it wires the containers added since.",
 };
 
 /// PID 1's stdout and stderr, as hooks write to them to reach `kubectl logs`.

@@ -16,31 +16,37 @@ pub const EXCEEDS_GRACE: Rule = Rule {
     id: "hook-exceeds-grace-period",
     severity: Severity::Error,
     description: "A hook alone lasts longer than terminationGracePeriodSeconds: the container is killed mid-hook.",
+    remediation: "Shorten the hook or raise terminationGracePeriodSeconds above its length.",
 };
 pub const BUDGET: Rule = Rule {
     id: "sidecar-shutdown-budget",
     severity: Severity::Error,
     description: "The hooks and hooklog's --grace do not fit the shutdown budget of the sidecar's mode (docs/fargate.md).",
+    remediation: "Raise terminationGracePeriodSeconds, lower hooklog's --grace, or give the hook a shorter --timeout, until the budget of the sidecar's mode holds.",
 };
 pub const GRACE_PERIOD: Rule = Rule {
     id: "sidecar-grace-not-below-period",
     severity: Severity::Error,
     description: "hooklog's --grace is not below terminationGracePeriodSeconds: the kubelet can kill it before hooks.summary.",
+    remediation: "Set hooklog's --grace below terminationGracePeriodSeconds (`hooklog inject` sets it).",
 };
 pub const NOT_IN_PEERS: Rule = Rule {
     id: "hook-container-not-in-peers",
     severity: Severity::Warning,
     description: "A classic sidecar's --peers lacks a container whose preStop `hooklog hook` wraps: a late hook is not waited for.",
+    remediation: "Add the container to the sidecar's --peers (`hooklog inject` does).",
 };
 pub const CANNOT_FIT: Rule = Rule {
     id: budget::UNFIT_RULE,
     severity: Severity::Warning,
     description: "terminationGracePeriodSeconds cannot hold the hooks' known sleeps plus hooklog's 2 s: `hooklog inject` leaves the pod unchanged rather than cut a hook short.",
+    remediation: "Raise terminationGracePeriodSeconds to the period the finding names, then run `hooklog inject`.",
 };
 pub const UNBOUNDED: Rule = Rule {
     id: "hook-unbounded",
     severity: Severity::Warning,
     description: "A wrapped preStop has no --timeout and no known length, so the shutdown budget cannot be checked.",
+    remediation: "Give `hooklog hook` a --timeout below the shutdown budget (`hooklog inject` adds one), or make the hook a known sleep.",
 };
 
 pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, sink: &mut Sink) {

@@ -8,11 +8,13 @@ pub const NATIVE_SLEEP: Rule = Rule {
     id: "native-sleep-action-unsupported",
     severity: Severity::Error,
     description: "The native `sleep` hook action needs Kubernetes 1.30+ (PodLifecycleSleepAction, on by default from 1.30).",
+    remediation: "Use `hooklog sleep D` in an exec hook (`hooklog inject` does on such a version), or upgrade to Kubernetes 1.30+.",
 };
 pub const NATIVE_SIDECAR: Rule = Rule {
     id: "native-sidecar-unsupported",
     severity: Severity::Error,
     description: "Native sidecars (init containers with restartPolicy: Always) need Kubernetes 1.29+ (SidecarContainers, on by default from 1.29): below, one is a blocking init container and the pod stays Pending forever.",
+    remediation: "Use a classic sidecar (`hooklog inject --kubernetes-version` with the cluster's version picks it), or upgrade to Kubernetes 1.29+.",
 };
 
 /// KEP-3960 PodLifecycleSleepAction: beta and on by default in 1.30.

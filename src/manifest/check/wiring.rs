@@ -16,42 +16,50 @@ pub const BINARY_NOT_MOUNTED: Rule = Rule {
     id: "hooklog-binary-not-mounted",
     severity: Severity::Error,
     description: "A hook calls the hooklog binary at a path on no volume the container mounts.",
+    remediation: "Mount the volume `hooklog install` fills at the path the hook calls (`hooklog inject` does).",
 };
 pub const BINARY_NOT_INSTALLED: Rule = Rule {
     id: "hooklog-binary-not-installed",
     severity: Severity::Error,
     description: "A hook calls the hooklog binary from a volume that no init container fills with `hooklog install`.",
+    remediation: "Add an init container that runs `hooklog install DIR` into that volume (`hooklog inject` does).",
 };
 pub const PATH_NOT_SHARED: Rule = Rule {
     id: "hooklog-path-not-shared",
     severity: Severity::Error,
     description: "A --socket or --file path is not on a volume shared with the hooklog sidecar, or the sidecar does not serve it.",
+    remediation: "Put the --socket or --file path on a volume the hooklog sidecar mounts, and give the sidecar the same --socket or --file (`hooklog inject` does).",
 };
 pub const NO_SIDECAR: Rule = Rule {
     id: "hooklog-sidecar-missing",
     severity: Severity::Warning,
     description: "Hooks are wrapped in `hooklog hook` but the pod has no `hooklog run` sidecar to read their records.",
+    remediation: "Add the `hooklog run` sidecar (`hooklog inject` does), or unwrap the hooks (`hooklog uninject`).",
 };
 pub const NAME_MISMATCH: Rule = Rule {
     id: "hook-container-name-mismatch",
     severity: Severity::Warning,
     description: "`hooklog hook --container` names another container than the one whose hook it is: its records and the summary say the wrong name.",
+    remediation: "Make `hooklog hook --container` the name of the container whose hook it is.",
 };
 pub const DOWNWARD_API: Rule = Rule {
     id: "sidecar-downward-api-missing",
     severity: Severity::Warning,
     description: "The hooklog sidecar lacks Downward API env (POD_NAME, POD_NAMESPACE, POD_UID, POD_IP, NODE_NAME): records lose their pod metadata.",
+    remediation: "Give the sidecar POD_NAME, POD_NAMESPACE, POD_UID, POD_IP and NODE_NAME from the Downward API (`hooklog inject` does).",
 };
 pub const INVALID_COMMAND: Rule = Rule {
     id: "hooklog-command-invalid",
     severity: Severity::Error,
     description: "A hooklog command line that hooklog's own parser rejects.",
+    remediation: "Fix the hooklog command line as the message says (`hooklog help` lists the flags), or let `hooklog inject` write it.",
 };
 
 pub const MOUNT_OVER_IMAGE: Rule = Rule {
     id: "hooklog-mount-over-image-path",
     severity: Severity::Error,
     description: "A hooklog container mounts a volume over a file of its image, or over the folder holding its binary: the runtime refuses the mount (\"not a directory\") or the binary is hidden, and the container never starts.",
+    remediation: "Mount hooklog's volumes where its image has no file (`hooklog inject` mounts /hooklog), and use an image that keeps the binary at /usr/local/bin/hooklog.",
 };
 
 /// The Downward API variables hooklog reads (docs/inputs-and-records.md, "The record").
