@@ -539,7 +539,7 @@ pub struct CheckArgs {
 
     /// Print every rule (name, severity, description, remediation, docs link) and exit; as
     /// JSON with `--format json`.
-    #[arg(long, env = "HOOKLOG_LIST_RULES")]
+    #[arg(long, env = "HOOKLOG_LIST_RULES", value_parser = env_bool("HOOKLOG_LIST_RULES"))]
     pub list_rules: bool,
 
     /// How images are read: `--image-root`, `--offline`, `--insecure-registry`,

@@ -24,8 +24,8 @@ mod socket;
 mod tail;
 mod torture;
 mod webhook;
-mod yaml;
 mod webhook_limits;
+mod yaml;
 // After webhook: uses its helpers.
 mod apiserver;
 // After webhook and manifest: uses their helpers.
