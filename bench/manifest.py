@@ -5,7 +5,7 @@
     python3 bench/manifest.py --sizes 1,10 --bin target/release/hooklog
 
 Generates a file of Deployments (each with two containers, a preStop hook, env, labels and
-annotations: about 560 bytes, as issue 24's 10 MB file of 18,224 Deployments), then runs the
+annotations: about 725 bytes; issue 24's 10 MB file of 18,224 Deployments), then runs the
 release binary on it: `inject --image ... -` on the file, `uninject -` and `check --offline -`
 on inject's output. Each run's wall time and peak RSS (wait4's ru_maxrss) go into one markdown
 table, with RSS as a multiple of the input's size. Writes it to bench/out/manifest.md.
