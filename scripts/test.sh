@@ -112,6 +112,18 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "not root: no API server tier; tests/apiserver.rs will say so" >&2
 fi
+# The go-yaml oracle (tests/yaml.rs, tests/util/goyaml.rs): a small decoder built from Debian's
+# go-yaml 2.4.0 (golang-gopkg-yaml.v2-dev) with golang-1.19 (scripts/goyaml.sh), exported as
+# HOOKLOG_TEST_GOYAML; those tests fail in CI without it. Cold: 8 s to install both packages (the
+# kubelet tier installs golang-1.19 too) and 3 s to build; warm (~/.cache/hooklog/goyaml-* kept):
+# 0.1 s. Its reading property (400 cases) takes about 15 s.
+if [ "$(id -u)" = 0 ] || dpkg-query -W golang-gopkg-yaml.v2-dev >/dev/null 2>&1; then
+  log "the go-yaml oracle (scripts/goyaml.sh build)"
+  HOOKLOG_TEST_GOYAML=$(bash scripts/goyaml.sh build)
+  export HOOKLOG_TEST_GOYAML
+else
+  echo "not root: no go-yaml oracle; tests/yaml.rs will say so" >&2
+fi
 log "cargo nextest run (all but the kubelet tier)"
 status=0
 cargo nextest run --locked --no-fail-fast -E 'not test(/^kubelet::/)' || status=$?
