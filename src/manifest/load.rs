@@ -235,65 +235,85 @@ fn files_under(dir: &Path) -> Vec<Result<PathBuf, LoadError>> {
 /// of its items, as `kubectl` reads `[ {...}, {...} ]`. A document that is not a mapping (a
 /// kustomize JSON 6902 patch is a list) is left out with a note, and the rest is still read.
 pub fn parse(name: &str, text: String) -> Result<Source, LoadError> {
-    let docs = tree::parse(&text).map_err(|e| LoadError::Yaml {
-        file: name.to_string(),
-        line: e.line,
-        column: e.column,
-        why: e.why,
-    })?;
     let mut documents = Vec::new();
     let mut notes = Vec::new();
-    for (index, doc) in docs.into_iter().enumerate() {
-        let line = doc.node.line;
-        let end_line = doc.end_line;
-        let found = match (doc.value, doc.node) {
-            (Value::Object(map), node) => {
-                documents.push(Document {
-                    line,
-                    end_line,
-                    value: Value::Object(map),
-                    node,
-                });
-                continue;
-            }
-            (Value::Null, _) => continue,
-            (
-                Value::Array(items),
-                tree::Node {
-                    kind:
-                        tree::Kind::Seq {
-                            flow: true,
-                            items: nodes,
-                        },
-                    ..
-                },
-            ) if items.iter().all(Value::is_object) => {
-                for (value, node) in items.into_iter().zip(nodes) {
-                    documents.push(Document {
-                        line: node.line,
-                        end_line,
-                        value,
-                        node,
-                    });
-                }
-                continue;
-            }
-            (Value::Bool(_), _) => "a boolean",
-            (Value::Number(_), _) => "a number",
-            (Value::String(_), _) => "a string",
-            (Value::Array(_), _) => "a sequence",
-        };
-        notes.push(format!(
-            "{name}:{line}: document {} is not a Kubernetes object (it is {found}), left as it is",
-            index + 1
-        ));
-    }
+    let mut index = 0;
+    tree::parse_each(&text, |doc| {
+        add_document(name, index, doc, &mut documents, &mut notes);
+        index += 1;
+    })
+    .map_err(|e| yaml_error(name, e))?;
     Ok(Source {
         name: name.to_string(),
         text,
         documents,
         notes,
     })
+}
+
+/// A parse error of input `name`, as [`LoadError::Yaml`].
+pub(crate) fn yaml_error(name: &str, e: tree::ParseError) -> LoadError {
+    LoadError::Yaml {
+        file: name.to_string(),
+        line: e.line,
+        column: e.column,
+        why: e.why,
+    }
+}
+
+/// Adds document `index` (0-based) of input `name` to `documents` as [`parse`] reads it: a
+/// mapping as it is, a flow sequence of mappings item by item, nothing for an empty one, and
+/// for anything else a line in `notes`.
+pub(crate) fn add_document(
+    name: &str,
+    index: usize,
+    doc: tree::Doc,
+    documents: &mut Vec<Document>,
+    notes: &mut Vec<String>,
+) {
+    let line = doc.node.line;
+    let end_line = doc.end_line;
+    let found = match (doc.value, doc.node) {
+        (Value::Object(map), node) => {
+            documents.push(Document {
+                line,
+                end_line,
+                value: Value::Object(map),
+                node,
+            });
+            return;
+        }
+        (Value::Null, _) => return,
+        (
+            Value::Array(items),
+            tree::Node {
+                kind:
+                    tree::Kind::Seq {
+                        flow: true,
+                        items: nodes,
+                    },
+                ..
+            },
+        ) if items.iter().all(Value::is_object) => {
+            for (value, node) in items.into_iter().zip(nodes) {
+                documents.push(Document {
+                    line: node.line,
+                    end_line,
+                    value,
+                    node,
+                });
+            }
+            return;
+        }
+        (Value::Bool(_), _) => "a boolean",
+        (Value::Number(_), _) => "a number",
+        (Value::String(_), _) => "a string",
+        (Value::Array(_), _) => "a sequence",
+    };
+    notes.push(format!(
+        "{name}:{line}: document {} is not a Kubernetes object (it is {found}), left as it is",
+        index + 1
+    ));
 }
 
 #[cfg(test)]

@@ -382,12 +382,61 @@ pub(crate) fn rewrite(
         return Ok((source.text.clone(), notes));
     }
     let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
-    let back = load::parse(&source.name, text.clone())
-        .map_err(|e| format!("the edit does not read back: {e}"))?;
-    let read: Vec<&serde_json::Value> = back.documents.iter().map(|d| &d.value).collect();
-    let want: Vec<&serde_json::Value> = values.iter().collect();
-    if read != want {
+    // Read back one document at a time, each compared and dropped as it is read: holding the
+    // whole stream read back was most of inject's peak memory (issue 24 §4). A text that does
+    // not read back at all is said first, as when it was read whole.
+    let mut want = values.iter();
+    let mut same = true;
+    let mut index = 0;
+    let mut read = Vec::new();
+    let mut ignored = Vec::new();
+    tree::parse_each(&text, |doc| {
+        load::add_document(&source.name, index, doc, &mut read, &mut ignored);
+        index += 1;
+        for d in read.drain(..) {
+            same = same && want.next() == Some(&d.value);
+        }
+    })
+    .map_err(|e| {
+        format!(
+            "the edit does not read back: {}",
+            load::yaml_error(&source.name, e)
+        )
+    })?;
+    if !same || want.next().is_some() {
         return Err("the edit reads back as something else".into());
     }
     Ok((text, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read-back, one document at a time, still sees every document: an edit reads back
+    /// only when the stream holds exactly the values asked for, no more and no fewer.
+    #[test]
+    fn rewrite_reads_back_every_document() {
+        let text = "a: 1\n---\n[{b: 2}, {c: 3}]\n---\njust text\n---\nd: 4\n";
+        let source = load::parse("t", text.to_string()).unwrap();
+        let mut values: Vec<serde_json::Value> =
+            source.documents.iter().map(|d| d.value.clone()).collect();
+        values[0]["a"] = 5.into();
+        values[3]["d"] = 6.into();
+        let (out, _) = rewrite(&source, &values).unwrap();
+        assert_eq!(
+            out,
+            "a: 5\n---\n[{b: 2}, {c: 3}]\n---\njust text\n---\nd: 6\n"
+        );
+        // Fewer values than documents: the rest reads back as more than was asked for.
+        let first = [values[0].clone()];
+        assert_eq!(
+            rewrite(&source, &first).unwrap_err(),
+            "the edit reads back as something else"
+        );
+        // No edit at all is the text as it was, never read back.
+        let same: Vec<serde_json::Value> =
+            source.documents.iter().map(|d| d.value.clone()).collect();
+        assert_eq!(rewrite(&source, &same).unwrap().0, text);
+    }
 }

@@ -144,6 +144,15 @@ pub struct ParseError {
 
 /// Reads every document of `text`. A document that is empty (only comments) is left out.
 pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
+    let mut docs = Vec::new();
+    parse_each(text, |doc| docs.push(doc))?;
+    Ok(docs)
+}
+
+/// Reads every document of `text` as [`parse`] does, handing each to `each` as soon as it is
+/// read (then dropped, if `each` does not keep it): a check of a whole stream holds one
+/// document at a time, not the stream (issue 24 §4).
+pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseError> {
     // libyaml reads the BOM and starts counting after it.
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
     let mut parser = Parser::new();
@@ -158,7 +167,6 @@ pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
         decodes: 0,
         alias_decodes: 0,
     };
-    let mut docs = Vec::new();
     loop {
         let event = events.next()?;
         match event.data {
@@ -176,7 +184,7 @@ pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
                     return Err(events.error(&end.start_mark, "expected the end of a document"));
                 }
                 reader.anchors.clear();
-                docs.push(Doc {
+                each(Doc {
                     value,
                     node,
                     end_line: end.start_mark.line as usize + 1,
@@ -184,7 +192,7 @@ pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
             }
         }
     }
-    Ok(docs)
+    Ok(())
 }
 
 /// libyaml-safer's events, with errors as [`ParseError`].
