@@ -68,7 +68,12 @@ fn run_in(dir: &Path, args: &[&str], stdin: &str, rust_log: Option<&str>) -> Out
     {
         use std::io::Write;
         let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(stdin.as_bytes()).expect("write stdin");
+        match pipe.write_all(stdin.as_bytes()) {
+            // A bad configuration file or rule name exits 64 before reading stdin: what it
+            // wrote and its exit code are what the caller checks.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.expect("write stdin"),
+        }
     }
     child.wait_with_output().expect("hooklog output")
 }
