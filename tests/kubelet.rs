@@ -623,24 +623,36 @@ fn edit_arg(c: &mut Value, flag: &str, to: &str) {
     args[i + 1] = json!(to);
 }
 
-/// Waits until `container`'s stdout ends with `hooks.summary` and the container has exited;
-/// returns the records and the exit code.
+/// Waits until `container` has exited and its stdout holds `hooks.summary`; checks that the
+/// summary is the last record and returns the records and the exit code.
 fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
     let start = Instant::now();
     loop {
         let records = pod.records(container);
         let exit = pod.latest().get(container).and_then(|s| s.exit_code);
         if let Some(code) = exit
-            && records
-                .last()
-                .is_some_and(|r| r["event"] == "hooks.summary")
+            && let Some(at) = records.iter().position(|r| r["event"] == "hooks.summary")
         {
+            assert_eq!(
+                at + 1,
+                records.len(),
+                "{container}: records after hooks.summary: {:#?}\nstderr {:#?}",
+                &records[at..],
+                pod.log_lines(container, "stderr"),
+            );
             return (records, code);
         }
+        // The short facts first and the long ones last: a CI excerpt keeps the head and the
+        // tail of a failure and cuts the middle.
         assert!(
             start.elapsed() < STOP_TIMEOUT,
             "{container} did not end with hooks.summary and exit in {STOP_TIMEOUT:?}: exit {exit:?}, \
-             records {records:#?}\nstderr {:#?}\nstates {:#?}\nkubelet log:\n{}",
+             {} records: {:?}\nstderr {:#?}\nstates {:#?}\nrecords {records:#?}\nkubelet log:\n{}",
+            records.len(),
+            records
+                .iter()
+                .map(|r| format!("{} {}", r["event"], r["container_name"]))
+                .collect::<Vec<_>>(),
             pod.log_lines(container, "stderr"),
             pod.states(),
             pod.tier.kubelet_log_tail()
