@@ -315,21 +315,39 @@ mod tests {
 
     #[test]
     fn a_stream_nobody_reads_drops_and_counts_once_stalled() {
-        // A pipe nobody reads: its thread blocks once the pipe is full.
+        // A pipe nobody reads, of one page: its thread blocks in the first line's write (8 KiB)
+        // and never drains another, so the queue's state below depends on no scheduling.
         let (r, w) = nix::unistd::pipe().unwrap();
+        nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
         let epoch = Instant::now();
         let mut s = Stream::start(Some(w), "test", epoch, &Arc::new(Notify::new()));
         let line = vec![b'x'; 8192];
         let start = Instant::now();
-        while s.has_room(epoch) && start.elapsed() < Duration::from_secs(10) {
+        s.write(line.clone());
+        assert!(wait(|| s.state.busy_since.load(Ordering::Relaxed) != 0));
+        // Fill the queue behind it. A line written below the bound is queued, never dropped,
+        // however slowly this loop runs (under load the fill alone can outlast STALL).
+        while s.state.queued.load(Ordering::Relaxed) < QUEUE_LINES {
             s.write(line.clone());
-            if s.state.queued.load(Ordering::Relaxed) >= QUEUE_LINES {
-                std::thread::sleep(Duration::from_millis(10));
-            }
         }
+        assert_eq!(s.dropped, 0);
+        // Full and not yet stalled STALL: no room. Asked with the clock read after has_room's
+        // own, so a stall that ends in between cannot fail it.
+        let stalled_at = s.stalled_at(epoch);
+        let room = s.has_room(epoch);
+        let now = Instant::now();
+        assert!(
+            !room || stalled_at.is_some_and(|at| now >= at),
+            "room in a full queue before its write stalled"
+        );
         // Room again once the write has stalled: lines are now dropped, not queued.
         assert!(wait(|| s.has_room(epoch)));
-        assert!(start.elapsed() >= STALL, "{:?}", start.elapsed());
+        // `busy_since` keeps whole milliseconds: the stall may be seen up to 1 ms early.
+        assert!(
+            start.elapsed() + Duration::from_millis(1) >= STALL,
+            "{:?}",
+            start.elapsed()
+        );
         assert_eq!(s.dropped, 0);
         s.write(line.clone());
         assert_eq!(s.dropped, 1);
