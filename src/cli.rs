@@ -293,6 +293,25 @@ pub struct RunArgs {
     /// Metric namespace for `--emf`.
     #[arg(long, env = "HOOKLOG_EMF_NAMESPACE", default_value = "hooklog")]
     pub emf_namespace: String,
+
+    /// Post a Warning Event on the pod for each hook that does not end ok (needs `create` and
+    /// `patch` on `events` in the pod's namespace, and POD_NAME and POD_UID).
+    #[arg(long, env = "HOOKLOG_EVENTS", value_parser = env_bool("HOOKLOG_EVENTS"))]
+    pub events: bool,
+
+    /// The service account mount `--events` reads (`ca.crt`, `token`, `namespace`).
+    #[arg(
+        long,
+        env = "HOOKLOG_SERVICEACCOUNT_DIR",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
+    )]
+    pub serviceaccount_dir: PathBuf,
+
+    /// Where the summary's line is written at exit, for the pod's status: the container's
+    /// `terminationMessagePath` (default `/dev/termination-log`, written only when it exists);
+    /// `-` for none.
+    #[arg(long, env = "HOOKLOG_TERMINATION_MESSAGE_PATH")]
+    pub termination_message_path: Option<PathBuf>,
 }
 
 /// `hooklog hook`.
