@@ -629,6 +629,11 @@ pub struct InjectArgs {
     )]
     pub prestop_sleep: Vec<(String, String)>,
 
+    /// The sidecar posts a Warning Event on the pod for each hook that does not end ok
+    /// (`hooklog run --events`); the pod's service account needs k8s/events/rbac.yaml.
+    #[arg(long, env = "HOOKLOG_INJECT_EVENTS", value_parser = env_bool("HOOKLOG_INJECT_EVENTS"))]
+    pub events: bool,
+
     /// Remove what inject added instead (as `hooklog uninject`).
     #[arg(long, env = "HOOKLOG_INJECT_UNDO", value_parser = env_bool("HOOKLOG_INJECT_UNDO"))]
     pub undo: bool,
@@ -722,6 +727,11 @@ pub struct WebhookArgs {
         value_parser = parse_prestop_sleep
     )]
     pub prestop_sleep: Vec<(String, String)>,
+
+    /// The sidecars it adds post a Warning Event on their pod for each hook that does not end
+    /// ok (`hooklog run --events`); each pod's service account needs k8s/events/rbac.yaml.
+    #[arg(long, env = "HOOKLOG_INJECT_EVENTS", value_parser = env_bool("HOOKLOG_INJECT_EVENTS"))]
+    pub events: bool,
 
     /// The webhook's own namespace: its pods are never injected (default: the pod's own
     /// namespace, from the Downward API's `POD_NAMESPACE`).

@@ -545,3 +545,83 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
         );
     }
 }
+
+#[test]
+fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let incident = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/manifests/incidents/distroless-envoy-sleep.yaml");
+    let original = std::fs::read_to_string(&incident).unwrap();
+    let inject = |events: bool| {
+        let mut cmd = hooklog();
+        cmd.args(["inject", "--image", "registry.example.com/hooklog:0.1.0"]);
+        if events {
+            cmd.arg("--events");
+        }
+        let out = cmd.arg(&incident).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let check = |text: &str, extra: &str| {
+        let path = dir.path().join("injected.yaml");
+        std::fs::write(&path, format!("{text}{extra}")).unwrap();
+        let out = hooklog()
+            .args(["check", "--format", "json"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "sidecar-events-rbac-unknown")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (plain, plain_report) = inject(false);
+    let (with, report) = inject(true);
+    assert!(!plain.contains("--events") && !plain_report.contains("rbac"));
+    assert!(report.contains("k8s/events/rbac.yaml"), "{report}");
+    // Only the flag differs.
+    let added: Vec<&str> = with
+        .lines()
+        .filter(|l| !plain.lines().any(|p| p == *l))
+        .collect();
+    assert_eq!(added, ["            - --events"], "{with}");
+    assert!(check(&plain, "").is_empty());
+    let found = check(&with, "");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["severity"], "warning");
+    assert_eq!(found[0]["container"], "hooklog");
+    // The shipped RBAC beside it, in the pod's namespace: nothing to warn about.
+    let ns = "shop";
+    let rbac = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml"),
+    )
+    .unwrap()
+    .replace("  name: hooklog-events\nr", &format!("  name: hooklog-events\n  namespace: {ns}\nr"))
+    .replace("  name: hooklog-events\nroleRef", &format!("  name: hooklog-events\n  namespace: {ns}\nroleRef"));
+    let with_ns = with.clone();
+    assert!(with_ns.contains("namespace: shop"), "{with_ns}");
+    assert!(check(&with_ns, &format!("---\n{rbac}")).is_empty());
+    // Another namespace's grant is not this pod's.
+    assert_eq!(check(&with_ns, &format!("---\n{}", rbac.replace(ns, "other"))).len(), 1);
+    // uninject takes the flag out with the rest.
+    let back = hooklog()
+        .args(["uninject", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(with.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8(back.stdout).unwrap(), original);
+}
