@@ -41,7 +41,10 @@ impl<'a> PodTier<'a> {
         let ns = format!("ev-{name}-{}", std::process::id());
         let ok = |method: &str, path: &str, body: &Value| {
             let (status, v) = api.call(method, path, Some(body));
-            assert!((200..300).contains(&status), "{method} {path}: {status} {v:#}");
+            assert!(
+                (200..300).contains(&status),
+                "{method} {path}: {status} {v:#}"
+            );
             v
         };
         ok(
@@ -215,7 +218,10 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     assert_eq!(e["reportingComponent"], "hooklog.dev/sidecar");
     assert_eq!(e["reportingInstance"], POD);
     let message = e["message"].as_str().unwrap();
-    assert!(message.starts_with("container envoy: preStop hook failed"), "{message}");
+    assert!(
+        message.starts_with("container envoy: preStop hook failed"),
+        "{message}"
+    );
     assert!(message.contains("exit status 3"), "{message}");
     assert!(
         message.ends_with("last output:\ndraining listeners\nupstream cluster gone"),
@@ -285,7 +291,10 @@ fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
     let dir = tempfile::tempdir().unwrap();
     let t = PodTier::new(&api, "missing", dir.path(), true);
     let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(&file, &["--peers", "api-server", "--announce-timeout", "300ms"]);
+    let mut d = t.daemon(
+        &file,
+        &["--peers", "api-server", "--announce-timeout", "300ms"],
+    );
     d.terminate();
     d.wait_exit(Duration::from_secs(20));
     let summary = last_summary(&d);
@@ -296,7 +305,10 @@ fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
     let e = &t.events()[0];
     assert_eq!(e["reason"], "PreStopHookMissing");
     assert!(
-        e["message"].as_str().unwrap().contains("container api-server"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("container api-server"),
         "{e:#}"
     );
 }
@@ -307,13 +319,18 @@ fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let t = PodTier::new(&api, "forbidden", dir.path(), false);
     let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(&file, &["--peers", "api-server", "--announce-timeout", "300ms"]);
+    let mut d = t.daemon(
+        &file,
+        &["--peers", "api-server", "--announce-timeout", "300ms"],
+    );
     for _ in 0..3 {
         assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
     }
-    d.expect(EVENT_SHOWS, "a warning that the event was not posted", || {
-        not_posted_warnings(&d) == 1
-    });
+    d.expect(
+        EVENT_SHOWS,
+        "a warning that the event was not posted",
+        || not_posted_warnings(&d) == 1,
+    );
     let signalled = Instant::now();
     d.terminate();
     d.wait_exit(Duration::from_secs(20));
@@ -398,7 +415,10 @@ fn an_unreachable_api_server_costs_no_more_than_the_deadline_and_the_summary_is_
     let dir = tempfile::tempdir().unwrap();
     let (d, to_summary, to_exit) = run_against(closed_port(), dir.path(), &[]);
     // The announce timeout and the linger, then at once.
-    assert!(to_summary < Duration::from_millis(400) + SLACK, "{to_summary:?}");
+    assert!(
+        to_summary < Duration::from_millis(400) + SLACK,
+        "{to_summary:?}"
+    );
     assert!(to_exit < to_summary + CALL_TIMEOUT, "{to_exit:?}");
     let summary = last_summary(&d);
     assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
@@ -431,7 +451,10 @@ fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_del
         let dir = tempfile::tempdir().unwrap();
         let extra: Vec<&str> = grace.map(|g| vec!["--grace", g]).unwrap_or_default();
         let (d, to_summary, to_exit) = run_against(port, dir.path(), &extra);
-        assert!(to_summary < Duration::from_millis(400) + SLACK, "{to_summary:?}");
+        assert!(
+            to_summary < Duration::from_millis(400) + SLACK,
+            "{to_summary:?}"
+        );
         assert!(to_exit < bound + SLACK, "{grace:?}: {to_exit:?}");
         let summary = last_summary(&d);
         assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
@@ -479,7 +502,13 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
         let records = d.records();
         let shape: Vec<(Value, Value, Value)> = records
             .iter()
-            .map(|r| (r["event"].clone(), r["message"].clone(), r["counts"].clone()))
+            .map(|r| {
+                (
+                    r["event"].clone(),
+                    r["message"].clone(),
+                    r["counts"].clone(),
+                )
+            })
             .filter(|(e, _, _)| e != "hook.started" && e != "hook.finished")
             .collect();
         runs.push((shape, last_summary(&d), d.stderr.lines()));
@@ -496,7 +525,11 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
         .filter(|l| l.contains("no event will be posted"))
         .count();
     assert_eq!(warned, 1, "{:#?}", runs[1].2);
-    let again = runs[1].2.iter().filter(|l| l.contains("event not posted")).count();
+    let again = runs[1]
+        .2
+        .iter()
+        .filter(|l| l.contains("event not posted"))
+        .count();
     assert_eq!(again, 0, "{:#?}", runs[1].2);
 }
 
@@ -559,7 +592,11 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
             cmd.arg("--events");
         }
         let out = cmd.arg(&incident).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (
             String::from_utf8(out.stdout).unwrap(),
             String::from_utf8(out.stderr).unwrap(),
@@ -599,17 +636,25 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
     assert_eq!(found[0]["container"], "hooklog");
     // The shipped RBAC beside it, in the pod's namespace: nothing to warn about.
     let ns = "shop";
-    let rbac = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml"),
-    )
-    .unwrap()
-    .replace("  name: hooklog-events\nr", &format!("  name: hooklog-events\n  namespace: {ns}\nr"))
-    .replace("  name: hooklog-events\nroleRef", &format!("  name: hooklog-events\n  namespace: {ns}\nroleRef"));
+    let rbac =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml"))
+            .unwrap()
+            .replace(
+                "  name: hooklog-events\nr",
+                &format!("  name: hooklog-events\n  namespace: {ns}\nr"),
+            )
+            .replace(
+                "  name: hooklog-events\nroleRef",
+                &format!("  name: hooklog-events\n  namespace: {ns}\nroleRef"),
+            );
     let with_ns = with.clone();
     assert!(with_ns.contains("namespace: shop"), "{with_ns}");
     assert!(check(&with_ns, &format!("---\n{rbac}")).is_empty());
     // Another namespace's grant is not this pod's.
-    assert_eq!(check(&with_ns, &format!("---\n{}", rbac.replace(ns, "other"))).len(), 1);
+    assert_eq!(
+        check(&with_ns, &format!("---\n{}", rbac.replace(ns, "other"))).len(),
+        1
+    );
     // uninject takes the flag out with the rest.
     let back = hooklog()
         .args(["uninject", "-"])

@@ -182,7 +182,11 @@ impl Notices {
     /// unfinished, or read past a full tap) are queued. Never waits.
     pub fn at_summary(&self, outcomes: &BTreeMap<String, PeerOutcome>) {
         if let Some(r) = &self.events {
-            let taken = r.at_summary.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let taken = r
+                .at_summary
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
             if let Some(tx) = taken {
                 let reported = r.shared.reported();
                 let left = outcomes
@@ -303,20 +307,17 @@ struct Target {
 
 impl Target {
     fn new(settings: &EventSettings, pod: &PodMeta) -> Result<Target, String> {
-        let client = api::Client::in_cluster(
-            |k| std::env::var(k).ok(),
-            &settings.serviceaccount_dir,
-        )
-        .map_err(|e| format!("{e:#}"))?;
+        let client =
+            api::Client::in_cluster(|k| std::env::var(k).ok(), &settings.serviceaccount_dir)
+                .map_err(|e| format!("{e:#}"))?;
         let name = pod
             .pod_name
             .clone()
             .ok_or("POD_NAME is not set (the Downward API's metadata.name)")?;
         let namespace = match &pod.namespace_name {
             Some(ns) => ns.clone(),
-            None => read_namespace(&settings.serviceaccount_dir).ok_or(
-                "POD_NAMESPACE is not set and the service account mount has no namespace",
-            )?,
+            None => read_namespace(&settings.serviceaccount_dir)
+                .ok_or("POD_NAMESPACE is not set and the service account mount has no namespace")?,
         };
         Ok(Target {
             client,
@@ -453,12 +454,7 @@ async fn watch_records(
 }
 
 /// Reads one batch: output lines into the tails, a paired finish not ok into an Event.
-fn look_at(
-    batch: &Batch,
-    tails: &mut HashMap<String, Tail>,
-    peers: &Peers,
-    queue: &impl Fn(Post),
-) {
+fn look_at(batch: &Batch, tails: &mut HashMap<String, Tail>, peers: &Peers, queue: &impl Fn(Post)) {
     for (record, _) in batch.iter() {
         // Most records stop here: a wrapper's records all carry `"hook.…"` as their event.
         if memchr::memmem::find(record, b"hook.").is_none() {
@@ -702,11 +698,18 @@ mod tests {
 
     #[test]
     fn event_names_are_dns_subdomains_of_any_pod_name() {
-        for pod in ["checkout-7d9f", &"a".repeat(253), &format!("{}.x", "b".repeat(250))] {
+        for pod in [
+            "checkout-7d9f",
+            &"a".repeat(253),
+            &format!("{}.x", "b".repeat(250)),
+        ] {
             let n = event_name(pod, i64::MAX, u64::MAX);
             assert!(n.len() <= NAME_MAX, "{}", n.len());
             assert!(!n.starts_with('.'));
-            assert!(n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
+            assert!(
+                n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            );
         }
         assert_ne!(event_name("p", 5, 1), event_name("p", 5, 2));
     }

@@ -116,7 +116,16 @@ pub async fn fan_out(
             },
         };
         let batch = without_copies(batch, &once);
-        if !forward(&sinks, batch, &counters, Some(&cut), &mut sent, tap.as_ref()).await {
+        if !forward(
+            &sinks,
+            batch,
+            &counters,
+            Some(&cut),
+            &mut sent,
+            tap.as_ref(),
+        )
+        .await
+        {
             break;
         }
     }

@@ -76,9 +76,16 @@ pub fn grants(sources: &[Source]) -> Grants {
         if kind != "RoleBinding" && kind != "ClusterRoleBinding" {
             continue;
         }
-        let binding_ns = if kind == "RoleBinding" { ns_of(o) } else { None };
+        let binding_ns = if kind == "RoleBinding" {
+            ns_of(o)
+        } else {
+            None
+        };
         let ref_kind = o["roleRef"]["kind"].as_str().unwrap_or_default();
-        let ref_name = o["roleRef"]["name"].as_str().unwrap_or_default().to_string();
+        let ref_name = o["roleRef"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let granted = roles.iter().any(|(k, ns, n)| {
             *k == ref_kind
                 && *n == ref_name
@@ -131,7 +138,11 @@ pub fn check_pod(pod: &Pod, grants: &Grants, sink: &mut Sink) {
         .as_str()
         .or(pod.spec["serviceAccount"].as_str())
         .unwrap_or("default");
-    let mount_dir = sidecar.args.serviceaccount_dir.to_string_lossy().to_string();
+    let mount_dir = sidecar
+        .args
+        .serviceaccount_dir
+        .to_string_lossy()
+        .to_string();
     let own_mount = c.value["volumeMounts"]
         .as_array()
         .into_iter()

@@ -2,8 +2,8 @@
 //! has a severity, a stable rule id, the object, container and field path, a message and a fix.
 
 mod adoption;
-mod events;
 pub mod control;
+mod events;
 mod fargate;
 pub mod image;
 mod jobs;
