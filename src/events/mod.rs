@@ -689,6 +689,81 @@ fn event_object(pod: &PodRef, name: &str, post: &Post, now_ms: i64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framing::{Frame, FrameEnd};
+    use crate::record::{Encoder, Enrichment};
+
+    /// Encodes `lines` as the sources do (the peers see each hook event), then lets the tap
+    /// look at the batch: the Events it would post.
+    fn posts_for(lines: &[String]) -> Vec<Post> {
+        let enrichment = Arc::new(Enrichment::new(&PodMeta::default(), 16 * 1024));
+        let peers = Peers::new(&[]);
+        let mut encoder = Encoder::new(enrichment, "file:/hooklog/prestop.log");
+        let mut batch = Batch::new();
+        for l in lines {
+            let frame = Frame {
+                bytes: l.as_bytes(),
+                continued: false,
+                end: FrameEnd::Newline,
+            };
+            if let Some(e) = encoder.encode(frame, 0, &mut batch) {
+                peers.observe(e);
+            }
+        }
+        let posted = Mutex::new(Vec::new());
+        let mut tails = HashMap::new();
+        look_at(&batch, &mut tails, &peers, &|p| {
+            posted.lock().unwrap().push(p)
+        });
+        posted.into_inner().unwrap()
+    }
+
+    fn run_lines(container: &str, run: &str, exit: i64, finish_key: &str) -> Vec<String> {
+        use sha2::Digest;
+        let seal: String = sha2::Sha256::digest(b"the-key")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let base = format!(
+            r#""container_name":"{container}","hook":"preStop","run_id":"{run}","started_ms":1"#
+        );
+        vec![
+            format!(r#"{{"event":"hook.started",{base},"seal":"{seal}"}}"#),
+            format!(
+                r#"{{"event":"hook.output","container_name":"{container}","hook":"preStop","stream":"stderr","message":"connection refused"}}"#
+            ),
+            format!(
+                r#"{{"event":"hook.finished",{base},"key":"{finish_key}","outcome":"{}","exit_code":{exit},"signal":null,"duration_ms":5,"message":"preStop hook failed: sh exited {exit} after 5 ms"}}"#,
+                if exit == 0 { "ok" } else { "failed" }
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_paired_failed_finish_posts_its_exit_status_and_output_and_an_ok_one_nothing() {
+        let posts = posts_for(&run_lines("envoy", "r1", 3, "the-key"));
+        assert_eq!(posts.len(), 1);
+        assert_eq!(posts[0].reason, "PreStopHookFailed");
+        assert_eq!(
+            posts[0].note,
+            "container envoy: preStop hook failed: sh exited 3 after 5 ms (exit status 3)\nlast output:\nconnection refused"
+        );
+        assert!(posts_for(&run_lines("envoy", "r1", 0, "the-key")).is_empty());
+    }
+
+    #[test]
+    fn a_forged_finish_posts_nothing() {
+        // The key does not open the start's seal: the run is not over, nothing is posted.
+        assert!(posts_for(&run_lines("envoy", "r1", 3, "a-guess")).is_empty());
+        // A finish of a run no start named.
+        let lines = run_lines("envoy", "r1", 3, "the-key");
+        assert!(posts_for(&lines[2..]).is_empty());
+        // A postStart hook's failure is not a preStop's.
+        let post_start: Vec<String> = lines
+            .iter()
+            .map(|l| l.replace("preStop", "postStart"))
+            .collect();
+        assert!(posts_for(&post_start).is_empty());
+    }
 
     #[test]
     fn micro_time_has_six_fractional_digits() {
