@@ -670,3 +670,38 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
         .unwrap();
     assert_eq!(String::from_utf8(back.stdout).unwrap(), original);
 }
+
+#[test]
+fn the_token_is_read_again_for_every_call_as_the_kubelet_rotates_it() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "token", dir.path(), true);
+    let file = dir.path().join("prestop.log");
+    let mut d = t.daemon(&file, &[]);
+    assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
+    let shown = wait_until(EVENT_SHOWS, || t.events().len() == 1);
+    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    // The kubelet replaces a projected token's file (atomically, by a rename); here with one the
+    // API server does not know: the next call uses it and is refused.
+    let token = t.sa_dir.join("token");
+    let tmp = t.sa_dir.join(".token.tmp");
+    std::fs::write(&tmp, "not-a-token-the-api-server-knows").unwrap();
+    std::fs::rename(&tmp, &token).unwrap();
+    assert_eq!(hook(&file, "app", "exit 4").code(), Some(4));
+    d.expect(EVENT_SHOWS, "the refused call's warning", || {
+        not_posted_warnings(&d) == 1
+    });
+    d.terminate();
+    d.wait_exit(Duration::from_secs(20));
+    let summary = last_summary(&d);
+    assert_eq!(summary["events"]["posted"], 1, "{summary:#}");
+    assert_eq!(summary["events"]["not_posted"], 1, "{summary:#}");
+    assert!(
+        summary["events"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 401"),
+        "{summary:#}"
+    );
+    assert_eq!(t.events().len(), 1);
+}
