@@ -20,6 +20,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
 const SLACK: Duration = Duration::from_millis(1500);
 
+/// What hooklog's exit may take past the moment it chose (the runtime's shutdown, the test's
+/// polling).
+const EXIT_SLACK: Duration = Duration::from_millis(600);
+
 /// How long an Event may take to show up in the API after the hook ended.
 const EVENT_SHOWS: Duration = Duration::from_secs(20);
 
@@ -444,7 +448,7 @@ fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_del
         }
     });
     for (grace, bound) in [
-        (None, CALL_TIMEOUT),
+        (None, Duration::from_secs(25)),
         // A grace shorter than a call's deadline: the call ends before the grace does.
         (Some("1200ms"), Duration::from_millis(1200)),
     ] {
@@ -455,7 +459,12 @@ fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_del
             to_summary < Duration::from_millis(400) + SLACK,
             "{to_summary:?}"
         );
-        assert!(to_exit < bound + SLACK, "{grace:?}: {to_exit:?}");
+        eprintln!("--grace {grace:?}: summary after {to_summary:?}, exit after {to_exit:?}");
+        // One call's deadline after the summary at most, and never past the grace.
+        assert!(
+            to_exit < (to_summary + CALL_TIMEOUT).min(bound) + EXIT_SLACK,
+            "{grace:?}: summary after {to_summary:?}, exit after {to_exit:?}"
+        );
         let summary = last_summary(&d);
         assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
         assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
