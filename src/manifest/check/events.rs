@@ -181,3 +181,62 @@ pub fn check_pod(pod: &Pod, grants: &Grants, sink: &mut Sink) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grants_of(yaml: &str) -> Grants {
+        let source = crate::manifest::load::parse("rbac.yaml", yaml.to_string()).expect("parses");
+        grants(&[source])
+    }
+
+    const ROLE: &str = "kind: Role\nmetadata: {name: ev, namespace: shop}\nrules: [{apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}]\n";
+
+    #[test]
+    fn the_shipped_role_grants_its_subject_in_its_namespace_only() {
+        let g = grants_of(&format!(
+            "{ROLE}---\nkind: RoleBinding\nmetadata: {{name: ev, namespace: shop}}\nroleRef: {{kind: Role, name: ev}}\nsubjects: [{{kind: ServiceAccount, name: checkout}}]\n"
+        ));
+        assert!(g.allows(Some("shop"), "checkout"));
+        assert!(!g.allows(Some("shop"), "default"));
+        assert!(!g.allows(Some("other"), "checkout"));
+        // Without a namespace on either side (applied with -n): it may be the same.
+        assert!(g.allows(None, "checkout"));
+    }
+
+    #[test]
+    fn what_does_not_grant_creating_events_k8s_io_events_grants_nothing() {
+        for rules in [
+            // Core events: the sidecar posts to events.k8s.io.
+            "[{apiGroups: [''], resources: [events], verbs: [create, patch]}]",
+            "[{apiGroups: [events.k8s.io], resources: [events], verbs: [patch, get]}]",
+            "[{apiGroups: [events.k8s.io], resources: [pods], verbs: [create]}]",
+        ] {
+            let g = grants_of(&format!(
+                "kind: Role\nmetadata: {{name: ev, namespace: shop}}\nrules: {rules}\n---\nkind: RoleBinding\nmetadata: {{name: ev, namespace: shop}}\nroleRef: {{kind: Role, name: ev}}\nsubjects: [{{kind: ServiceAccount, name: default}}]\n"
+            ));
+            assert!(!g.allows(Some("shop"), "default"), "{rules}");
+        }
+        // A binding to a role of that name in another namespace.
+        let g = grants_of(&format!(
+            "{ROLE}---\nkind: RoleBinding\nmetadata: {{name: ev, namespace: other}}\nroleRef: {{kind: Role, name: ev}}\nsubjects: [{{kind: ServiceAccount, name: default}}]\n"
+        ));
+        assert!(!g.allows(Some("other"), "default"));
+    }
+
+    #[test]
+    fn wildcards_cluster_roles_and_groups_grant() {
+        let cluster = "kind: ClusterRole\nmetadata: {name: ev}\nrules: [{apiGroups: ['*'], resources: ['*'], verbs: ['*']}]\n";
+        let g = grants_of(&format!(
+            "{cluster}---\nkind: RoleBinding\nmetadata: {{name: ev, namespace: shop}}\nroleRef: {{kind: ClusterRole, name: ev}}\nsubjects: [{{kind: Group, name: 'system:serviceaccounts:shop'}}]\n"
+        ));
+        assert!(g.allows(Some("shop"), "anyone"));
+        assert!(!g.allows(Some("other"), "anyone"));
+        let g = grants_of(&format!(
+            "{cluster}---\nkind: ClusterRoleBinding\nmetadata: {{name: ev}}\nroleRef: {{kind: ClusterRole, name: ev}}\nsubjects: [{{kind: ServiceAccount, name: hooklog, namespace: shop}}]\n"
+        ));
+        assert!(g.allows(Some("shop"), "hooklog"));
+        assert!(!g.allows(Some("other"), "hooklog"));
+    }
+}
