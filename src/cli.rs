@@ -293,6 +293,25 @@ pub struct RunArgs {
     /// Metric namespace for `--emf`.
     #[arg(long, env = "HOOKLOG_EMF_NAMESPACE", default_value = "hooklog")]
     pub emf_namespace: String,
+
+    /// Post a Warning Event on the pod for each hook that does not end ok (needs `create` and
+    /// `patch` on `events` in the pod's namespace, and POD_NAME and POD_UID).
+    #[arg(long, env = "HOOKLOG_EVENTS", value_parser = env_bool("HOOKLOG_EVENTS"))]
+    pub events: bool,
+
+    /// The service account mount `--events` reads (`ca.crt`, `token`, `namespace`).
+    #[arg(
+        long,
+        env = "HOOKLOG_SERVICEACCOUNT_DIR",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
+    )]
+    pub serviceaccount_dir: PathBuf,
+
+    /// Where the summary's line is written at exit, for the pod's status: the container's
+    /// `terminationMessagePath` (default `/dev/termination-log`, written only when it exists);
+    /// `-` for none.
+    #[arg(long, env = "HOOKLOG_TERMINATION_MESSAGE_PATH")]
+    pub termination_message_path: Option<PathBuf>,
 }
 
 /// `hooklog hook`.
@@ -610,6 +629,11 @@ pub struct InjectArgs {
     )]
     pub prestop_sleep: Vec<(String, String)>,
 
+    /// The sidecar posts a Warning Event on the pod for each hook that does not end ok
+    /// (`hooklog run --events`); the pod's service account needs k8s/events/rbac.yaml.
+    #[arg(long, env = "HOOKLOG_INJECT_EVENTS", value_parser = env_bool("HOOKLOG_INJECT_EVENTS"))]
+    pub events: bool,
+
     /// Remove what inject added instead (as `hooklog uninject`).
     #[arg(long, env = "HOOKLOG_INJECT_UNDO", value_parser = env_bool("HOOKLOG_INJECT_UNDO"))]
     pub undo: bool,
@@ -703,6 +727,11 @@ pub struct WebhookArgs {
         value_parser = parse_prestop_sleep
     )]
     pub prestop_sleep: Vec<(String, String)>,
+
+    /// The sidecars it adds post a Warning Event on their pod for each hook that does not end
+    /// ok (`hooklog run --events`); each pod's service account needs k8s/events/rbac.yaml.
+    #[arg(long, env = "HOOKLOG_INJECT_EVENTS", value_parser = env_bool("HOOKLOG_INJECT_EVENTS"))]
+    pub events: bool,
 
     /// The webhook's own namespace: its pods are never injected (default: the pod's own
     /// namespace, from the Downward API's `POD_NAMESPACE`).

@@ -77,6 +77,10 @@ pub struct RunConfig {
     pub cloudwatch: Option<CloudWatchSettings>,
     /// Add EMF metrics to the summary, in this namespace.
     pub emf_namespace: Option<String>,
+    /// `--events`: post an Event for each hook not ok.
+    pub events: Option<crate::events::EventSettings>,
+    /// Where the summary's line goes at exit.
+    pub termination: Option<crate::events::termination::TerminationMessage>,
 }
 
 /// The CloudWatch Logs output's settings.
@@ -200,6 +204,12 @@ impl RunConfig {
             stdout: args.outputs.contains(&Output::Stdout),
             cloudwatch,
             emf_namespace: args.emf.then_some(args.emf_namespace),
+            events: args.events.then(|| crate::events::EventSettings {
+                serviceaccount_dir: args.serviceaccount_dir.clone(),
+            }),
+            termination: crate::events::termination::TerminationMessage::from_flag(
+                args.termination_message_path.as_deref(),
+            ),
         })
     }
 }

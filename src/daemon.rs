@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::batch::Batch;
 use crate::config::RunConfig;
+use crate::events::Notices;
 use crate::framing::{Frame, FrameEnd};
 use crate::lifecycle::peers::{Peers, summary_members};
 use crate::record::{Encoder, Enrichment};
@@ -99,6 +100,13 @@ pub async fn run(
         });
     let (tx, rx) = mpsc::channel::<Batch>(sink::SOURCE_QUEUE_BATCHES);
     let (deadline_tx, deadline_rx) = watch::channel::<Option<Instant>>(None);
+    let notices = Arc::new(Notices::start(
+        cfg.events.as_ref(),
+        cfg.termination.clone(),
+        &cfg.pod,
+        peers.clone(),
+        deadline_rx.clone(),
+    ));
 
     // Sinks.
     let mut sinks: JoinSet<anyhow::Result<()>> = JoinSet::new();
@@ -138,6 +146,7 @@ pub async fn run(
         counters.clone(),
         summary_rx,
         cut.clone(),
+        notices.tap(),
     ));
 
     // Sources.
@@ -283,12 +292,19 @@ pub async fn run(
         let summary_enrichment = enrichment.clone();
         let summary_peers = peers.clone();
         let cut_short = cut.clone();
+        let summary_notices = notices.clone();
         let make: sink::SummaryFn = Box::new(move |dropped| {
             let shutdown = ShutdownReport {
                 cut_short: cut_short.is_cancelled(),
                 undelivered: dropped,
             };
-            summary_batch(&summary_enrichment, &summary_peers, emf.as_ref(), shutdown)
+            summary_batch(
+                &summary_enrichment,
+                &summary_peers,
+                emf.as_ref(),
+                shutdown,
+                &summary_notices,
+            )
         });
         let _ = summary_tx.send(make); // Fails only if the fan-out is gone, reported below.
         let _ = fan_out.await;
@@ -313,6 +329,9 @@ pub async fn run(
         }
     };
     cut_timer.abort();
+    // The summary is out: the termination message, and the Events still being posted.
+    // A call in flight ends at the grace deadline's reserve (events::EXIT_RESERVE) at the latest.
+    notices.finish(deadline).await;
     save_checkpoints(&checkpoints);
     tracing::info!(
         records_in = Counters::get(&counters.records_in),
@@ -385,9 +404,12 @@ fn summary_batch(
     peers: &Peers,
     emf: Option<&EmfSettings>,
     shutdown: ShutdownReport,
+    notices: &Notices,
 ) -> Batch {
     let outcomes = peers.outcomes();
     let now = crate::timefmt::now_ms();
+    notices.at_summary(&outcomes);
+    let events = notices.summary_member();
     let members = |list_at_most: usize| {
         let mut members =
             summary_members(&outcomes, list_at_most, peers.dropped(), peers.unpaired());
@@ -402,6 +424,9 @@ fn summary_batch(
                     shutdown.undelivered
                 ));
             }
+        }
+        if let Some(counts) = &events {
+            members.insert("events".into(), counts.clone());
         }
         if let Some(e) = emf {
             sink::cloudwatch::emf::add_to_summary(
@@ -429,6 +454,7 @@ fn summary_batch(
         );
     }
     tracing::info!(summary = %doc["message"].as_str().unwrap_or_default(), "hooks summary");
+    notices.set_summary(doc["message"].as_str().unwrap_or_default());
     let mut batch = Batch::new();
     if let Some(e) = emf {
         let docs = sink::cloudwatch::emf::per_peer(

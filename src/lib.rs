@@ -7,6 +7,8 @@
 //!   Records travel in [`batch::Batch`]es through a bounded channel to the [`sink`]s. On
 //!   SIGTERM, SIGINT, SIGHUP or SIGQUIT ([`lifecycle::signal`]) it waits for its [`lifecycle::peers`] to finish their hooks,
 //!   then emits a `hooks.summary` record and exits within `--grace`.
+//!   With `--events` ([`events`]) it posts a Warning Event on the pod for each hook not ok,
+//!   and it writes the summary's line as its termination message.
 //! - [`hook`] (`hooklog hook -- CMD`) runs a hook and reports its output and exit status
 //!   through [`client`], and passes its output through ([`passthrough`]).
 //! - [`tools`]: `sleep`, `install` and `emit`, for distroless images without a shell.
@@ -30,6 +32,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod duration;
+pub mod events;
 pub mod framing;
 pub mod hook;
 pub mod lifecycle;

@@ -555,6 +555,7 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
         image: IMAGE.into(),
         mode: c.mode(),
         prestop_sleep: vec![],
+        events: false,
     };
     let mut doc = c.object();
     inject::inject(&mut doc, &opts).map_err(|e| e.to_string())?;

@@ -128,6 +128,15 @@ const EXAMPLES: &[(&str, Example)] = &[
              pod writes",
         ),
     ),
+    ("where-termination", Example::Run(&[], Order::Exact)),
+    (
+        "where-events",
+        Example::NotRun(
+            "needs the API server tier and Debian's kubectl 1.20; tests/events.rs reads the \
+             same Event back through the API by the pod's uid (reason, type, reportingComponent, \
+             exit status, last output lines)",
+        ),
+    ),
     (
         "webhook-opt-in",
         Example::NotRun(

@@ -932,3 +932,178 @@ fn native_form_under_kubelet_1_20_never_starts_the_app() {
          sidecars, so native mode can be tested here now"
     );
 }
+
+/// An image of the release binary under test at /usr/local/bin/hooklog, its entrypoint, as the
+/// Dockerfile lays it out (the manifests set the user): for the tests of one branch's binary
+/// without a Docker build.
+fn release_image(tier: &Tier) -> String {
+    let bin = crate::image::release_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
+    std::fs::copy(&bin, root.join("usr/local/bin/hooklog")).unwrap();
+    let name = format!("localhost/hooklog-kubelet/hooklog-release:{}", unique());
+    let archive = dir.path().join("release.tar");
+    let out = run(Command::new("python3")
+        .arg(repo().join("tests/support/oci-archive.py"))
+        .arg(&root)
+        .arg(&name)
+        .arg(r#"["/usr/local/bin/hooklog"]"#)
+        .arg(&archive));
+    assert!(
+        out.status.success(),
+        "oci-archive.py: {}",
+        text(&out.stderr)
+    );
+    let out = run(tier.ctr().args(["images", "import"]).arg(&archive));
+    assert!(out.status.success(), "ctr import: {}", text(&out.stderr));
+    name
+}
+
+/// The host file the kubelet mounted at `container`'s `/dev/termination-log`, opened while the
+/// pod runs (the kubelet removes a deleted pod's folder soon after its containers exit).
+fn termination_log(pod: &Pod, container: &str) -> std::fs::File {
+    let state = &pod.latest()[container];
+    // /var/log/pods/NS_NAME_UID/CONTAINER/N.log
+    let folder = state
+        .log_path
+        .as_ref()
+        .and_then(|p| {
+            p.parent()?
+                .parent()?
+                .file_name()?
+                .to_str()
+                .map(str::to_string)
+        })
+        .expect("a log path");
+    let uid = folder.rsplit('_').next().unwrap();
+    let dir = pod
+        .tier
+        .state
+        .join("kubelet/pods")
+        .join(uid)
+        .join("containers")
+        .join(container);
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::File::open(&files[0]).unwrap()
+}
+
+/// Issue 29: `--events` on a node with no API server reachable from the pod (this tier's
+/// standalone kubelet: no `KUBERNETES_SERVICE_HOST`, no token) changes nothing in the records
+/// or the timing, and the summary's line is the container's termination message.
+#[test]
+fn kubelet_events_without_an_api_change_nothing_and_the_termination_message_is_the_summary() {
+    use std::io::{Read, Seek};
+    let Some(tier) = tier() else { return };
+    let hooklog = release_image(&tier);
+    let yaml = std::fs::read_to_string(repo().join("k8s/api-server-classic-sidecar.yaml")).unwrap();
+    let deployment = yaml_documents(&yaml).remove(0);
+    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
+    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
+    let mut runs = Vec::new();
+    for events in [false, true] {
+        let name = format!("events-{events}-{}", std::process::id());
+        let mut pod = pod_from_deployment(
+            &deployment,
+            &name,
+            &[
+                (
+                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+                    &hooklog,
+                ),
+                (
+                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api-server:1.4.2",
+                    &busybox,
+                ),
+                ("envoyproxy/envoy-distroless:v1.31.2", &shell_less),
+            ],
+        );
+        let spec = &mut pod["spec"];
+        for v in spec["volumes"].as_array_mut().unwrap() {
+            if v["name"] == "envoy-config" {
+                *v = json!({"name": "envoy-config", "emptyDir": {}});
+            }
+        }
+        let sidecar = container(spec, "hooklog");
+        edit_arg(sidecar, "--grace", "15s");
+        if events {
+            sidecar["args"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!("--events"));
+        }
+        let envoy = container(spec, "envoy");
+        edit_prestop(envoy, "20s", ENVOY_SLEEP);
+        edit_prestop(envoy, "30s", "15s");
+        edit_prestop(container(spec, "api-server"), "30s", "15s");
+
+        let pod = Pod::create(&tier, pod);
+        pod.wait_running(&["hooklog", "api-server", "envoy"]);
+        assert!(
+            wait_for_ready(&pod, "hooklog"),
+            "hooklog never said it was ready: {:?}",
+            pod.log_lines("hooklog", "stderr")
+        );
+        let mut message = termination_log(&pod, "hooklog");
+        pod.delete();
+        let deleted = Instant::now();
+        let (records, exit) = wait_summary(&pod, "hooklog");
+        let took = deleted.elapsed();
+        assert_eq!(exit, 0, "{records:#?}");
+        let mut written = String::new();
+        message.rewind().unwrap();
+        message.read_to_string(&mut written).unwrap();
+        let summary = records.last().unwrap().clone();
+        assert_eq!(written, summary["message"].as_str().unwrap(), "{summary}");
+        eprintln!(
+            "events={events}: hooklog exited after {took:.1?}; termination message {written:?}"
+        );
+        runs.push((records, took, pod.log_lines("hooklog", "stderr")));
+    }
+    let shape = |records: &[Value]| -> Vec<(Value, Value, Value, Value)> {
+        records
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("events");
+                }
+                (
+                    r["event"].clone(),
+                    r["container_name"].clone(),
+                    r["outcome"].clone(),
+                    r["counts"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (without, with) = (&runs[0], &runs[1]);
+    let (mut a, mut b) = (shape(&without.0), shape(&with.0));
+    // Lines of several containers interleave differently from run to run; the summary is last.
+    let (last_a, last_b) = (a.pop(), b.pop());
+    assert_eq!(last_a, last_b);
+    a.sort_by_key(|t| format!("{t:?}"));
+    b.sort_by_key(|t| format!("{t:?}"));
+    assert_eq!(a, b);
+    let summary = with.0.last().unwrap();
+    assert_eq!(summary["events"]["posted"], 0, "{summary}");
+    assert_eq!(summary["events"]["not_posted"], 1, "{summary}");
+    assert!(without.0.last().unwrap().get("events").is_none());
+    // The same timing: envoy's 3 s hook, then the linger, either way.
+    let diff = with.1.abs_diff(without.1);
+    assert!(
+        diff < Duration::from_secs(2),
+        "with --events {:?}, without {:?}",
+        with.1,
+        without.1
+    );
+    assert!(
+        with.2.iter().any(|l| l.contains("no event will be posted")),
+        "{:#?}",
+        with.2
+    );
+}

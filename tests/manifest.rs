@@ -308,8 +308,10 @@ fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
 
 /// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
 /// wrongly on purpose.
-const NOT_INJECTABLE: [&str; 7] = [
+const NOT_INJECTABLE: [&str; 8] = [
     "added-after-inject.yaml",
+    // Injected already (`inject --events`), with RBAC beside it.
+    "events-rbac.yaml",
     "bare-pod-classic-sidecar.yaml",
     "multi-document.yaml",
     "job-classic-sidecar.yaml",

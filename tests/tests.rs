@@ -28,6 +28,8 @@ mod webhook_limits;
 mod yaml;
 // After webhook: uses its helpers.
 mod apiserver;
+// After apiserver and webhook: uses their helpers.
+mod events;
 // After webhook and manifest: uses their helpers.
 mod adoption;
 // After manifest: uses its helpers.

@@ -416,6 +416,24 @@ impl Peers {
         }
     }
 
+    /// How run `run_id` of `container` ended, when a finish that pairs with its start was read
+    /// (a forged finish, whose key does not open the seal, ended nothing and gives `None`).
+    /// Without a run id: the peer's outcome while its records name no run.
+    pub fn finish_of(&self, container: &str, run_id: Option<&str>) -> Option<PeerOutcome> {
+        let st = self.lock();
+        let peer = st.get(container)?;
+        let run = match run_id {
+            Some(id) => peer.runs.iter().find(|r| r.id.as_deref() == Some(id))?,
+            None => peer.runs.iter().find(|r| r.id.is_none())?,
+        };
+        let f = run.finished.as_ref()?;
+        Some(PeerOutcome {
+            outcome: f.outcome.clone(),
+            exit_code: f.exit_code,
+            duration_ms: f.duration_ms,
+        })
+    }
+
     /// Every peer's outcome as of now: `unfinished` while any of its runs is, `missing` when no
     /// run was announced, else the worst of its finished runs.
     pub fn outcomes(&self) -> BTreeMap<String, PeerOutcome> {

@@ -35,7 +35,13 @@ pub struct Options {
     pub mode: SidecarMode,
     /// `(container, duration)`: a preStop `hooklog sleep DURATION` for a container without one.
     pub prestop_sleep: Vec<(String, String)>,
+    /// `--events`: the sidecar posts an Event for each hook not ok (its service account needs
+    /// [`EVENTS_RBAC`]).
+    pub events: bool,
 }
+
+/// What `--events` needs, for the notes of inject and the webhook.
+pub const EVENTS_RBAC: &str = "the pod's service account needs create and patch on events.k8s.io events in its namespace (k8s/events/rbac.yaml)";
 
 /// The sidecar form for the cluster: `--sidecar` when given, else native from 1.29 on
 /// ([`NATIVE_SIDECAR_SINCE`]) and classic below; native without a version (1.29+ is assumed:
@@ -672,7 +678,7 @@ fn add_hooklog(
         map.shift_insert(at, "initContainers".into(), json!([]));
     }
     let installer = installer(&opts.image);
-    let sidecar = sidecar(&opts.image, mode, peers, grace);
+    let sidecar = sidecar(&opts.image, mode, peers, grace, opts.events);
     // First among the init containers: hooklog is there before any other starts (a native
     // sidecar whose preStop it wraps included), and, a native sidecar, stops after them.
     match mode {
@@ -860,7 +866,13 @@ fn installer(image: &str) -> Value {
     })
 }
 
-fn sidecar(image: &str, mode: SidecarMode, peers: &[String], grace: Duration) -> Value {
+fn sidecar(
+    image: &str,
+    mode: SidecarMode,
+    peers: &[String],
+    grace: Duration,
+    events: bool,
+) -> Value {
     let mut args = vec![
         "run".to_string(),
         "--file".into(),
@@ -877,6 +889,9 @@ fn sidecar(image: &str, mode: SidecarMode, peers: &[String], grace: Duration) ->
     if mode == SidecarMode::Native {
         // Signalled after its peers are gone, perhaps with 2 s left: summary at once.
         args.push("--native-sidecar".to_string());
+    }
+    if events {
+        args.push("--events".to_string());
     }
     let env: Vec<Value> = [
         ("POD_NAME", "metadata.name"),
@@ -922,6 +937,7 @@ mod tests {
             image: "registry.example.com/hooklog:0.1.0".into(),
             mode: SidecarMode::Native,
             prestop_sleep: vec![("web".into(), "10s".into())],
+            events: false,
         }
     }
 

@@ -259,8 +259,10 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         image,
         mode,
         prestop_sleep: args.prestop_sleep,
+        events: args.events,
     };
     let images = &args.images;
+    let events = args.events;
     transform(
         &args.paths,
         |doc| inject::inject(doc, &opts),
@@ -273,7 +275,11 @@ pub fn inject_command(args: InjectArgs) -> u8 {
             let wanted = image_notes::wanted_images(docs, &lookup);
             let then = "inject says nothing about its hooks";
             lookup.images = read_images(&wanted, images, then).0;
-            image_notes::notes(docs, &lookup)
+            let mut notes = image_notes::notes(docs, &lookup);
+            if events {
+                notes.push(format!("hooklog: --events: {}", inject::EVENTS_RBAC));
+            }
+            notes
         },
     )
 }

@@ -1566,6 +1566,7 @@ mod shapes {
             image: "registry.example.com/hooklog:0.1.0".into(),
             mode: crate::manifest::budget::SidecarMode::Native,
             prestop_sleep: Vec::new(),
+            events: false,
         }
     }
 

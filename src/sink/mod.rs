@@ -91,13 +91,14 @@ pub type SummaryFn = Box<dyn FnOnce(u64) -> Batch + Send>;
 /// Hands each batch from the sources to every sink, in order, until the sources' channel closes
 /// or `cut` fires (the grace deadline is near); then the summary from `summary`, always last.
 /// After a cut, what is still queued is dropped and counted in the summary. Ends by closing the
-/// sinks' queues.
+/// sinks' queues. Each batch is also offered to `tap` (`--events`), which is never waited for.
 pub async fn fan_out(
     mut rx: mpsc::Receiver<Batch>,
     queues: Vec<SinkQueue>,
     counters: Arc<Counters>,
     summary: oneshot::Receiver<SummaryFn>,
     cut: CancellationToken,
+    tap: Option<mpsc::Sender<Arc<Batch>>>,
 ) {
     let mut dropped = 0u64;
     // The copy of each wrapper lifecycle record that comes out: the first in this order.
@@ -115,7 +116,16 @@ pub async fn fan_out(
             },
         };
         let batch = without_copies(batch, &once);
-        if !forward(&sinks, batch, &counters, Some(&cut), &mut sent).await {
+        if !forward(
+            &sinks,
+            batch,
+            &counters,
+            Some(&cut),
+            &mut sent,
+            tap.as_ref(),
+        )
+        .await
+        {
             break;
         }
     }
@@ -140,7 +150,7 @@ pub async fn fan_out(
     // The summary is sent once the sources are done (or the cut came); a daemon that ended
     // without one sends nothing.
     if let Ok(make) = summary.await {
-        forward(&sinks, make(dropped), &counters, None, &mut sent).await;
+        forward(&sinks, make(dropped), &counters, None, &mut sent, None).await;
     }
 }
 
@@ -173,18 +183,24 @@ async fn settle(queues: &[SinkQueue], sent: &[u64]) {
 }
 
 /// Hands `batch` to every sink, counting in `sent` each sink that got it; false when `cut` fired
-/// first (the batch is then counted as dropped for the sinks that did not get it).
+/// first (the batch is then counted as dropped for the sinks that did not get it). `tap` gets it
+/// too when it has room.
 async fn forward(
     sinks: &[mpsc::Sender<Arc<Batch>>],
     batch: Batch,
     counters: &Counters,
     cut: Option<&CancellationToken>,
     sent: &mut [u64],
+    tap: Option<&mpsc::Sender<Arc<Batch>>>,
 ) -> bool {
     Counters::add(&counters.records_in, batch.len());
     batch.expect_sinks(sinks.len());
     let n = batch.len();
     let batch = Arc::new(batch);
+    if let Some(tap) = tap {
+        // A full tap misses this batch: the Events reporter never slows the records down.
+        let _ = tap.try_send(batch.clone());
+    }
     for (sink, given) in sinks.iter().zip(sent.iter_mut()) {
         let sent = match cut {
             Some(cut) => tokio::select! {

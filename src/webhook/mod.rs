@@ -173,6 +173,7 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
                 image: args.image.clone(),
                 mode,
                 prestop_sleep: args.prestop_sleep.clone(),
+                events: args.events,
             },
             own_namespace,
         },
@@ -181,8 +182,12 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
     tracing::info!(
         listen = %listener.local_addr().unwrap_or(args.listen),
         sidecar = ?mode,
+        events = args.events,
         "webhook serving"
     );
+    if args.events {
+        tracing::info!(rbac = inject::EVENTS_RBAC, "sidecars post events");
+    }
 
     let stop = CancellationToken::new();
     let tracker = TaskTracker::new();

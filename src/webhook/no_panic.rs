@@ -143,6 +143,7 @@ fn policy() -> Policy {
             image: "hooklog:test".into(),
             mode: SidecarMode::Native,
             prestop_sleep: vec![],
+            events: false,
         },
         own_namespace: Some("hooklog".into()),
     }

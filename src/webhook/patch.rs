@@ -199,6 +199,7 @@ mod tests {
                         SidecarMode::Classic
                     },
                     prestop_sleep: vec![("web".into(), "5s".into())],
+                    events: false,
                 };
                 let mut injected = pod.clone();
                 if inject::inject(&mut injected, &opts).is_err() || injected == pod {

@@ -279,6 +279,7 @@ mod tests {
                 image: "hooklog:test".into(),
                 mode,
                 prestop_sleep: vec![],
+                events: false,
             },
             own_namespace: Some("hooklog".into()),
         }
@@ -337,6 +338,33 @@ mod tests {
         let mut got = apply(&object, &r);
         got["kind"] = json!("Pod");
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn with_events_the_sidecar_it_adds_runs_events() {
+        let mut p = policy(SidecarMode::Native);
+        p.inject.events = true;
+        let object = pod(json!({}), json!({}));
+        let r = review(
+            &review_of(object.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            &p,
+        );
+        assert_eq!(r.verdict, Verdict::Injected);
+        let got = apply(&object, &r);
+        let sidecar = got["spec"]["initContainers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "hooklog")
+            .unwrap();
+        assert!(
+            sidecar["args"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("--events")),
+            "{sidecar:#}"
+        );
     }
 
     #[test]

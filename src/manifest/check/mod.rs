@@ -3,6 +3,7 @@
 
 mod adoption;
 pub mod control;
+mod events;
 mod fargate;
 pub mod image;
 mod jobs;
@@ -90,6 +91,7 @@ pub const RULES: &[Rule] = &[
     wiring::DOWNWARD_API,
     wiring::INVALID_COMMAND,
     wiring::MOUNT_OVER_IMAGE,
+    events::EVENTS_RBAC,
     fargate::CAPABILITIES,
     fargate::PRIVILEGED,
     fargate::HOST_NAMESPACE,
@@ -291,6 +293,7 @@ fn path_to_pointer(path: &str) -> String {
 pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
     let mut out = Vec::new();
     let opted_in = adoption::opted_in_namespaces(sources);
+    let grants = events::grants(sources);
     for source in sources {
         for doc in &source.documents {
             for t in podspec::templates(&doc.value) {
@@ -308,6 +311,7 @@ pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
                 check_pod(&pod, opts, &mut sink);
                 let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
                 adoption::check_pod(&pod, metadata, &opted_in, native, &mut sink);
+                events::check_pod(&pod, &grants, &mut sink);
                 let ignores = control::ignores(doc.value.get("metadata"), &pod);
                 control::apply_ignores(&ignores, &mut sink);
                 out.extend(sink.findings);
@@ -437,6 +441,7 @@ mod tests {
             image: "hooklog".into(),
             mode: crate::manifest::budget::SidecarMode::Native,
             prestop_sleep: vec![],
+            events: false,
         };
         assert!(
             crate::manifest::inject::inject(&mut patch, &opts)

@@ -1,0 +1,178 @@
+//! The sidecar's in-cluster API client: `KUBERNETES_SERVICE_HOST` and `_PORT` say where, the
+//! service account mount's `ca.crt` whom to trust and its `token` who asks. The token is read
+//! again for every call (the kubelet rotates projected tokens, about hourly). Every call has a
+//! deadline of its caller's.
+//!
+//! A copy of the few lines of `webhook::apiserver::Client` it needs (hyper 1's HTTP/1.1 client
+//! half over tokio-rustls with ring), not an import: the sidecar imports nothing of the control
+//! plane.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::time::Instant;
+
+/// Largest answer read: the API server answers a create or a patch with the Event itself, a few
+/// KiB at most (its note is at most 1 KiB).
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// The port when `KUBERNETES_SERVICE_PORT` is not set: the `kubernetes` Service's HTTPS port.
+const DEFAULT_PORT: &str = "443";
+
+/// Where the API server is and how to ask it.
+pub struct Client {
+    /// `host:port` (an IPv6 host bracketed), for the connection and the `Host` header.
+    addr: String,
+    /// The name the API server's certificate must hold.
+    name: ServerName<'static>,
+    /// Trusts the mount's CA only.
+    tls: Arc<rustls::ClientConfig>,
+    /// The token file, read per call (rotated by the kubelet).
+    token: PathBuf,
+}
+
+/// Why a call failed: the status when the API server answered.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// Not done by the deadline: no answer (a server that is slow or not there at all).
+    #[error("no answer within {0} ms")]
+    Deadline(u64),
+    /// The API server answered with an error status (403: the Role is missing).
+    #[error("HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the API server's `Status` message.
+        body: String,
+    },
+    /// Anything else: the token, the connection, TLS.
+    #[error("{0:#}")]
+    Other(anyhow::Error),
+}
+
+/// Longest part of an error answer kept for the warning.
+const ERROR_BODY_SHOWN: usize = 300;
+
+impl Client {
+    /// The in-cluster client, from `env` (`KUBERNETES_SERVICE_HOST`/`_PORT`) and `dir`'s
+    /// `ca.crt` and `token`.
+    pub fn in_cluster(env: impl Fn(&str) -> Option<String>, dir: &Path) -> Result<Client> {
+        let host = env("KUBERNETES_SERVICE_HOST")
+            .filter(|h| !h.is_empty())
+            .context("KUBERNETES_SERVICE_HOST is not set (no API server to post to)")?;
+        let port = env("KUBERNETES_SERVICE_PORT").unwrap_or_else(|| DEFAULT_PORT.into());
+        let ca = dir.join("ca.crt");
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(&ca).with_context(|| format!("{}", ca.display()))? {
+            roots
+                .add(c.with_context(|| format!("{}", ca.display()))?)
+                .with_context(|| format!("{}", ca.display()))?;
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = ServerName::try_from(host.clone()).context("KUBERNETES_SERVICE_HOST")?;
+        let addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let token = dir.join("token");
+        std::fs::metadata(&token).with_context(|| format!("{}", token.display()))?;
+        Ok(Client {
+            addr,
+            name,
+            tls: Arc::new(tls),
+            token,
+        })
+    }
+
+    /// `method path` with a JSON `body` of `content_type`, done by `deadline`: the answer's
+    /// JSON when its status is 2xx.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<serde_json::Value, CallError> {
+        let started = Instant::now();
+        let answer = tokio::time::timeout_at(
+            deadline,
+            self.call_unbounded(method, path, content_type, body),
+        )
+        .await
+        .map_err(|_| {
+            CallError::Deadline(deadline.saturating_duration_since(started).as_millis() as u64)
+        })?
+        .map_err(CallError::Other)?;
+        let (status, bytes) = answer;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let shown: String = text.trim().chars().take(ERROR_BODY_SHOWN).collect();
+            return Err(CallError::Status {
+                status: status.as_u16(),
+                body: shown,
+            });
+        }
+        serde_json::from_slice(&bytes)
+            .context("the answer is not JSON")
+            .map_err(CallError::Other)
+    }
+
+    async fn call_unbounded(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<(StatusCode, Bytes)> {
+        let token = std::fs::read_to_string(&self.token)
+            .with_context(|| format!("{}", self.token.display()))?;
+        let tcp = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .with_context(|| format!("connect to {}", self.addr))?;
+        let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
+            .connect(self.name.clone(), tcp)
+            .await
+            .with_context(|| format!("TLS to {}", self.addr))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .context("HTTP/1.1")?;
+        // Ends with the answer (one call per connection); the caller's deadline bounds it.
+        let driver = tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, &self.addr)
+            .header(
+                hyper::header::AUTHORIZATION,
+                format!("Bearer {}", token.trim()),
+            )
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(hyper::header::CONTENT_TYPE, content_type)
+            .body(Full::new(Bytes::from(body)))
+            .context("the request")?;
+        let answer = sender.send_request(req).await.context("send")?;
+        let status = answer.status();
+        let bytes = Limited::new(answer.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| anyhow::anyhow!("the answer: {e}"))?
+            .to_bytes();
+        driver.abort();
+        Ok((status, bytes))
+    }
+}

@@ -1,0 +1,716 @@
+//! `hooklog run --events` (issue 29): the Warning Event a hook that does not end ok leaves on
+//! its pod, read back from a real kube-apiserver 1.20.2 (the API server tier, scripts/
+//! apiserver.sh) as the pod's service account with k8s/events/rbac.yaml applied; and what no
+//! API server, a 403 or a server that never answers cost: at most a call's deadline, counted in
+//! the summary, warned once, the summary still last. The termination message, with and
+//! without a tier.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::apiserver::Api;
+use crate::util::{Daemon, hooklog, wait_until};
+
+/// hooklog's deadline for one call (src/events/mod.rs, `CALL_TIMEOUT`).
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Slack for a loaded 2-core machine on top of what hooklog itself allows.
+const SLACK: Duration = Duration::from_millis(2000);
+
+/// What hooklog's exit may take past the moment it chose (the runtime's shutdown, the test's
+/// polling).
+const EXIT_SLACK: Duration = Duration::from_millis(1200);
+
+/// How long an Event may take to show up in the API after the hook ended.
+const EVENT_SHOWS: Duration = Duration::from_secs(20);
+
+/// The pod's name in every test (each test has a namespace of its own).
+const POD: &str = "checkout-7d9f-x2x4b";
+
+/// A namespace with a pod object, its `default` service account and a token of it, and (when
+/// asked) the shipped Role and RoleBinding; the mount's files in a folder, as the kubelet
+/// projects them.
+struct PodTier<'a> {
+    api: &'a Api,
+    ns: String,
+    uid: String,
+    sa_dir: PathBuf,
+}
+
+impl<'a> PodTier<'a> {
+    fn new(api: &'a Api, name: &str, dir: &Path, with_role: bool) -> PodTier<'a> {
+        let ns = format!("ev-{name}-{}", std::process::id());
+        let ok = |method: &str, path: &str, body: &Value| {
+            let (status, v) = api.call(method, path, Some(body));
+            assert!(
+                (200..300).contains(&status),
+                "{method} {path}: {status} {v:#}"
+            );
+            v
+        };
+        ok(
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        );
+        let pod = ok(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD},
+                    "spec": {"containers": [{"name": "envoy", "image": "envoy"}, {"name": "hooklog", "image": "hooklog"}]}}),
+        );
+        let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+        ok(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/serviceaccounts"),
+            &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        );
+        if with_role {
+            let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml");
+            for doc in crate::k8s::documents(&rbac) {
+                let plural = match doc["kind"].as_str().unwrap() {
+                    "Role" => "roles",
+                    "RoleBinding" => "rolebindings",
+                    other => panic!("k8s/events/rbac.yaml has a {other}"),
+                };
+                ok(
+                    "POST",
+                    &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}"),
+                    &doc,
+                );
+            }
+        }
+        // A token of the pod's service account, as the kubelet projects one (TokenRequest).
+        let answer = ok(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/serviceaccounts/default/token"),
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}}),
+        );
+        let sa_dir = dir.join("serviceaccount");
+        std::fs::create_dir_all(&sa_dir).unwrap();
+        std::fs::write(
+            sa_dir.join("token"),
+            answer["status"]["token"].as_str().unwrap(),
+        )
+        .unwrap();
+        std::fs::write(sa_dir.join("ca.crt"), &api.ca_pem).unwrap();
+        std::fs::write(sa_dir.join("namespace"), &ns).unwrap();
+        PodTier {
+            api,
+            ns,
+            uid,
+            sa_dir,
+        }
+    }
+
+    /// The pod's Events through the core v1 API, selected by the pod's uid as `kubectl
+    /// describe pod` selects them.
+    fn events(&self) -> Vec<Value> {
+        let (status, v) = self.api.call(
+            "GET",
+            &format!(
+                "/api/v1/namespaces/{}/events?fieldSelector=involvedObject.uid%3D{}",
+                self.ns, self.uid
+            ),
+            None,
+        );
+        assert_eq!(status, 200, "{v:#}");
+        v["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `hooklog run --events` for this pod.
+    fn daemon(&self, file: &Path, extra: &[&str]) -> Daemon {
+        let port = self.api.port.to_string();
+        let sa = self.sa_dir.to_str().unwrap();
+        let mut args = vec![
+            "--file",
+            file.to_str().unwrap(),
+            "--events",
+            "--serviceaccount-dir",
+            sa,
+            "--linger",
+            "100ms",
+        ];
+        args.extend_from_slice(extra);
+        Daemon::start(
+            &args,
+            &[
+                ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+                ("KUBERNETES_SERVICE_PORT", &port),
+                ("POD_NAME", POD),
+                ("POD_NAMESPACE", &self.ns),
+                ("POD_UID", &self.uid),
+            ],
+        )
+    }
+}
+
+impl Drop for PodTier<'_> {
+    fn drop(&mut self) {
+        // Best effort: a failed test leaves its namespace, which the next run's names avoid.
+        let _ = self
+            .api
+            .call("DELETE", &format!("/api/v1/namespaces/{}", self.ns), None);
+    }
+}
+
+/// Runs `script` as `container`'s preStop hook through `hooklog hook`, reporting to `file`.
+fn hook(file: &Path, container: &str, script: &str) -> std::process::ExitStatus {
+    hooklog()
+        .args(["hook", "--container", container, "--file"])
+        .arg(file)
+        .args(["--", "sh", "-c", script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+}
+
+/// The summary, checked to be the last record.
+fn last_summary(d: &Daemon) -> Value {
+    let records = d.records();
+    let last = records.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["event"], "hooks.summary",
+        "the summary is not last: {records:#?}"
+    );
+    last
+}
+
+/// The warnings of hooklog's stderr that say an Event was not posted.
+fn not_posted_warnings(d: &Daemon) -> usize {
+    d.stderr
+        .lines()
+        .iter()
+        .filter(|l| l.contains("event not posted"))
+        .count()
+}
+
+#[test]
+fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last_output() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "failed", dir.path(), true);
+    let file = dir.path().join("prestop.log");
+    let termination = dir.path().join("termination-log");
+    let mut d = t.daemon(
+        &file,
+        &["--termination-message-path", termination.to_str().unwrap()],
+    );
+    // An ok hook posts nothing; a failed one posts at once, before any signal.
+    assert!(hook(&file, "app", "echo fine").success());
+    let st = hook(
+        &file,
+        "envoy",
+        "echo 'draining listeners'; echo 'upstream cluster gone' >&2; exit 3",
+    );
+    assert_eq!(st.code(), Some(3));
+    let shown = wait_until(EVENT_SHOWS, || !t.events().is_empty());
+    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    let events = t.events();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let e = &events[0];
+    assert_eq!(e["type"], "Warning");
+    assert_eq!(e["reason"], "PreStopHookFailed");
+    assert_eq!(e["involvedObject"]["kind"], "Pod");
+    assert_eq!(e["involvedObject"]["name"], POD);
+    assert_eq!(e["involvedObject"]["uid"], t.uid.as_str());
+    assert_eq!(e["reportingComponent"], "hooklog.dev/sidecar");
+    assert_eq!(e["reportingInstance"], POD);
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("container envoy: preStop hook failed"),
+        "{message}"
+    );
+    assert!(message.contains("exit status 3"), "{message}");
+    assert!(
+        message.ends_with("last output:\ndraining listeners\nupstream cluster gone"),
+        "{message}"
+    );
+
+    // The same outcome again is the same Event's series, not a second Event.
+    let st = hook(&file, "envoy", "echo 'second try'; exit 3");
+    assert_eq!(st.code(), Some(3));
+    let series = wait_until(EVENT_SHOWS, || {
+        let (_, v) = api.call(
+            "GET",
+            &format!("/apis/events.k8s.io/v1/namespaces/{}/events", t.ns),
+            None,
+        );
+        v["items"][0]["series"]["count"] == 2
+    });
+    assert!(series, "no series; stderr {:#?}", d.stderr.lines());
+    assert_eq!(t.events().len(), 1);
+
+    d.terminate();
+    d.wait_exit(Duration::from_secs(20));
+    let summary = last_summary(&d);
+    assert_eq!(
+        summary["events"],
+        json!({"posted": 2, "not_posted": 0, "pending": 0}),
+        "{summary:#}"
+    );
+    assert_eq!(not_posted_warnings(&d), 0, "{:#?}", d.stderr.lines());
+    assert_eq!(
+        std::fs::read_to_string(&termination).unwrap(),
+        summary["message"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn a_hook_that_prints_10_mb_gives_an_event_within_the_note_limit_ending_with_its_last_line() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "big", dir.path(), true);
+    let file = dir.path().join("prestop.log");
+    let mut d = t.daemon(&file, &[]);
+    // 10 MB of lines, one line of 200 KB among them, then the last words; and a timeout.
+    let st = hook(
+        &file,
+        "envoy",
+        "yes 'flushing the request log to s3, chunk after chunk' | head -c 10000000; \
+         head -c 200000 /dev/zero | tr '\\0' y; echo; echo 'THE LAST LINE'; exit 1",
+    );
+    assert_eq!(st.code(), Some(1));
+    let shown = wait_until(Duration::from_secs(60), || !t.events().is_empty());
+    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    let e = &t.events()[0];
+    let message = e["message"].as_str().unwrap();
+    // events.k8s.io/v1's note limit (NoteLengthLimit, k8s.io/kubernetes/pkg/apis/core/validation/events.go).
+    assert!(message.len() <= 1024, "{} bytes", message.len());
+    assert!(message.len() > 900, "the note is not filled: {message}");
+    assert!(message.ends_with("\nTHE LAST LINE"), "{message}");
+    d.terminate();
+    d.wait_exit(Duration::from_secs(30));
+    assert_eq!(last_summary(&d)["events"]["posted"], 1);
+}
+
+#[test]
+fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "missing", dir.path(), true);
+    let file = dir.path().join("prestop.log");
+    let mut d = t.daemon(
+        &file,
+        &["--peers", "api-server", "--announce-timeout", "300ms"],
+    );
+    d.terminate();
+    d.wait_exit(Duration::from_secs(20));
+    let summary = last_summary(&d);
+    // Counted as pending when the summary was written: it is not waited for.
+    assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
+    let shown = wait_until(EVENT_SHOWS, || !t.events().is_empty());
+    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    let e = &t.events()[0];
+    assert_eq!(e["reason"], "PreStopHookMissing");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("container api-server"),
+        "{e:#}"
+    );
+}
+
+#[test]
+fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "forbidden", dir.path(), false);
+    let file = dir.path().join("prestop.log");
+    let mut d = t.daemon(
+        &file,
+        &["--peers", "api-server", "--announce-timeout", "300ms"],
+    );
+    for _ in 0..3 {
+        assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
+    }
+    d.expect(
+        EVENT_SHOWS,
+        "a warning that the event was not posted",
+        || not_posted_warnings(&d) == 1,
+    );
+    let signalled = Instant::now();
+    d.terminate();
+    d.wait_exit(Duration::from_secs(20));
+    // No call after the 403: the missing hook costs nothing at exit.
+    assert!(
+        signalled.elapsed() < Duration::from_millis(300 + 100) + SLACK,
+        "{:?}",
+        signalled.elapsed()
+    );
+    let summary = last_summary(&d);
+    let events = &summary["events"];
+    assert_eq!(events["posted"], 0, "{summary:#}");
+    assert_eq!(events["not_posted"], 3, "{summary:#}");
+    assert!(
+        events["error"].as_str().unwrap().contains("HTTP 403"),
+        "{summary:#}"
+    );
+    assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
+    assert!(t.events().is_empty());
+}
+
+/// A service account mount for a server that is not the tier: any CA, any token.
+fn fake_mount(dir: &Path) -> PathBuf {
+    let certs = crate::webhook::Certs::make(dir, "no-such-apiserver");
+    let sa = dir.join("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("ca.crt"), certs.ca_pem).unwrap();
+    std::fs::write(sa.join("token"), "not-a-token").unwrap();
+    std::fs::write(sa.join("namespace"), "shop").unwrap();
+    sa
+}
+
+/// `hooklog run --events` against `port` on 127.0.0.1, a missing peer (posted at the summary)
+/// and `extra` flags; returns the daemon, the time from the signal to the summary and to the
+/// exit.
+fn run_against(port: u16, dir: &Path, extra: &[&str]) -> (Daemon, Duration, Duration) {
+    let sa = fake_mount(dir);
+    let file = dir.join("prestop.log");
+    let port = port.to_string();
+    let mut args = vec![
+        "--file",
+        file.to_str().unwrap(),
+        "--events",
+        "--serviceaccount-dir",
+        sa.to_str().unwrap(),
+        "--linger",
+        "50ms",
+        "--peers",
+        "api-server",
+        "--announce-timeout",
+        "100ms",
+    ];
+    args.extend_from_slice(extra);
+    let mut d = Daemon::start(
+        &args,
+        &[
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", &port),
+            ("POD_NAME", POD),
+            ("POD_UID", "0f1e2d3c"),
+        ],
+    );
+    let signalled = Instant::now();
+    d.terminate();
+    let summary_seen = wait_until(Duration::from_secs(20), || {
+        d.stdout.lines().iter().any(|l| l.contains("hooks.summary"))
+    });
+    let to_summary = signalled.elapsed();
+    assert!(summary_seen, "no summary; stderr {:#?}", d.stderr.lines());
+    d.wait_exit(Duration::from_secs(20));
+    (d, to_summary, signalled.elapsed())
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn an_unreachable_api_server_costs_no_more_than_the_deadline_and_the_summary_is_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, to_summary, to_exit) = run_against(closed_port(), dir.path(), &[]);
+    // The announce timeout and the linger, then at once.
+    assert!(
+        to_summary < Duration::from_millis(400) + SLACK,
+        "{to_summary:?}"
+    );
+    assert!(to_exit < to_summary + CALL_TIMEOUT, "{to_exit:?}");
+    let summary = last_summary(&d);
+    assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
+    assert_eq!(summary["counts"]["missing"], 1);
+    assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
+}
+
+#[test]
+fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_delays_the_summary() {
+    // Accepts connections and never says a word: the TLS handshake waits for ever.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in listener.incoming() {
+            match c {
+                Ok(c) => conns.push(c),
+                Err(_) => break,
+            }
+            if conns.len() > 16 {
+                break;
+            }
+        }
+    });
+    for (grace, bound) in [
+        (None, Duration::from_secs(25)),
+        // A grace shorter than a call's deadline: the call ends before the grace does.
+        (Some("800ms"), Duration::from_millis(800)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<&str> = grace.map(|g| vec!["--grace", g]).unwrap_or_default();
+        let (d, to_summary, to_exit) = run_against(port, dir.path(), &extra);
+        assert!(
+            to_summary < Duration::from_millis(400) + SLACK,
+            "{to_summary:?}"
+        );
+        eprintln!("--grace {grace:?}: summary after {to_summary:?}, exit after {to_exit:?}");
+        // One call's deadline after the summary at most, and never past the grace.
+        assert!(
+            to_exit < (to_summary + CALL_TIMEOUT).min(bound) + EXIT_SLACK,
+            "{grace:?}: summary after {to_summary:?}, exit after {to_exit:?}"
+        );
+        let summary = last_summary(&d);
+        assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
+        assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
+        let warning = d
+            .stderr
+            .lines()
+            .into_iter()
+            .find(|l| l.contains("event not posted"))
+            .unwrap();
+        assert!(warning.contains("no answer within"), "{warning}");
+    }
+    drop(held); // The thread ends with the process.
+}
+
+#[test]
+fn events_without_an_api_server_change_nothing_in_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for events in [false, true] {
+        let file = dir.path().join(format!("prestop-{events}.log"));
+        let mut args = vec![
+            "--file".to_string(),
+            file.to_str().unwrap().to_string(),
+            "--linger".into(),
+            "100ms".into(),
+        ];
+        if events {
+            args.push("--events".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        // Not in a cluster: no KUBERNETES_SERVICE_HOST, no mount.
+        let mut cmd = hooklog();
+        cmd.arg("run")
+            .args(&args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("POD_NAME", POD);
+        let mut d = Daemon::spawn(cmd);
+        assert_eq!(hook(&file, "envoy", "echo bye; exit 2").code(), Some(2));
+        d.expect(Duration::from_secs(10), "the hook's records", || {
+            d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+        });
+        d.terminate();
+        d.wait_exit(Duration::from_secs(20));
+        let records = d.records();
+        let shape: Vec<(Value, Value, Value)> = records
+            .iter()
+            .map(|r| {
+                (
+                    r["event"].clone(),
+                    r["message"].clone(),
+                    r["counts"].clone(),
+                )
+            })
+            .filter(|(e, _, _)| e != "hook.started" && e != "hook.finished")
+            .collect();
+        runs.push((shape, last_summary(&d), d.stderr.lines()));
+    }
+    assert_eq!(runs[0].0, runs[1].0);
+    assert!(runs[0].1.get("events").is_none());
+    assert_eq!(
+        runs[1].1["events"],
+        json!({"posted": 0, "not_posted": 1, "pending": 0, "error": "KUBERNETES_SERVICE_HOST is not set (no API server to post to)"})
+    );
+    let warned = runs[1]
+        .2
+        .iter()
+        .filter(|l| l.contains("no event will be posted"))
+        .count();
+    assert_eq!(warned, 1, "{:#?}", runs[1].2);
+    let again = runs[1]
+        .2
+        .iter()
+        .filter(|l| l.contains("event not posted"))
+        .count();
+    assert_eq!(again, 0, "{:#?}", runs[1].2);
+}
+
+#[test]
+fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let termination = dir.path().join("termination-log");
+    std::fs::write(&termination, "left by an earlier run, longer than the summary line ...........................................").unwrap();
+    let mut d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--linger",
+            "100ms",
+            "--termination-message-path",
+            termination.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(hook(&file, "envoy", "exit 7").code(), Some(7));
+    d.expect(Duration::from_secs(10), "the hook's records", || {
+        d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+    });
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(20)).success());
+    let summary = last_summary(&d);
+    assert_eq!(
+        std::fs::read_to_string(&termination).unwrap(),
+        summary["message"].as_str().unwrap()
+    );
+    assert_eq!(summary["message"], "hooks: 1 failed (envoy=failed)");
+    // The default path outside a pod: /dev/termination-log does not exist and is not made.
+    if !Path::new("/dev/termination-log").exists() {
+        let mut d = Daemon::start(&["--file", file.to_str().unwrap(), "--linger", "50ms"], &[]);
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(20)).success());
+        assert!(!Path::new("/dev/termination-log").exists());
+        assert!(
+            !d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("termination message")),
+            "{:#?}",
+            d.stderr.lines()
+        );
+    }
+}
+
+#[test]
+fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let incident = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/manifests/incidents/distroless-envoy-sleep.yaml");
+    let original = std::fs::read_to_string(&incident).unwrap();
+    let inject = |events: bool| {
+        let mut cmd = hooklog();
+        cmd.args(["inject", "--image", "registry.example.com/hooklog:0.1.0"]);
+        if events {
+            cmd.arg("--events");
+        }
+        let out = cmd.arg(&incident).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let check = |text: &str, extra: &str| {
+        let path = dir.path().join("injected.yaml");
+        std::fs::write(&path, format!("{text}{extra}")).unwrap();
+        let out = hooklog()
+            .args(["check", "--format", "json"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == "sidecar-events-rbac-unknown")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (plain, plain_report) = inject(false);
+    let (with, report) = inject(true);
+    assert!(!plain.contains("--events") && !plain_report.contains("rbac"));
+    assert!(report.contains("k8s/events/rbac.yaml"), "{report}");
+    // Only the flag differs.
+    let added: Vec<&str> = with
+        .lines()
+        .filter(|l| !plain.lines().any(|p| p == *l))
+        .collect();
+    assert_eq!(added, ["            - --events"], "{with}");
+    assert!(check(&plain, "").is_empty());
+    let found = check(&with, "");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["severity"], "warning");
+    assert_eq!(found[0]["container"], "hooklog");
+    // The shipped RBAC beside it, in the pod's namespace: nothing to warn about.
+    let ns = "shop";
+    let rbac =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml"))
+            .unwrap()
+            .replace(
+                "  name: hooklog-events\nr",
+                &format!("  name: hooklog-events\n  namespace: {ns}\nr"),
+            )
+            .replace(
+                "  name: hooklog-events\nroleRef",
+                &format!("  name: hooklog-events\n  namespace: {ns}\nroleRef"),
+            );
+    let with_ns = with.clone();
+    assert!(with_ns.contains("namespace: shop"), "{with_ns}");
+    assert!(check(&with_ns, &format!("---\n{rbac}")).is_empty());
+    // Another namespace's grant is not this pod's.
+    assert_eq!(
+        check(&with_ns, &format!("---\n{}", rbac.replace(ns, "other"))).len(),
+        1
+    );
+    // uninject takes the flag out with the rest.
+    let back = hooklog()
+        .args(["uninject", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(with.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8(back.stdout).unwrap(), original);
+}
+
+#[test]
+fn the_token_is_read_again_for_every_call_as_the_kubelet_rotates_it() {
+    let Some(api) = Api::from_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let t = PodTier::new(&api, "token", dir.path(), true);
+    let file = dir.path().join("prestop.log");
+    let mut d = t.daemon(&file, &[]);
+    assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
+    let shown = wait_until(EVENT_SHOWS, || t.events().len() == 1);
+    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    // The kubelet replaces a projected token's file (atomically, by a rename); here with one the
+    // API server does not know: the next call uses it and is refused.
+    let token = t.sa_dir.join("token");
+    let tmp = t.sa_dir.join(".token.tmp");
+    std::fs::write(&tmp, "not-a-token-the-api-server-knows").unwrap();
+    std::fs::rename(&tmp, &token).unwrap();
+    assert_eq!(hook(&file, "app", "exit 4").code(), Some(4));
+    d.expect(EVENT_SHOWS, "the refused call's warning", || {
+        not_posted_warnings(&d) == 1
+    });
+    d.terminate();
+    d.wait_exit(Duration::from_secs(20));
+    let summary = last_summary(&d);
+    assert_eq!(summary["events"]["posted"], 1, "{summary:#}");
+    assert_eq!(summary["events"]["not_posted"], 1, "{summary:#}");
+    assert!(
+        summary["events"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 401"),
+        "{summary:#}"
+    );
+    assert_eq!(t.events().len(), 1);
+}
