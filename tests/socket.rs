@@ -203,9 +203,10 @@ fn accept_queue(sock: &Path) -> Option<usize> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().any(|w| w == sock.to_str().unwrap_or("")))?;
+    let line = text.lines().find(|l| {
+        l.split_whitespace()
+            .any(|w| w == sock.to_str().unwrap_or(""))
+    })?;
     // `u_str LISTEN RECV-Q SEND-Q PATH ...`
     line.split_whitespace().nth(2)?.parse().ok()
 }
