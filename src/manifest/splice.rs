@@ -823,7 +823,7 @@ impl Splicer<'_> {
                 && let Some(start) = line_start_if_first(self.text, e.key_node.start)
             {
                 let slot = Slot::BlockValue {
-                    key_col: e.key_node.col,
+                    key_col: self.indent(&e.key_node),
                     after_colon: self.after_colon(e)?,
                 };
                 // Tried first: the merge may give the new value by itself (uninject removing
@@ -849,7 +849,7 @@ impl Splicer<'_> {
                 Slot::Flow(self.flow_layout(node, entries.iter().map(|e| &e.key_node)))
             } else {
                 Slot::BlockValue {
-                    key_col: e.key_node.col,
+                    key_col: self.indent(&e.key_node),
                     after_colon: self.after_colon(e)?,
                 }
             };
@@ -948,7 +948,7 @@ impl Splicer<'_> {
             }
             return Ok(());
         }
-        let col = entries[0].key_node.col;
+        let col = self.indent(&entries[0].key_node);
         let mut text = String::new();
         let map: Map<String, Value> = new
             .iter()
@@ -980,6 +980,13 @@ impl Splicer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The indentation a block node's column stands for: a byte order mark before the first
+    /// line counts as a column of the text (`Node::col`) but indents nothing (a key added beside
+    /// the first key of `\u{feff}a: 1` went one space in, and read as part of `a`'s value).
+    fn indent(&self, node: &Node) -> usize {
+        node.col - usize::from(node.line == 1 && node.col > 0 && self.text.starts_with(BOM))
     }
 
     /// How a flow collection lays out its items: on one line (`None`), or each on a line of
