@@ -971,6 +971,8 @@ fn a_hook_finishing_during_the_wait_ends_it_then_not_at_the_grace() {
         ],
         &[outcome("envoy", "ok", Some(0))],
     );
+    // The bound tells a wait woken by the finish from one woken by the next report.
+    assert!(LINGER + SLACK < REPORT_EVERY_IN_DAEMON);
     let after_hook = ended
         .daemon_exit_at
         .saturating_duration_since(ended.hooks["envoy"].ended_at);
