@@ -1724,35 +1724,53 @@ mod shapes {
         out
     }
 
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: 64, failure_persistence: None, ..Default::default()
-        })]
-        /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
-        /// line they gain as its neighbour does.
-        #[test]
-        fn neighbours_of_every_shape_round_trip(
-            which in 0usize..9,
-            endings in proptest::collection::vec(proptest::bool::ANY, 1..4),
-            bom: bool,
-            last in 0u8..3,
-        ) {
-            let names = [
-                "lifecycle-events-flow.yaml", "anchors-merge-keys.yaml", "bom-deployment.yaml",
-                "crlf-daemonset.yaml", "no-final-newline-pod.yaml", "no-final-newline-deploy.yaml",
-                "comments-directives.yaml", "empty-flow-collections.yaml", "pod-pretty.json",
-            ];
-            let base = fixture(names[which]).trim_start_matches(super::BOM).to_string();
-            let text = neighbour(&base, &endings, bom, last);
-            let out = round_trip(&text);
-            proptest::prop_assert!(only_inserted(&text, &out), "{out}");
-            proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
-            if endings.iter().all(|e| *e) {
-                proptest::prop_assert!(!out.replace("\r\n", "").contains('\n'), "LF in CRLF:\n{out:?}");
-            }
-            if endings.iter().all(|e| !*e) {
-                proptest::prop_assert!(!out.contains('\r'));
-            }
-        }
+    /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
+    /// line they gain as its neighbour does. Every case reaches the assertions.
+    #[test]
+    fn neighbours_of_every_shape_round_trip() {
+        let strategy = (
+            0usize..9,
+            proptest::collection::vec(proptest::bool::ANY, 1..4),
+            proptest::bool::ANY,
+            0u8..3,
+        );
+        crate::testkit::property(
+            file!(),
+            "neighbours_of_every_shape_round_trip",
+            64,
+            1.0,
+            strategy,
+            |(which, endings, bom, last), reach| {
+                let names = [
+                    "lifecycle-events-flow.yaml",
+                    "anchors-merge-keys.yaml",
+                    "bom-deployment.yaml",
+                    "crlf-daemonset.yaml",
+                    "no-final-newline-pod.yaml",
+                    "no-final-newline-deploy.yaml",
+                    "comments-directives.yaml",
+                    "empty-flow-collections.yaml",
+                    "pod-pretty.json",
+                ];
+                let base = fixture(names[which])
+                    .trim_start_matches(super::BOM)
+                    .to_string();
+                let text = neighbour(&base, &endings, bom, last);
+                let out = round_trip(&text);
+                reach.reached();
+                proptest::prop_assert!(only_inserted(&text, &out), "{out}");
+                proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
+                if endings.iter().all(|e| *e) {
+                    proptest::prop_assert!(
+                        !out.replace("\r\n", "").contains('\n'),
+                        "LF in CRLF:\n{out:?}"
+                    );
+                }
+                if endings.iter().all(|e| !*e) {
+                    proptest::prop_assert!(!out.contains('\r'));
+                }
+                Ok(())
+            },
+        );
     }
 }
