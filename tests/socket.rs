@@ -259,3 +259,43 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
     }
     panic!("the second connection was never still queued at SIGTERM in 3 attempts");
 }
+
+/// While every `--max-connections` slot is taken a writer may wait in the accept queue, so the
+/// socket counts as behind its input and an expected peer is not judged `missing` yet. Once the
+/// slot frees and the queued writer is read, that ends: a peer that never announces is
+/// `missing` after `--announce-timeout` (1 s), and hooklog exits within
+/// [`crate::util::PROMPT_EXIT`] of its SIGTERM, not at its grace (20 s).
+#[test]
+fn a_backlog_that_cleared_does_not_keep_an_expected_peer_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hooklog.sock");
+    let mut daemon = Daemon::start(
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--max-connections",
+            "1",
+            "--peers",
+            "envoy",
+            "--announce-timeout",
+            "1s",
+            "--linger",
+            "0s",
+            "--grace",
+            "20s",
+        ],
+        &[],
+    );
+    let idle = UnixStream::connect(&sock).unwrap();
+    let mut queued = UnixStream::connect(&sock).unwrap();
+    queued.write_all(b"queued\n").unwrap();
+    // Read once the idle connection is closed to make room (after 1 s): the backlog is gone.
+    daemon.wait_records(1, T);
+    daemon.terminate();
+    let st = daemon.wait_exit(crate::util::PROMPT_EXIT);
+    assert!(st.success(), "{st}");
+    assert_eq!(messages_but_summary(&daemon), ["queued"]);
+    let summary = daemon.records().pop().unwrap();
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "missing", "{summary}");
+    drop((idle, queued));
+}

@@ -125,6 +125,26 @@ pub fn as_written(original: &str, text: String) -> String {
     }
 }
 
+/// Past the blank lines at `at` when one of them holds a tab, else `at`. After a plain scalar at
+/// its key's own indentation such a line is whitespace, but after deeper lines (the ones a new
+/// key's value adds) libyaml reads its tab as "a tab character that violates indentation": the
+/// new lines go after them (found by the splicer's property: `_: a\n \t` and a key added).
+fn past_tab_blanks(text: &str, at: usize) -> usize {
+    let mut end = at;
+    let mut tab = false;
+    while end < text.len() {
+        let line_end =
+            memchr::memchr(b'\n', &text.as_bytes()[end..]).map_or(text.len(), |i| end + i + 1);
+        let line = &text[end..line_end];
+        if !line.chars().all(|c| matches!(c, ' ' | '\t' | '\r' | '\n')) {
+            break;
+        }
+        tab |= line.contains('\t');
+        end = line_end;
+    }
+    if tab { end } else { at }
+}
+
 /// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
 /// §5.2), kept in the text as it was.
 pub const BOM: char = '\u{feff}';
@@ -969,7 +989,7 @@ impl Splicer<'_> {
                 }
             },
             None => {
-                let at = after_line(self.text, &last.value);
+                let at = past_tab_blanks(self.text, after_line(self.text, &last.value));
                 if at == self.text.len() && !self.text.ends_with('\n') {
                     text.insert(0, '\n');
                     // A last line without a line break: the new lines go after one, and end as
