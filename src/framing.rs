@@ -321,44 +321,67 @@ mod tests {
         );
     }
 
-    proptest! {
-        /// Whatever the chunking, the frames reassemble to exactly the input lines, each frame
-        /// is within the cap, and the framer never holds more than the cap.
-        #[test]
-        fn frames_reassemble_to_the_input(
-            data in proptest::collection::vec(prop_oneof![Just(b'\n'), Just(b'a'), Just(0xC3u8), Just(0xA9u8), any::<u8>()], 0..400),
-            cuts in proptest::collection::vec(0usize..400, 0..8),
-            max in 4usize..40,
-        ) {
-            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
-            bounds.push(0);
-            bounds.push(data.len());
-            bounds.sort();
-            let mut f = Framer::new(max);
-            let mut lines: Vec<Vec<u8>> = Vec::new();
-            let mut current: Vec<u8> = Vec::new();
-            let mut open = false;
-            let mut on_frame = |fr: Frame<'_>, lines: &mut Vec<Vec<u8>>| {
-                assert!(fr.bytes.len() <= max);
-                assert_eq!(fr.continued, open, "continued flag must track cut frames");
-                current.extend_from_slice(fr.bytes);
-                if fr.end == FrameEnd::Cut {
-                    open = true;
-                } else {
-                    open = false;
-                    lines.push(std::mem::take(&mut current));
+    /// Whatever the chunking, the frames reassemble to exactly the input lines, each frame
+    /// is within the cap, and the framer never holds more than the cap. Counts the cases with
+    /// at least one line.
+    #[test]
+    fn frames_reassemble_to_the_input() {
+        let strategy = (
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(b'\n'),
+                    Just(b'a'),
+                    Just(0xC3u8),
+                    Just(0xA9u8),
+                    any::<u8>()
+                ],
+                0..400,
+            ),
+            proptest::collection::vec(0usize..400, 0..8),
+            4usize..40,
+        );
+        crate::testkit::property(
+            file!(),
+            "frames_reassemble_to_the_input",
+            256,
+            0.9,
+            strategy,
+            |(data, cuts, max), reach| {
+                let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+                bounds.push(0);
+                bounds.push(data.len());
+                bounds.sort();
+                let mut f = Framer::new(max);
+                let mut lines: Vec<Vec<u8>> = Vec::new();
+                let mut current: Vec<u8> = Vec::new();
+                let mut open = false;
+                let mut on_frame = |fr: Frame<'_>, lines: &mut Vec<Vec<u8>>| {
+                    assert!(fr.bytes.len() <= max);
+                    assert_eq!(fr.continued, open, "continued flag must track cut frames");
+                    current.extend_from_slice(fr.bytes);
+                    if fr.end == FrameEnd::Cut {
+                        open = true;
+                    } else {
+                        open = false;
+                        lines.push(std::mem::take(&mut current));
+                    }
+                };
+                for w in bounds.windows(2) {
+                    f.feed(&data[w[0]..w[1]], |fr| on_frame(fr, &mut lines));
+                    prop_assert!(f.pending_len() < max);
                 }
-            };
-            for w in bounds.windows(2) {
-                f.feed(&data[w[0]..w[1]], |fr| on_frame(fr, &mut lines));
-                prop_assert!(f.pending_len() < max);
-            }
-            f.finish(|fr| on_frame(fr, &mut lines));
-            let mut expected: Vec<Vec<u8>> = data.split(|&b| b == b'\n').map(|l| l.to_vec()).collect();
-            if data.last() == Some(&b'\n') || data.is_empty() {
-                expected.pop();
-            }
-            prop_assert_eq!(lines, expected);
-        }
+                f.finish(|fr| on_frame(fr, &mut lines));
+                let mut expected: Vec<Vec<u8>> =
+                    data.split(|&b| b == b'\n').map(|l| l.to_vec()).collect();
+                if data.last() == Some(&b'\n') || data.is_empty() {
+                    expected.pop();
+                }
+                if !expected.is_empty() {
+                    reach.reached();
+                }
+                prop_assert_eq!(lines, expected);
+                Ok(())
+            },
+        );
     }
 }

@@ -57,9 +57,19 @@ impl Reach {
     }
 }
 
-/// Runs `test` on `cases` values of `strategy` (proptest's runner, with shrinking; what fails is
-/// kept in `proptest-regressions/` beside `source`, the caller's `file!()`), counts the cases that
-/// call [`Reach::reached`], and fails below `min_share`.
+/// The cases a property runs: `HOOKLOG_PROPTEST_CASES` when set (a long run: tests/yaml.rs reads
+/// the same variable), else the property's own `default`.
+pub(crate) fn cases(default: u32) -> u32 {
+    std::env::var("HOOKLOG_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `test` on `cases` values of `strategy` (or `HOOKLOG_PROPTEST_CASES`, see [`cases`];
+/// proptest's runner, with shrinking; what fails is kept in `proptest-regressions/` beside
+/// `source`, the caller's `file!()`), counts the cases that call [`Reach::reached`], and fails
+/// below `min_share`.
 pub(crate) fn property<S: proptest::strategy::Strategy>(
     source: &'static str,
     name: &'static str,
@@ -70,7 +80,7 @@ pub(crate) fn property<S: proptest::strategy::Strategy>(
 ) {
     let reach = Reach::new(name);
     let config = proptest::test_runner::Config {
-        cases,
+        cases: self::cases(cases),
         source_file: Some(source),
         ..Default::default()
     };

@@ -594,11 +594,12 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
     Ok((by_inject, by_webhook, by_check))
 }
 
-/// Cases the property runs (more with HOOKLOG_FUZZ_CASES).
+/// Cases the property runs (more with HOOKLOG_PROPTEST_CASES, as every property, or
+/// HOOKLOG_FUZZ_CASES).
 fn adoption_cases() -> u32 {
-    std::env::var("HOOKLOG_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    ["HOOKLOG_PROPTEST_CASES", "HOOKLOG_FUZZ_CASES"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
         .unwrap_or(512)
 }
 

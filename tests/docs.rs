@@ -52,7 +52,30 @@ enum Example {
     Elsewhere(&'static str),
     /// Not run, for the reason given.
     NotRun(&'static str),
+    /// Run against a real registry holding the test images (Debian's docker-registry, started
+    /// and filled as tests/registry.rs does), in a folder holding the page's
+    /// `<!-- file: NAME -->` blocks and the `edits` of them, by
+    /// [`every_registry_example_is_real`]. A block with `$ ` lines is a transcript (it may be a
+    /// `text` block); a block of output only is what `command` prints, the command being stated
+    /// here. The registry's address stands for [`SHOWN_REGISTRY`] in the commands and files and
+    /// is shown as it in the output, and each digest the page shows beside an image is that
+    /// image's digest in this registry ([`registry_digests`]): everything else is compared line
+    /// by line.
+    Registry {
+        edits: &'static [Edit],
+        command: Option<&'static str>,
+    },
 }
+
+/// A file made from one of the page's `<!-- file: NAME -->` blocks by replacing a text it holds
+/// once: (name, the block's name, the text, its replacement). The page describes the change in
+/// words.
+type Edit = (&'static str, &'static str, &'static str, &'static str);
+
+/// The registry the pages' registry examples talk to. The test's registry listens on the port it
+/// reports (no other process can take one found free between the finding and the binding), and
+/// stands in for this address.
+const SHOWN_REGISTRY: &str = "127.0.0.1:5055";
 
 /// The incident manifest the check and inject examples call `checkout.yaml`.
 const CHECKOUT: &[(&str, &str)] = &[(
@@ -89,37 +112,47 @@ const EXAMPLES: &[(&str, Example)] = &[
     ("cloudwatch-emf", Example::Run(&[], Order::Exact)),
     (
         "image-note",
-        Example::NotRun(
-            "needs the registry tier (docker-registry); tests/registry.rs checks the note and the \
-             pattern fallback for an image that cannot be read",
-        ),
+        Example::Registry {
+            edits: &[],
+            // The note for envoy: the page's example of an image that cannot be read (plain
+            // HTTP without --insecure-registry).
+            command: Some("hooklog check checkout.yaml 2>&1 >/dev/null | grep -F /envoy:1"),
+        },
     ),
     (
         "image-check-registry",
-        Example::NotRun(
-            "needs the registry tier; tests/registry.rs checks the seed incident's error by image \
-             (with its digest), busybox without a finding, and no blob read the second time",
-        ),
+        Example::Registry {
+            edits: &[],
+            command: None,
+        },
     ),
     (
         "image-entrypoint-registry",
-        Example::NotRun(
-            "needs the registry tier; tests/registry.rs checks the ENTRYPOINT, args and CMD \
-             rules and container-command-not-set against images pushed there",
-        ),
+        Example::Registry {
+            edits: &[],
+            command: None,
+        },
     ),
     (
         "image-inject-registry",
-        Example::NotRun(
-            "needs the registry tier; tests/registry.rs checks inject's warning and its sleep \
-             line from the image, and that its output is the same with --offline",
-        ),
+        Example::Registry {
+            // "the same with envoy's preStop `["sh", "-c", "sleep 15"]`"
+            edits: &[(
+                "checkout-sh.yaml",
+                "checkout.yaml",
+                r#"command: ["sleep", "15"]"#,
+                r#"command: ["sh", "-c", "sleep 15"]"#,
+            )],
+            command: None,
+        },
     ),
     (
         "image-notes-https",
-        Example::NotRun(
-            "needs the registry tier; tests/registry.rs checks the notes for images it cannot read",
-        ),
+        Example::Registry {
+            edits: &[],
+            // "Without `--insecure-registry` ... the notes say why": stderr only.
+            command: Some("hooklog check checkout.yaml 2>&1 >/dev/null"),
+        },
     ),
     (
         "fargate-summary",
@@ -221,6 +254,9 @@ struct Block {
     /// The name of the `<!-- example: NAME -->` marker right before it (blank lines between
     /// allowed), if any.
     marker: Option<String>,
+    /// The name of the `<!-- file: NAME -->` marker right before it, if any: a file the page's
+    /// registry examples run on.
+    file: Option<String>,
 }
 
 /// The fenced blocks of a markdown text.
@@ -233,13 +269,16 @@ fn blocks(text: &str) -> Vec<Block> {
         if let Some(rest) = trimmed.strip_prefix("```") {
             let indent = lines[i].len() - trimmed.len();
             let info = rest.split_whitespace().next().unwrap_or("").to_string();
-            let marker = lines[..i]
-                .iter()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .and_then(|l| l.trim().strip_prefix("<!-- example:"))
-                .and_then(|l| l.strip_suffix("-->"))
-                .map(|n| n.trim().to_string());
+            let named = |kind: &str| {
+                lines[..i]
+                    .iter()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .and_then(|l| l.trim().strip_prefix(kind))
+                    .and_then(|l| l.strip_suffix("-->"))
+                    .map(|n| n.trim().to_string())
+            };
+            let (marker, file) = (named("<!-- example:"), named("<!-- file:"));
             let start = i;
             let mut body = Vec::new();
             i += 1;
@@ -257,6 +296,7 @@ fn blocks(text: &str) -> Vec<Block> {
                 info,
                 body,
                 marker,
+                file,
             });
         }
         i += 1;
@@ -495,9 +535,21 @@ fn every_example_is_known() {
                 Some((_, Example::Run(..))) if block.info != "console" => problems.push(format!(
                     "{at}: {name} is run, so it must be a console block"
                 )),
-                Some((_, Example::Elsewhere(_) | Example::NotRun(_))) if readme => problems.push(
-                    format!("{at}: {name}: every README example must be run here"),
-                ),
+                Some((
+                    _,
+                    Example::Elsewhere(_) | Example::NotRun(_) | Example::Registry { .. },
+                )) if readme => problems.push(format!(
+                    "{at}: {name}: every README example must be run here, without a tier"
+                )),
+                Some((_, Example::Registry { command, .. })) => {
+                    let commands = block.body.iter().any(|l| l.starts_with("$ "));
+                    if commands == command.is_some() {
+                        problems.push(format!(
+                            "{at}: {name}: a registry example either shows its `$ ` commands \
+                             or names in EXAMPLES the one command whose output it is"
+                        ));
+                    }
+                }
                 Some(_) => {}
             }
         }
@@ -509,6 +561,9 @@ fn every_example_is_known() {
         // Said in the test's output, so a run shows what it did not check itself.
         match example {
             Example::Run(..) => {}
+            Example::Registry { .. } => {
+                println!("{name}: run against the registry tier by every_registry_example_is_real")
+            }
             Example::Elsewhere(test) => println!("{name}: checked by {test}"),
             Example::NotRun(why) => println!("{name}: not run: {why}"),
         }
@@ -551,7 +606,7 @@ fn every_shown_output_is_real() {
             .iter()
             .map(|(at, files, order, steps)| {
                 scope.spawn(move || {
-                    let outputs = run_transcript(at, files, steps);
+                    let outputs = run_transcript(at, files, steps, &Setup::default());
                     let mut failures = Vec::new();
                     for ((command, want), got) in steps.iter().zip(&outputs) {
                         let (want, got) = (mask(want), mask(got));
@@ -572,6 +627,181 @@ fn every_shown_output_is_real() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Runs every registry example ([`Example::Registry`]) against a real registry: Debian's
+/// docker-registry over plain HTTP on a port it reports, holding tests/support/oci-push.py's
+/// images, each example in a folder holding its page's `<!-- file: NAME -->` blocks. Each
+/// command's output must be the lines the page shows, but for the registry's port and the
+/// images' digests, which are this run's (the busybox-based images' digests differ with the
+/// machine's busybox) and must each be the digest of the image named beside it. Skips without the
+/// tier's tools outside CI.
+#[test]
+fn every_registry_example_is_real() {
+    if !crate::registry::tools_present() {
+        return;
+    }
+    let registry = crate::registry::Registry::start(false, crate::registry::Auth::None);
+    let digests = registry.push();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    let mut shown_digests = BTreeSet::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let blocks = blocks(&text);
+        let page_files: Vec<(String, String)> = blocks
+            .iter()
+            .filter_map(|b| {
+                let body = b.body.iter().map(|l| format!("{l}\n")).collect();
+                Some((b.file.clone()?, body))
+            })
+            .collect();
+        for block in &blocks {
+            let Some(name) = &block.marker else { continue };
+            let Some((_, Example::Registry { edits, command })) =
+                EXAMPLES.iter().find(|(n, _)| n == name)
+            else {
+                continue;
+            };
+            let at = format!("{}:{} ({name})", shown(&page), block.line);
+            let mut written = page_files.clone();
+            for (file, base, from, to) in *edits {
+                let (_, text) = page_files
+                    .iter()
+                    .find(|(n, _)| n == base)
+                    .unwrap_or_else(|| panic!("{at}: no <!-- file: {base} --> on the page"));
+                assert_eq!(
+                    text.matches(from).count(),
+                    1,
+                    "{at}: {base} holds {from:?} once"
+                );
+                written.push((file.to_string(), text.replace(from, to)));
+            }
+            let shown_steps = match command {
+                Some(c) => vec![(c.to_string(), block.body.join("\n"))],
+                None => transcript(&block.body),
+            };
+            assert!(!shown_steps.is_empty(), "{at}: no `$ ` command");
+            let setup = Setup {
+                written,
+                stand_ins: vec![(SHOWN_REGISTRY.to_string(), registry.addr.clone())],
+                own_cache: true,
+            };
+            let outputs = run_transcript(&at, &[], &shown_steps, &setup);
+            ran += 1;
+            for ((command, want), got) in shown_steps.iter().zip(&outputs) {
+                let want = match registry_digests(want, &digests, &mut shown_digests) {
+                    Ok(w) => mask(&w),
+                    Err(e) => {
+                        failures.push(format!("{at}: {e}"));
+                        continue;
+                    }
+                };
+                let got = mask(got);
+                if want != got {
+                    failures.push(format!(
+                        "{at}: `$ {command}` printed\n{got}\n--- but the page shows (with this \
+                         registry's digests)\n{want}"
+                    ));
+                }
+            }
+        }
+    }
+    let registry_examples = EXAMPLES
+        .iter()
+        .filter(|(_, e)| matches!(e, Example::Registry { .. }))
+        .count();
+    assert_eq!(
+        ran, registry_examples,
+        "every registry example is on a page"
+    );
+    // The shown digests are replaced, so at least they agree: one per image, none for two.
+    let images: BTreeSet<&String> = shown_digests.iter().map(|(i, _)| i).collect();
+    let hexes: BTreeSet<&String> = shown_digests.iter().map(|(_, h)| h).collect();
+    if images.len() != shown_digests.len() || hexes.len() != shown_digests.len() {
+        failures.push(format!(
+            "the pages show one image with two digests, or two images with one: {shown_digests:?}"
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `want` with each digest it shows beside an image of [`SHOWN_REGISTRY`]
+/// (`127.0.0.1:5055/NAME:TAG (PLATFORM sha256:HEX)`) replaced by the manifest digest of
+/// `NAME:TAG` in `digests` (what oci-push.py printed); each `(image, shown digest)` is added to
+/// `shown`. An error names a digest shown beside an image the registry does not hold.
+fn registry_digests(
+    want: &str,
+    digests: &serde_json::Value,
+    shown: &mut BTreeSet<(String, String)>,
+) -> Result<String, String> {
+    /// A sha256 digest's hex length.
+    const HEX: usize = 64;
+    let prefix = format!("{SHOWN_REGISTRY}/");
+    let mut out = String::new();
+    let mut rest = want;
+    while let Some(at) = rest.find(&prefix) {
+        let start = at + prefix.len();
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let image = &rest[..rest.find(' ').unwrap_or(rest.len())];
+        // `(linux/amd64 sha256:HEX)` right after the image names its digest.
+        let Some(paren) = rest[image.len()..].strip_prefix(" (") else {
+            continue;
+        };
+        let inside = &paren[..paren.find(')').unwrap_or(0)];
+        let Some(hex_at) = inside.find("sha256:").map(|i| i + "sha256:".len()) else {
+            continue;
+        };
+        let hex = inside.get(hex_at..hex_at + HEX).unwrap_or_default();
+        if hex.len() != HEX || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(format!("{image}: not a sha256 digest in ({inside})"));
+        }
+        shown.insert((image.to_string(), hex.to_string()));
+        let real = digests[image].as_str().ok_or_else(|| {
+            format!("the page shows a digest for {image}, which the test registry does not hold")
+        })?;
+        let head = image.len() + " (".len() + hex_at;
+        out.push_str(&rest[..head]);
+        out.push_str(real.strip_prefix("sha256:").unwrap_or(real));
+        rest = &rest[head + HEX..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[test]
+fn registry_digests_are_the_named_images() {
+    let digests = serde_json::json!({"envoy:1": format!("sha256:{}", "a".repeat(64)),
+                                     "app:1": format!("sha256:{}", "b".repeat(64))});
+    let old = "0".repeat(64);
+    let shown = format!(
+        "127.0.0.1:5055/envoy:1 (linux/amd64 sha256:{old}): x, 127.0.0.1:5055/app:1 \
+         (linux/amd64 sha256:{old}) and https://127.0.0.1:5055/v2/envoy/manifests/1): y, \
+         127.0.0.1:5055/envoy:1 (linux/amd64): z"
+    );
+    assert_eq!(
+        registry_digests(&shown, &digests, &mut BTreeSet::new()).unwrap(),
+        format!(
+            "127.0.0.1:5055/envoy:1 (linux/amd64 sha256:{}): x, 127.0.0.1:5055/app:1 \
+             (linux/amd64 sha256:{}) and https://127.0.0.1:5055/v2/envoy/manifests/1): y, \
+             127.0.0.1:5055/envoy:1 (linux/amd64): z",
+            "a".repeat(64),
+            "b".repeat(64)
+        )
+    );
+    let err = registry_digests(
+        &format!("127.0.0.1:5055/bare:1 (linux/amd64 sha256:{old})"),
+        &digests,
+        &mut BTreeSet::new(),
+    );
+    assert!(err.unwrap_err().contains("bare:1"));
+    let err = registry_digests(
+        "127.0.0.1:5055/envoy:1 (linux/amd64 sha256:abc)",
+        &digests,
+        &mut BTreeSet::new(),
+    );
+    assert!(err.unwrap_err().contains("not a sha256 digest"));
+}
+
 /// A transcript's commands, each with the output shown under it (lines joined by `\n`).
 fn transcript(body: &[String]) -> Vec<(String, String)> {
     let mut steps: Vec<(String, Vec<&str>)> = Vec::new();
@@ -585,9 +815,28 @@ fn transcript(body: &[String]) -> Vec<(String, String)> {
     steps.into_iter().map(|(c, o)| (c, o.join("\n"))).collect()
 }
 
-/// Runs a transcript's commands in one bash session in a fresh folder holding `files`, and
-/// returns what each printed (stdout and stderr, in order), trailing newline dropped.
-fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) -> Vec<String> {
+/// What a transcript's folder and session hold beyond the repository's files.
+#[derive(Default)]
+struct Setup {
+    /// Files written into the folder: (name, contents).
+    written: Vec<(String, String)>,
+    /// Texts replaced in the commands and the written files, and shown again in the output:
+    /// (as the page shows it, as it really is).
+    stand_ins: Vec<(String, String)>,
+    /// A cache folder of its own, in the example's folder (`HOOKLOG_CACHE_DIR`, `HOME`), and no
+    /// registry credentials of the machine: the registry examples read images.
+    own_cache: bool,
+}
+
+/// Runs a transcript's commands in one bash session in a fresh folder holding `files` and what
+/// `setup` writes, and returns what each printed (stdout and stderr, in order), trailing newline
+/// dropped.
+fn run_transcript(
+    at: &str,
+    files: &[(&str, &str)],
+    steps: &[(String, String)],
+    setup: &Setup,
+) -> Vec<String> {
     /// Printed after each command; no command prints it.
     const SEP: &str = "--8<-- hooklog docs test --8<--";
     let dir = tempfile::tempdir().unwrap();
@@ -599,6 +848,16 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
         std::fs::copy(root.join(source), dir.path().join(name))
             .unwrap_or_else(|e| panic!("{at}: copy {source}: {e}"));
     }
+    let stand_in = |text: &str| {
+        setup
+            .stand_ins
+            .iter()
+            .fold(text.to_string(), |t, (shown, real)| t.replace(shown, real))
+    };
+    for (name, contents) in &setup.written {
+        std::fs::write(dir.path().join(name), stand_in(contents))
+            .unwrap_or_else(|e| panic!("{at}: write {name}: {e}"));
+    }
     let folder = dir.path().canonicalize().unwrap().display().to_string();
     let real = |sub: &str| {
         if sub.is_empty() {
@@ -609,7 +868,7 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
     };
     let mut script = String::from("exec 2>&1\n");
     for (command, _) in steps {
-        let command = FOLDERS.iter().fold(command.clone(), |c, (shown, sub)| {
+        let command = FOLDERS.iter().fold(stand_in(command), |c, (shown, sub)| {
             c.replace(shown, &real(sub))
         });
         script.push_str(&format!(
@@ -638,6 +897,14 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
             cmd.env_remove(k);
         }
     }
+    if setup.own_cache {
+        let cache = dir.path().join(".cache");
+        std::fs::create_dir(&cache).unwrap();
+        cmd.env("HOOKLOG_CACHE_DIR", &cache)
+            .env("HOME", &cache)
+            .env_remove("DOCKER_CONFIG")
+            .env_remove("REGISTRY_AUTH_FILE");
+    }
     let mut child = cmd.spawn().expect("bash runs");
     let done = wait_until(TRANSCRIPT_TIMEOUT, || child.try_wait().unwrap().is_some());
     if !done {
@@ -652,11 +919,16 @@ fn run_transcript(at: &str, files: &[(&str, &str)], steps: &[(String, String)]) 
     let mut outputs: Vec<String> = output
         .split(&format!("{SEP}\n"))
         .map(|o| {
+            let o = o.strip_suffix('\n').unwrap_or(o).to_string();
+            let o = setup
+                .stand_ins
+                .iter()
+                .fold(o, |o, (shown, real)| o.replace(real, shown));
             // Subfolders first: each is under the folder.
-            FOLDERS.iter().rev().fold(
-                o.strip_suffix('\n').unwrap_or(o).to_string(),
-                |o, (shown, sub)| o.replace(&real(sub), shown),
-            )
+            FOLDERS
+                .iter()
+                .rev()
+                .fold(o, |o, (shown, sub)| o.replace(&real(sub), shown))
         })
         .collect();
     assert_eq!(

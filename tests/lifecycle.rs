@@ -31,6 +31,11 @@ const ANNOUNCE: Duration = Duration::from_secs(1);
 /// Slack allowed on top of a deadline hooklog must meet (process start-up, polling, a loaded
 /// 2-core machine). The brief: "never later; measure with a tolerance, e.g. < grace + 1 s".
 const SLACK: Duration = Duration::from_secs(1);
+/// `--grace` of the tests that check a wait ends on what it waits for: far past each wait's own
+/// bound, so a wait that runs on until hooklog stops waiting (2 s before the grace) fails by
+/// many seconds, not by a margin the machine's load could eat. The simulated kubelet's SIGKILL
+/// comes [`POD_GRACE`] later.
+const LONG_GRACE: Duration = Duration::from_secs(20);
 /// How often the simulated kubelet looks at its processes.
 const TICK: Duration = Duration::from_millis(5);
 
@@ -805,11 +810,12 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
 }
 
 /// An expected peer that never reports (a misconfigured image): `missing`, and hooklog leaves
-/// shortly after the announce window.
+/// shortly after the announce window, not at its grace ([`LONG_GRACE`]).
 #[test]
 fn expected_peer_that_never_reports_is_missing() {
     let mut pod = Pod::start(Settings {
         peers: &["envoy", "api-server"],
+        grace: LONG_GRACE,
         ..Settings::default()
     });
     // envoy has no preStop at all (or one that never calls hooklog).
@@ -817,7 +823,12 @@ fn expected_peer_that_never_reports_is_missing() {
         Spec::new("envoy"),
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(
+        &mut pod,
+        &specs,
+        SidecarTerm::AtDeletion,
+        LONG_GRACE + POD_GRACE,
+    );
     assert!(
         ended.daemon_took >= ANNOUNCE,
         "left after {:?}, before the announce window closed",
@@ -932,6 +943,50 @@ fn sigterm_during_the_hooks_waits_for_them() {
         "hooklog did not wait the quiet period after the last hook"
     );
 }
+
+/// SIGTERM while a hook runs, with a grace far longer than the hook ([`LONG_GRACE`]): its
+/// `hook.finished` ends the wait at once (then the quiet period), not the next report
+/// ([`REPORT_EVERY_IN_DAEMON`]) nor the grace.
+#[test]
+fn a_hook_finishing_during_the_wait_ends_it_then_not_at_the_grace() {
+    let mut pod = Pod::start(Settings {
+        peers: &["envoy"],
+        grace: LONG_GRACE,
+        ..Settings::default()
+    });
+    let specs =
+        [Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 1; echo 'envoy: drained'")];
+    let ended = delete_pod(
+        &mut pod,
+        &specs,
+        SidecarTerm::After(Duration::from_millis(300)),
+        LONG_GRACE + POD_GRACE,
+    );
+    check(
+        &pod,
+        &ended,
+        &[
+            line("envoy", Via::Stdout, "envoy: draining"),
+            line("envoy", Via::Stdout, "envoy: drained"),
+        ],
+        &[outcome("envoy", "ok", Some(0))],
+    );
+    // The bound tells a wait woken by the finish from one woken by the next report.
+    assert!(LINGER + SLACK < REPORT_EVERY_IN_DAEMON);
+    let after_hook = ended
+        .daemon_exit_at
+        .saturating_duration_since(ended.hooks["envoy"].ended_at);
+    assert!(
+        after_hook < LINGER + SLACK,
+        "hooklog left {after_hook:?} after the hook ended ({:?} after SIGTERM, grace \
+         {LONG_GRACE:?}); the quiet period is {LINGER:?}",
+        ended.daemon_took
+    );
+}
+
+/// src/daemon.rs REPORT_EVERY: how often a waiting hooklog wakes on its own to log what it waits
+/// for (a wait that missed a hook's end would end there at the earliest).
+const REPORT_EVERY_IN_DAEMON: Duration = Duration::from_secs(5);
 
 /// SIGTERM after the hooks ended (the containers still shutting down): hooklog leaves promptly.
 #[test]
@@ -1209,7 +1264,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
     let mut pod = Pod::start(Settings {
         peers: &["envoy"],
         // Far above the cap, so that waiting for the grace instead shows.
-        grace: Duration::from_secs(5),
+        grace: LONG_GRACE,
         ..Settings::default()
     });
     let mut chatty = pod
@@ -1221,7 +1276,12 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
         .spawn()
         .unwrap();
     let specs = [Spec::new("envoy").sh("echo 'envoy: bye'")];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(
+        &mut pod,
+        &specs,
+        SidecarTerm::AtDeletion,
+        LONG_GRACE + POD_GRACE,
+    );
     kill_group(chatty.id());
     let _ = chatty.wait();
     assert!(ended.daemon_status.success(), "{}", ended.daemon_status);

@@ -21,7 +21,7 @@ const USER: &str = "ci";
 const PASSWORD: &str = "s3cret";
 
 /// The tools the tier needs, or `false` (after a loud message) when one is missing outside CI.
-fn tools_present() -> bool {
+pub(crate) fn tools_present() -> bool {
     let missing: Vec<&str> = ["docker-registry", "htpasswd", "openssl", "zstd", "python3"]
         .into_iter()
         .filter(|t| {
@@ -135,7 +135,7 @@ pub(crate) fn make_tls(dir: &Path) -> Tls {
 
 /// How a registry authenticates.
 #[derive(Clone, Copy, PartialEq)]
-enum Auth {
+pub(crate) enum Auth {
     None,
     /// htpasswd (bcrypt) basic auth.
     Basic,
@@ -144,13 +144,14 @@ enum Auth {
 }
 
 /// A running registry, killed on drop; its access log in `log`.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
     /// The token server, for `Auth::Token`.
     token_server: Option<Child>,
     /// What the token server was asked: `anonymous|USER|denied SCOPE` lines.
     token_log: PathBuf,
-    addr: String,
+    /// `127.0.0.1:PORT`, the port the registry reported.
+    pub(crate) addr: String,
     log: PathBuf,
     ca: Option<PathBuf>,
     basic: bool,
@@ -158,7 +159,7 @@ struct Registry {
 }
 
 impl Registry {
-    fn start(tls: bool, auth: Auth) -> Registry {
+    pub(crate) fn start(tls: bool, auth: Auth) -> Registry {
         let basic = auth != Auth::None;
         let dir = tempfile::tempdir().unwrap();
         // Port 0: the registry says which port it took ("listening on 127.0.0.1:PORT"), so no
@@ -276,7 +277,7 @@ impl Registry {
     }
 
     /// Pushes the test images; returns their manifest digests by `name:tag`.
-    fn push(&self) -> Value {
+    pub(crate) fn push(&self) -> Value {
         let mut cmd = Command::new("python3");
         cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/oci-push.py"))
             .arg(self.url());

@@ -610,3 +610,36 @@ fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
     assert!(!legacy.exists(), "the old checkpoint is removed");
     assert!(dir.path().join(".hooklog/prestop.log.offset").exists());
 }
+
+/// A rotated file is read for `--rotate-wait` after its last new bytes; at SIGTERM it is read to
+/// its end at once and closed, not waited out: with a `--rotate-wait` longer than the grace
+/// (60 s, default grace 25 s), hooklog still exits within [`PROMPT_EXIT`], every line of both
+/// files out once, the summary last.
+#[test]
+fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prestop.log");
+    let d = Daemon::start(
+        &[
+            "--file",
+            file.to_str().unwrap(),
+            "--rotate-wait",
+            "60s",
+            "--linger",
+            "0s",
+        ],
+        &[],
+    );
+    let mut old = append(&file);
+    let mut want = write_lines(&mut old, "old", 0, 100, 10_000);
+    crate::util::wait_open(d.child.id(), &file, T);
+    std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
+    let mut new = append(&file);
+    want.extend(write_lines(&mut new, "new", 0, 100, 10_000));
+    crate::util::wait_open(d.child.id(), &file, T);
+    // Written to the renamed file after hooklog follows the new one: it is still reading both.
+    want.extend(write_lines(&mut old, "renamed", 0, 100, 10_000));
+    d.expect(T, "every line read", || d.stdout.len() >= want.len());
+    let d = stop(d);
+    exactly_once(&lines(&d), &want);
+}

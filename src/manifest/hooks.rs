@@ -673,16 +673,51 @@ mod tests {
         }
     }
 
-    proptest::proptest! {
-        /// Any script: never a panic, and what it surely lasts is never above what it may.
-        #[test]
-        fn a_scripts_least_is_at_most_its_most(script in "[a-z0-9 ;&|'\"$#()\n=/-]{0,40}") {
-            let b = script_bound(&script, &BTreeMap::new());
-            if let Some(max) = b.max {
-                proptest::prop_assert!(b.min <= max, "{script:?}: {b:?}");
-            }
-        }
+    /// Any script: never a panic, and what it surely lasts is never above what it may. Counts
+    /// the scripts with a known most (the others have nothing to compare).
+    #[test]
+    fn a_scripts_least_is_at_most_its_most() {
+        crate::testkit::property(
+            file!(),
+            "a_scripts_least_is_at_most_its_most",
+            256,
+            MIN_BOUNDED_SHARE,
+            script(),
+            |script, reach| {
+                let b = script_bound(&script, &BTreeMap::new());
+                if let Some(max) = b.max {
+                    reach.reached();
+                    proptest::prop_assert!(b.min <= max, "{script:?}: {b:?}");
+                }
+                Ok(())
+            },
+        );
     }
+
+    /// Scripts: characters of shell syntax drawn one by one (5% of those have a known most:
+    /// 246 of 5,000), or commands a hook runs (sleeps, echo, exit, words) joined by `;`, `&&`,
+    /// `||`, `&`, `|` and line breaks.
+    fn script() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let command = prop_oneof![
+            3 => "sleep [0-9]{1,3}(\\.[0-9])?",
+            1 => "echo [a-z]{0,5}",
+            1 => Just("true".to_string()),
+            1 => "exit [0-9]",
+            1 => "[a-z0-9 ;&|'\"$#()=/-]{0,8}",
+        ];
+        let sep = prop::sample::select(vec!["; ", " && ", " || ", " & ", " | ", "\n"]);
+        prop_oneof![
+            1 => "[a-z0-9 ;&|'\"$#()\n=/-]{0,40}".boxed(),
+            3 => proptest::collection::vec((command, sep), 1..5)
+                .prop_map(|parts| parts.into_iter().map(|(c, s)| format!("{c}{s}")).collect())
+                .boxed(),
+        ]
+    }
+
+    /// Least share of [`a_scripts_least_is_at_most_its_most`]'s scripts that must have a known
+    /// most: 2,869 of 5,000 (57%) measured with HOOKLOG_PROPTEST_CASES=5000.
+    const MIN_BOUNDED_SHARE: f64 = 0.4;
 
     #[test]
     fn parse_uses_container_env_not_ours() {

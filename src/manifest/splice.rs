@@ -125,6 +125,26 @@ pub fn as_written(original: &str, text: String) -> String {
     }
 }
 
+/// Past the blank lines at `at` when one of them holds a tab, else `at`. After a plain scalar at
+/// its key's own indentation such a line is whitespace, but after deeper lines (the ones a new
+/// key's value adds) libyaml reads its tab as "a tab character that violates indentation": the
+/// new lines go after them (found by the splicer's property: `_: a\n \t` and a key added).
+fn past_tab_blanks(text: &str, at: usize) -> usize {
+    let mut end = at;
+    let mut tab = false;
+    while end < text.len() {
+        let line_end =
+            memchr::memchr(b'\n', &text.as_bytes()[end..]).map_or(text.len(), |i| end + i + 1);
+        let line = &text[end..line_end];
+        if !line.chars().all(|c| matches!(c, ' ' | '\t' | '\r' | '\n')) {
+            break;
+        }
+        tab |= line.contains('\t');
+        end = line_end;
+    }
+    if tab { end } else { at }
+}
+
 /// The UTF-8 byte order mark Windows editors write first: not part of the document (YAML 1.2
 /// §5.2), kept in the text as it was.
 pub const BOM: char = '\u{feff}';
@@ -823,7 +843,7 @@ impl Splicer<'_> {
                 && let Some(start) = line_start_if_first(self.text, e.key_node.start)
             {
                 let slot = Slot::BlockValue {
-                    key_col: e.key_node.col,
+                    key_col: self.indent(&e.key_node),
                     after_colon: self.after_colon(e)?,
                 };
                 // Tried first: the merge may give the new value by itself (uninject removing
@@ -849,7 +869,7 @@ impl Splicer<'_> {
                 Slot::Flow(self.flow_layout(node, entries.iter().map(|e| &e.key_node)))
             } else {
                 Slot::BlockValue {
-                    key_col: e.key_node.col,
+                    key_col: self.indent(&e.key_node),
                     after_colon: self.after_colon(e)?,
                 }
             };
@@ -948,7 +968,7 @@ impl Splicer<'_> {
             }
             return Ok(());
         }
-        let col = entries[0].key_node.col;
+        let col = self.indent(&entries[0].key_node);
         let mut text = String::new();
         let map: Map<String, Value> = new
             .iter()
@@ -969,7 +989,7 @@ impl Splicer<'_> {
                 }
             },
             None => {
-                let at = after_line(self.text, &last.value);
+                let at = past_tab_blanks(self.text, after_line(self.text, &last.value));
                 if at == self.text.len() && !self.text.ends_with('\n') {
                     text.insert(0, '\n');
                     // A last line without a line break: the new lines go after one, and end as
@@ -980,6 +1000,13 @@ impl Splicer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The indentation a block node's column stands for: a byte order mark before the first
+    /// line counts as a column of the text (`Node::col`) but indents nothing (a key added beside
+    /// the first key of `\u{feff}a: 1` went one space in, and read as part of `a`'s value).
+    fn indent(&self, node: &Node) -> usize {
+        node.col - usize::from(node.line == 1 && node.col > 0 && self.text.starts_with(BOM))
     }
 
     /// How a flow collection lays out its items: on one line (`None`), or each on a line of
@@ -1718,35 +1745,53 @@ mod shapes {
         out
     }
 
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: 64, failure_persistence: None, ..Default::default()
-        })]
-        /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
-        /// line they gain as its neighbour does.
-        #[test]
-        fn neighbours_of_every_shape_round_trip(
-            which in 0usize..9,
-            endings in proptest::collection::vec(proptest::bool::ANY, 1..4),
-            bom: bool,
-            last in 0u8..3,
-        ) {
-            let names = [
-                "lifecycle-events-flow.yaml", "anchors-merge-keys.yaml", "bom-deployment.yaml",
-                "crlf-daemonset.yaml", "no-final-newline-pod.yaml", "no-final-newline-deploy.yaml",
-                "comments-directives.yaml", "empty-flow-collections.yaml", "pod-pretty.json",
-            ];
-            let base = fixture(names[which]).trim_start_matches(super::BOM).to_string();
-            let text = neighbour(&base, &endings, bom, last);
-            let out = round_trip(&text);
-            proptest::prop_assert!(only_inserted(&text, &out), "{out}");
-            proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
-            if endings.iter().all(|e| *e) {
-                proptest::prop_assert!(!out.replace("\r\n", "").contains('\n'), "LF in CRLF:\n{out:?}");
-            }
-            if endings.iter().all(|e| !*e) {
-                proptest::prop_assert!(!out.contains('\r'));
-            }
-        }
+    /// Every fixture's neighbours round-trip byte for byte, only gain text, and end every
+    /// line they gain as its neighbour does. Every case reaches the assertions.
+    #[test]
+    fn neighbours_of_every_shape_round_trip() {
+        let strategy = (
+            0usize..9,
+            proptest::collection::vec(proptest::bool::ANY, 1..4),
+            proptest::bool::ANY,
+            0u8..3,
+        );
+        crate::testkit::property(
+            file!(),
+            "neighbours_of_every_shape_round_trip",
+            64,
+            1.0,
+            strategy,
+            |(which, endings, bom, last), reach| {
+                let names = [
+                    "lifecycle-events-flow.yaml",
+                    "anchors-merge-keys.yaml",
+                    "bom-deployment.yaml",
+                    "crlf-daemonset.yaml",
+                    "no-final-newline-pod.yaml",
+                    "no-final-newline-deploy.yaml",
+                    "comments-directives.yaml",
+                    "empty-flow-collections.yaml",
+                    "pod-pretty.json",
+                ];
+                let base = fixture(names[which])
+                    .trim_start_matches(super::BOM)
+                    .to_string();
+                let text = neighbour(&base, &endings, bom, last);
+                let out = round_trip(&text);
+                reach.reached();
+                proptest::prop_assert!(only_inserted(&text, &out), "{out}");
+                proptest::prop_assert_eq!(out.starts_with(super::BOM), bom);
+                if endings.iter().all(|e| *e) {
+                    proptest::prop_assert!(
+                        !out.replace("\r\n", "").contains('\n'),
+                        "LF in CRLF:\n{out:?}"
+                    );
+                }
+                if endings.iter().all(|e| !*e) {
+                    proptest::prop_assert!(!out.contains('\r'));
+                }
+                Ok(())
+            },
+        );
     }
 }
