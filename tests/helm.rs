@@ -619,3 +619,136 @@ fn render_chart(chart: &Path, name: &str, namespace: &str) -> Vec<Value> {
         .collect();
     yaml_documents(&text)
 }
+
+/// The API server tier's credentials, for Helm's client.
+fn kube(api: &crate::apiserver::Api) -> Value {
+    json!({
+        "apiserver": format!("https://127.0.0.1:{}", api.port),
+        "token": api.token,
+        "ca_file": api.ca_file,
+    })
+}
+
+#[test]
+fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injected() {
+    use crate::apiserver::{Api, Tier, has_hooklog, pod};
+    let Some(api) = Api::from_env() else { return };
+    if !helm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tier::new(&api, "helm");
+    let release = t.name.clone();
+    let namespace = format!("{}-sys", t.name);
+    let fullname = format!("{release}-webhook");
+    // Only this test's namespaces reach the webhook (the extra matchExpression); the webhook is
+    // outside the cluster, at a URL (loopback cannot be a Service's endpoint), its certificate
+    // also for 127.0.0.1. Port 9 until the webhook has one: nothing is sent there before.
+    let (image_repo, image_tag) = IMAGE.rsplit_once(':').unwrap();
+    let values = |port: u16| {
+        json!({
+            "webhook": {
+                "url": format!("https://127.0.0.1:{port}"),
+                "failurePolicy": "Fail",
+                "namespaceSelector": {"matchExpressions": [{"key": "hooklog-test", "operator": "In", "values": [t.name]}]},
+            },
+            "sidecarImage": {"repository": image_repo, "tag": image_tag},
+            "tls": {"sans": ["127.0.0.1"]},
+        })
+    };
+    let installed = helm(
+        &json!({"op": "install", "chart": chart(), "name": release, "namespace": namespace,
+                "create_namespace": true, "values": values(9), "kube": kube(&api)}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(installed["status"], "deployed", "{installed:#}");
+    let docs = yaml_documents(installed["manifest"].as_str().unwrap());
+    for (kind, path) in [
+        ("Deployment", format!("/apis/apps/v1/namespaces/{namespace}/deployments/{fullname}")),
+        ("Service", format!("/api/v1/namespaces/{namespace}/services/{fullname}")),
+        ("ServiceAccount", format!("/api/v1/namespaces/{namespace}/serviceaccounts/{fullname}")),
+        ("PodDisruptionBudget", format!("/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets/{fullname}")),
+        ("ClusterRole", format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{fullname}")),
+        ("MutatingWebhookConfiguration", format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}")),
+    ] {
+        let (status, v) = api.call("GET", &path, None);
+        assert_eq!(status, 200, "{kind} not stored: {v:#}");
+    }
+
+    // The chart's webhook, as its Deployment runs it, with a token of the chart's service
+    // account (TokenRequest, as the kubelet projects one): its RBAC must be enough for auto-TLS.
+    let answer = api.call(
+        "POST",
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts/{fullname}/token"),
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}})),
+    );
+    assert_eq!(answer.0, 201, "{:#}", answer.1);
+    let sa = dir.path().join("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::copy(&api.ca_file, sa.join("ca.crt")).unwrap();
+    std::fs::write(sa.join("token"), answer.1["status"]["token"].as_str().unwrap()).unwrap();
+    let mut cmd = hooklog();
+    cmd.args(
+        webhook_container(&docs)["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    );
+    for (k, v) in env_of(&docs, &namespace) {
+        cmd.env(k, v);
+    }
+    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
+        .env("HOOKLOG_SERVICEACCOUNT_DIR", &sa)
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", api.port.to_string())
+        .env("RUST_LOG", "info");
+    let w = Webhook::spawn(cmd);
+    assert!(
+        w.log().iter().any(|l| l.contains("sidecar=Classic")),
+        "sidecar auto on 1.20: {:#?}",
+        w.log()
+    );
+
+    // `helm upgrade` to the webhook's port: the caBundle the webhook wrote is not the chart's,
+    // and survives it.
+    let upgraded = helm(
+        &json!({"op": "upgrade", "chart": chart(), "name": release, "namespace": namespace,
+                "values": values(w.port), "kube": kube(&api)}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(upgraded["revision"], 2, "{upgraded:#}");
+    t.wait_active();
+
+    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
+    assert_eq!(status, 201, "{stored:#}");
+    assert!(has_hooklog(&stored), "{stored:#}");
+    // As `hooklog inject --sidecar classic` makes the same pod, both as the API server defaults
+    // them (tests/apiserver.rs does the same with its own configuration).
+    let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
+    assert_eq!(status, 201, "{plain:#}");
+    assert!(!has_hooklog(&plain));
+    let mut by_inject = crate::webhook::injected(&plain, &["--sidecar", "classic"]);
+    for k in ["uid", "creationTimestamp", "resourceVersion", "managedFields", "selfLink"] {
+        by_inject["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    let (status, want) = t.create(&t.ns_out, &by_inject, true);
+    assert_eq!(status, 201, "{want:#}");
+    assert_eq!(stored["spec"], want["spec"]);
+
+    drop(w);
+    helm(
+        &json!({"op": "uninstall", "name": release, "namespace": namespace, "kube": kube(&api)}),
+        &[],
+    )
+    .unwrap();
+    let (status, _) = api.call(
+        "GET",
+        &format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}"),
+        None,
+    );
+    assert_eq!(status, 404, "helm uninstall left the configuration");
+    let _ = api.call("DELETE", &format!("/api/v1/namespaces/{namespace}"), None);
+}
