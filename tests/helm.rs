@@ -8,7 +8,7 @@
 //! server tier installs the chart for real (tests/apiserver.rs's tier): its RBAC is enough for
 //! auto-TLS, and an opted-in pod is stored as `inject` makes it.
 //!
-//! Cold cost: `pip install helm-python-sdk` (a 28 MB wheel, libhelm 85 MB unpacked), about 10 s;
+//! Cold cost: `pip install helm-python-sdk` (a 75 MB wheel, libhelm 85 MB unpacked), 4 s here;
 //! then each Helm call loads libhelm, about 0.3 s.
 
 use std::io::Write;
@@ -129,7 +129,10 @@ fn chart_app_version() -> String {
         .lines()
         .find(|l| l.starts_with("appVersion:"))
         .expect("appVersion in Chart.yaml");
-    line["appVersion:".len()..].trim().trim_matches('"').to_string()
+    line["appVersion:".len()..]
+        .trim()
+        .trim_matches('"')
+        .to_string()
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
@@ -169,7 +172,10 @@ fn matrix() -> Vec<(&'static str, Value)> {
     let digest = format!("sha256:{}", "ab".repeat(32));
     vec![
         ("defaults", json!({})),
-        ("cert-manager, the chart's issuer", json!({"tls": {"mode": "certManager"}})),
+        (
+            "cert-manager, the chart's issuer",
+            json!({"tls": {"mode": "certManager"}}),
+        ),
         (
             "cert-manager, a ClusterIssuer",
             json!({"tls": {"mode": "certManager", "secretName": "mine", "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}, "duration": "720h"}}}),
@@ -276,7 +282,10 @@ fn check_wiring(what: &str, values: &Value, docs: &[Value]) {
     let name = deployment["metadata"]["name"].as_str().unwrap();
     let env: std::collections::BTreeMap<String, String> =
         env_of(docs, "hooklog").into_iter().collect();
-    assert_eq!(env["HOOKLOG_WEBHOOK_CONFIG"], config["metadata"]["name"], "{what}");
+    assert_eq!(
+        env["HOOKLOG_WEBHOOK_CONFIG"], config["metadata"]["name"],
+        "{what}"
+    );
     assert_eq!(env["HOOKLOG_WEBHOOK_SERVICE"], name, "{what}");
     let tag = chart_app_version();
     let image = |key: &str, default_repo: &str| {
@@ -293,7 +302,10 @@ fn check_wiring(what: &str, values: &Value, docs: &[Value]) {
     };
     assert_eq!(
         webhook_container(docs)["image"],
-        image("image", "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog"),
+        image(
+            "image",
+            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog"
+        ),
         "{what}"
     );
     assert_eq!(
@@ -327,7 +339,12 @@ fn check_wiring(what: &str, values: &Value, docs: &[Value]) {
         let client = &hook["clientConfig"];
         match values["webhook"]["url"].as_str() {
             Some(url) => {
-                assert!(client["url"].as_str().unwrap().starts_with(url.trim_end_matches('/')));
+                assert!(
+                    client["url"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(url.trim_end_matches('/'))
+                );
                 assert!(client.get("service").is_none());
             }
             None => assert_eq!(client["service"]["name"], name, "{what}"),
@@ -385,7 +402,10 @@ fn without_helm_labels(mut doc: Value, shipped: &Value) -> Value {
             }
         }
     }
-    if doc["metadata"]["labels"].as_object().is_some_and(Map::is_empty) {
+    if doc["metadata"]["labels"]
+        .as_object()
+        .is_some_and(Map::is_empty)
+    {
         doc["metadata"].as_object_mut().unwrap().remove("labels");
     }
     doc
@@ -399,7 +419,11 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
     let key = |d: &Value| format!("{}/{}", d["kind"].as_str().unwrap(), d["metadata"]["name"]);
     let mut chart: Vec<Value> = render(&json!({}), "hooklog", "hooklog").unwrap();
     let mut shipped: Vec<Value> = Vec::new();
-    for file in ["webhook.yaml", "rbac.yaml", "mutatingwebhookconfiguration.yaml"] {
+    for file in [
+        "webhook.yaml",
+        "rbac.yaml",
+        "mutatingwebhookconfiguration.yaml",
+    ] {
         shipped.extend(
             crate::k8s::documents(&root().join("k8s/webhook").join(file))
                 .into_iter()
@@ -446,8 +470,7 @@ fn bad_values_fail_the_render_naming_the_value() {
         ),
         (json!({"image": {"repository": ""}}), "repository"),
     ] {
-        let err = render(&values, "hooklog", "hooklog")
-            .expect_err(&format!("{values} rendered"));
+        let err = render(&values, "hooklog", "hooklog").expect_err(&format!("{values} rendered"));
         assert!(err.contains(says), "{values}: {err}");
     }
 }
@@ -472,7 +495,8 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
     .unwrap();
     let container = webhook_container(&docs);
     let mut cmd = hooklog();
-    cmd.env_clear().env("PATH", std::env::var_os("PATH").unwrap());
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap());
     cmd.args(
         container["args"]
             .as_array()
@@ -665,12 +689,32 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     assert_eq!(installed["status"], "deployed", "{installed:#}");
     let docs = yaml_documents(installed["manifest"].as_str().unwrap());
     for (kind, path) in [
-        ("Deployment", format!("/apis/apps/v1/namespaces/{namespace}/deployments/{fullname}")),
-        ("Service", format!("/api/v1/namespaces/{namespace}/services/{fullname}")),
-        ("ServiceAccount", format!("/api/v1/namespaces/{namespace}/serviceaccounts/{fullname}")),
-        ("PodDisruptionBudget", format!("/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets/{fullname}")),
-        ("ClusterRole", format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{fullname}")),
-        ("MutatingWebhookConfiguration", format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}")),
+        (
+            "Deployment",
+            format!("/apis/apps/v1/namespaces/{namespace}/deployments/{fullname}"),
+        ),
+        (
+            "Service",
+            format!("/api/v1/namespaces/{namespace}/services/{fullname}"),
+        ),
+        (
+            "ServiceAccount",
+            format!("/api/v1/namespaces/{namespace}/serviceaccounts/{fullname}"),
+        ),
+        (
+            "PodDisruptionBudget",
+            format!("/apis/policy/v1beta1/namespaces/{namespace}/poddisruptionbudgets/{fullname}"),
+        ),
+        (
+            "ClusterRole",
+            format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{fullname}"),
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            format!(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{fullname}"
+            ),
+        ),
     ] {
         let (status, v) = api.call("GET", &path, None);
         assert_eq!(status, 200, "{kind} not stored: {v:#}");
@@ -687,7 +731,11 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     let sa = dir.path().join("serviceaccount");
     std::fs::create_dir_all(&sa).unwrap();
     std::fs::copy(&api.ca_file, sa.join("ca.crt")).unwrap();
-    std::fs::write(sa.join("token"), answer.1["status"]["token"].as_str().unwrap()).unwrap();
+    std::fs::write(
+        sa.join("token"),
+        answer.1["status"]["token"].as_str().unwrap(),
+    )
+    .unwrap();
     let mut cmd = hooklog();
     cmd.args(
         webhook_container(&docs)["args"]
@@ -731,7 +779,13 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     assert_eq!(status, 201, "{plain:#}");
     assert!(!has_hooklog(&plain));
     let mut by_inject = crate::webhook::injected(&plain, &["--sidecar", "classic"]);
-    for k in ["uid", "creationTimestamp", "resourceVersion", "managedFields", "selfLink"] {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "resourceVersion",
+        "managedFields",
+        "selfLink",
+    ] {
         by_inject["metadata"].as_object_mut().unwrap().remove(k);
     }
     let (status, want) = t.create(&t.ns_out, &by_inject, true);
