@@ -106,9 +106,20 @@ pub fn try_parse() -> Result<Cli, clap::Error> {
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
 }
 
+/// What `hooklog --version` prints after the name: the version, the commit it was built from and
+/// the target (build.rs), as `0.1.0 (commit 9b8ff3f1c2d4, x86_64-unknown-linux-musl)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HOOKLOG_COMMIT"),
+    ", ",
+    env!("HOOKLOG_TARGET"),
+    ")"
+);
+
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
-#[command(name = "hooklog", version, about, long_about = None, after_help = EXAMPLES)]
+#[command(name = "hooklog", version = VERSION, about, long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
     /// Format of hooklog's own diagnostics on stderr (records always go to stdout as JSON).
     #[arg(long, global = true, env = "HOOKLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
