@@ -36,3 +36,5 @@ mod rules;
 mod cloudwatch;
 // After webhook, manifest and k8s: uses their helpers.
 mod helm;
+// After helm and cli: uses their helpers.
+mod release;
