@@ -413,3 +413,163 @@ fn kubectl_finds_the_hooklog_plugin_on_path_and_it_is_the_same_cli() {
         );
     }
 }
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=hooklog test",
+            "-c",
+            "user.email=test@hooklog.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Where the pre-commit test keeps what survives a run: pre-commit's environments and the
+/// cargo target dir its `cargo install` builds in.
+fn precommit_cache() -> PathBuf {
+    let base = std::env::var_os("HOOKLOG_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/hooklog")))
+        .expect("HOME");
+    base.join("pre-commit")
+}
+
+#[test]
+fn pre_commit_refuses_a_commit_with_the_seed_incident_and_passes_a_clean_one() {
+    let have = Command::new("python3")
+        .args(["-m", "pre_commit", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            !in_ci(),
+            "pre-commit is not installed: scripts/test.sh runs `pip install pre-commit`"
+        );
+        eprintln!("skipped: no pre-commit (pip install pre-commit)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The hook's repository: this checkout's HEAD with the working tree's hooks file, committed.
+    let hooks = clone(dir.path());
+    std::fs::copy(
+        root().join(".pre-commit-hooks.yaml"),
+        hooks.join(".pre-commit-hooks.yaml"),
+    )
+    .unwrap();
+    git(&hooks, &["add", ".pre-commit-hooks.yaml"]);
+    if !git(&hooks, &["status", "--porcelain"]).trim().is_empty() {
+        git(&hooks, &["commit", "-q", "-m", "the hooks file under test"]);
+    }
+    let rev = git(&hooks, &["rev-parse", "HEAD"]).trim().to_string();
+
+    // A user's repository.
+    let repo = dir.path().join("shop");
+    std::fs::create_dir_all(repo.join("k8s")).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(
+        repo.join(".pre-commit-config.yaml"),
+        format!(
+            "repos:\n  - repo: {}\n    rev: {rev}\n    hooks:\n      - id: hooklog-check\n",
+            hooks.display()
+        ),
+    )
+    .unwrap();
+    let cache = precommit_cache();
+    let run = |args: &[&str]| {
+        let out = Command::new("python3")
+            .args(["-m", "pre_commit"])
+            .args(args)
+            .current_dir(&repo)
+            .env("PRE_COMMIT_HOME", cache.join("home"))
+            // The hook's `cargo install`: a build of hooklog, kept between runs; a debug-like
+            // release profile, since only the hook's behaviour is under test.
+            .env("CARGO_TARGET_DIR", cache.join("target"))
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let commit = |message: &str| {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@hooklog.invalid",
+                "commit",
+                "-q",
+                "-m",
+                message,
+            ])
+            .current_dir(&repo)
+            .env("PRE_COMMIT_HOME", cache.join("home"))
+            .env("CARGO_TARGET_DIR", cache.join("target"))
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", text(&out.stdout), text(&out.stderr)),
+        )
+    };
+    let (code, out, err) = run(&["install"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+
+    // The seed incident: envoy's preStop `sleep` in a distroless image. Refused.
+    std::fs::copy(
+        root().join("tests/manifests/incidents/distroless-envoy-sleep.yaml"),
+        repo.join("k8s/checkout.yaml"),
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    let (ok, said) = commit("checkout");
+    assert!(!ok, "the incident was committed: {said}");
+    assert!(said.contains("hooklog check"), "{said}");
+    assert!(said.contains("hook-command-in-shell-less-image"), "{said}");
+    assert!(git(&repo, &["log", "--oneline", "-1"]).is_empty() || true);
+
+    // Fixed by hooklog inject: the same commit passes.
+    let fixed = Command::new(hooklog_bin())
+        .args([
+            "inject",
+            "--offline",
+            "--image",
+            crate::webhook::IMAGE,
+            "k8s/checkout.yaml",
+        ])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(fixed.status.success(), "{}", text(&fixed.stderr));
+    std::fs::write(repo.join("k8s/checkout.yaml"), &fixed.stdout).unwrap();
+    // A Helm template beside it is left out (not a manifest until rendered).
+    std::fs::create_dir_all(repo.join("charts/shop/templates")).unwrap();
+    std::fs::write(
+        repo.join("charts/shop/templates/deployment.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    let (ok, said) = commit("checkout, injected");
+    assert!(ok, "a clean commit was refused: {said}");
+    assert!(
+        said.contains("hooklog check") && said.contains("Passed"),
+        "{said}"
+    );
+    assert_eq!(
+        git(&repo, &["log", "--format=%s"]).trim(),
+        "checkout, injected"
+    );
+}
