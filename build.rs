@@ -18,12 +18,17 @@ fn main() {
     println!("cargo:rustc-env=HOOKLOG_TARGET={target}");
 }
 
-/// HEAD's commit, watching HEAD and the branch it names so that a new commit rebuilds.
+/// HEAD's commit, watching HEAD and the branch it names (loose or packed) so that a new commit
+/// rebuilds. Only files that exist are watched: Cargo reruns a build script on every build when
+/// a watched file is missing (a fresh clone's branch is in packed-refs, not a file of its own).
 fn git_commit() -> Option<String> {
-    let head = git(&["rev-parse", "--git-path", "HEAD"])?;
-    println!("cargo:rerun-if-changed={head}");
+    let mut watched = vec![git(&["rev-parse", "--git-path", "HEAD"])?];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(path) = git(&["rev-parse", "--git-path", &branch]) {
+        watched.extend(git(&["rev-parse", "--git-path", &branch]));
+    }
+    watched.extend(git(&["rev-parse", "--git-path", "packed-refs"]));
+    for path in watched {
+        if std::path::Path::new(&path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }
     }

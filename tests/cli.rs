@@ -392,7 +392,10 @@ fn log_format_help_says_what_it_shapes_in_every_subcommand() {
 
 /// The flags docs/flags.md says are capped at 24h, and those it says are not, from its
 /// `Durations:` paragraph: `(subcommand, flag)` as the paragraph names them.
-fn duration_caps_in_the_docs() -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// `(subcommand, flag)` pairs.
+type Flags = Vec<(String, String)>;
+
+fn duration_caps_in_the_docs() -> (Flags, Flags) {
     let flags =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/flags.md")).unwrap();
     let start = flags.find("Durations:").expect("the Durations paragraph");
@@ -405,7 +408,7 @@ fn duration_caps_in_the_docs() -> (Vec<(String, String)>, Vec<(String, String)>)
         .split_once("take longer ones")
         .map(|(a, _)| a.rsplit_once(';').unwrap())
         .expect("`...; X take longer ones` in the paragraph");
-    let named = |text: &str| -> Vec<(String, String)> {
+    let named = |text: &str| -> Flags {
         let mut sub = String::from("run");
         let mut out = Vec::new();
         for code in text.split('`').skip(1).step_by(2) {
