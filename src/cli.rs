@@ -16,24 +16,31 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 const EXAMPLES: &str = "\
 Examples:
-  # The sidecar: follow a shared file and a socket, print enriched JSON lines on stdout
-  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock --peers envoy,api-server
+  # The sidecar: follow a file and a socket, print JSON records on stdout
+  hooklog run --file /shared-logs/prestop.log \\
+    --socket /shared-logs/hooklog.sock --peers envoy,api-server
 
   # A container's preStop hook, reported from start to exit status
-  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock -- /shared-logs/bin/hooklog sleep 15
+  /shared-logs/bin/hooklog hook --container envoy \\
+    --socket /shared-logs/hooklog.sock -- /shared-logs/bin/hooklog sleep 15
 
   # Distroless images have no sleep, cp or echo
   hooklog sleep 1m30s
   hooklog install /shared-logs/bin
-  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'
+  hooklog emit --container api-server --file /shared-logs/prestop.log \\
+    --field phase=drain 'draining connections'
 
-  # Before deploy: find broken preStop hooks, then add hooklog to every pod template
+  # Before deploy: find broken preStop hooks, then wire hooklog in
   hooklog check k8s/
-  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
-  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
+  hooklog inject \\
+    --image registry.example.com/hooklog-sidecar:0.1.0 \\
+    deploy.yaml | kubectl apply -f -
+  kubectl get deploy api-server -o yaml | hooklog uninject - \\
+    | kubectl apply -f -
 
-  # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
-  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0";
+  # Cluster-wide: a webhook injecting the pods of opted-in namespaces
+  hooklog webhook \\
+    --image registry.example.com/hooklog-sidecar:0.1.0";
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -106,11 +113,24 @@ pub fn try_parse() -> Result<Cli, clap::Error> {
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
 }
 
+/// What `hooklog --version` prints after the name: the version, the commit it was built from and
+/// the target (build.rs), as `0.1.0 (commit 9b8ff3f1c2d4, x86_64-unknown-linux-musl)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HOOKLOG_COMMIT"),
+    ", ",
+    env!("HOOKLOG_TARGET"),
+    ")"
+);
+
 /// hooklog: makes Kubernetes preStop hooks visible.
 #[derive(Debug, Parser)]
-#[command(name = "hooklog", version, about, long_about = None, after_help = EXAMPLES)]
+#[command(name = "hooklog", version = VERSION, about, long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
-    /// Format of hooklog's own diagnostics on stderr (records always go to stdout as JSON).
+    /// Format of hooklog's own diagnostics on stderr, and of check's errors; never of stdout,
+    /// which is the subcommand's output (run: records, always JSON; check: its --format; inject
+    /// and uninject: manifests).
     #[arg(long, global = true, env = "HOOKLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
@@ -133,12 +153,12 @@ pub enum LogFormat {
 pub enum Command {
     /// The sidecar daemon: follow files and sockets, write enriched JSON records.
     #[command(
-        after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock \\\n    --podinfo /etc/podinfo --peers envoy,api-server --grace 25s"
+        after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log \\\n    --socket /shared-logs/hooklog.sock --podinfo /etc/podinfo \\\n    --peers envoy,api-server --grace 25s"
     )]
     Run(RunArgs),
     /// Run a lifecycle hook command and report its output and how it ended.
     #[command(
-        after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy --socket /shared-logs/hooklog.sock \\\n    --file /shared-logs/prestop.log -- /shared-logs/bin/hooklog sleep 15"
+        after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy \\\n    --socket /shared-logs/hooklog.sock --file /shared-logs/prestop.log \\\n    -- /shared-logs/bin/hooklog sleep 15"
     )]
     Hook(HookArgs),
     /// Sleep for a duration (for images without a sleep binary).
@@ -158,22 +178,22 @@ pub enum Command {
     Emit(EmitArgs),
     /// Find broken lifecycle hooks in Kubernetes manifests, before deploy (no cluster needed).
     #[command(
-        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n  hooklog check --exclude hook-not-reported --fail-on warning k8s/\n  hooklog check --list-rules\n\nA finding is accepted on one object by the annotation hooklog.dev/ignore-check.RULE: \"REASON\" (on the object or its pod template).\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on (suppressed findings do not count), 1 otherwise, 64 for usage errors (an unknown rule name, a bad configuration file) or input that does not parse, 69 when --require-image and an image cannot be read."
+        after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 \\\n    manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar \\\n    deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 \\\n    deploy.yaml\n  hooklog check --exclude hook-not-reported --fail-on warning k8s/\n  hooklog check --list-rules\n\nA finding is accepted on one object by the annotation hooklog.dev/ignore-check.RULE: \"REASON\" (on the object or its pod template).\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on (suppressed findings do not count), 1 otherwise, 64 for usage errors (an unknown rule name, a bad configuration file) or input that does not parse, 69 when --require-image and an image cannot be read."
     )]
     Check(CheckArgs),
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
-        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --kubernetes-version 1.28 deploy.yaml\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+        after_help = "Examples:\n  hooklog inject \\\n    --image registry.example.com/hooklog-sidecar:0.1.0 \\\n    deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --kubernetes-version 1.28 \\\n    --image registry.example.com/hooklog-sidecar:0.1.0 \\\n    deploy.yaml\n  # as a Helm 4 post-renderer (helm-plugin/hooklog), HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog"
     )]
     Inject(InjectArgs),
     /// Remove what `hooklog inject` added (same as `inject --undo`).
     #[command(
-        after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -"
+        after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - \\\n    | kubectl apply -f -"
     )]
     Uninject(UninjectArgs),
     /// A mutating admission webhook: injects hooklog into pods as they are created.
     #[command(
-        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
+        after_help = "Example (in the cluster, k8s/webhook/ or charts/hooklog):\n  hooklog webhook \\\n    --image registry.example.com/hooklog-sidecar:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
     )]
     Webhook(WebhookArgs),
 }

@@ -1,6 +1,8 @@
 //! The command line: help, version, env configuration, and unusable arguments failing at once
 //! with one line that names the problem.
 
+use clap::{CommandFactory, Parser};
+use hooklog::cli::Cli;
 use std::time::Duration;
 
 use crate::util::{Daemon, hooklog, messages, sh};
@@ -32,10 +34,41 @@ fn help_shows_an_example_for_each_subcommand() {
         assert!(h.contains("Example"), "{sub} --help has no example:\n{h}");
     }
     let out = hooklog().arg("--version").output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("hooklog {}", env!("CARGO_PKG_VERSION"))
-    );
+    assert_version(&String::from_utf8_lossy(&out.stdout), None);
+}
+
+/// `hooklog --version`'s line: `hooklog VERSION (commit COMMIT, TARGET)`, the commit this
+/// checkout's HEAD (when git can say) and the target `target` (when given): a triple that names
+/// this machine's architecture otherwise.
+pub fn assert_version(printed: &str, target: Option<&str>) {
+    let printed = printed.trim();
+    let want = format!("hooklog {} (commit ", env!("CARGO_PKG_VERSION"));
+    let rest = printed
+        .strip_prefix(&want)
+        .unwrap_or_else(|| panic!("{printed:?} does not start with {want:?}"));
+    let (commit, target_got) = rest
+        .strip_suffix(')')
+        .and_then(|r| r.split_once(", "))
+        .unwrap_or_else(|| panic!("{printed:?}: no (commit C, TARGET)"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match (&head, std::env::var("HOOKLOG_COMMIT")) {
+        (_, Ok(c)) if !c.is_empty() => assert_eq!(commit, c, "{printed}"),
+        (Some(h), _) => assert_eq!(commit, h, "{printed}: not HEAD's commit"),
+        (None, _) => assert_eq!(commit, "unknown", "{printed}"),
+    }
+    match target {
+        Some(t) => assert_eq!(target_got, t, "{printed}"),
+        None => assert!(
+            target_got.starts_with(std::env::consts::ARCH) && target_got.contains("-linux-"),
+            "{printed}: not a target of this machine"
+        ),
+    }
 }
 
 #[test]
@@ -272,4 +305,167 @@ fn a_fifo_as_file_fails_at_start_instead_of_hanging() {
         err.contains(fifo.to_str().unwrap()) && err.contains("not a regular file"),
         "{err}"
     );
+}
+
+/// `hooklog [SUB] --help` as a terminal `columns` wide renders it (clap reads `COLUMNS`).
+fn help_at(sub: Option<&str>, columns: usize) -> String {
+    let mut cmd = hooklog();
+    cmd.env("COLUMNS", columns.to_string());
+    if let Some(s) = sub {
+        cmd.arg(s);
+    }
+    let out = cmd.arg("--help").output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The help's examples: the indented lines (and blank lines between them) after the `Example`
+/// heading, up to the next text that is not indented (prose, which may wrap, or `Docs:`).
+fn after_options(help: &str) -> Vec<String> {
+    let lines: Vec<&str> = help.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("Example"))
+        .unwrap_or_else(|| panic!("no Example in:\n{help}"));
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .map(|l| l.to_string())
+        .collect()
+}
+
+#[test]
+fn help_examples_never_wrap_at_80_100_or_120_columns() {
+    let subs: Vec<Option<String>> = std::iter::once(None)
+        .chain(
+            Cli::command()
+                .get_subcommands()
+                .map(|s| Some(s.get_name().to_string())),
+        )
+        .collect();
+    for sub in &subs {
+        // Wide enough that clap wraps nothing: each example line as written.
+        let written = after_options(&help_at(sub.as_deref(), 1000));
+        for columns in [80, 100, 120] {
+            let shown = after_options(&help_at(sub.as_deref(), columns));
+            assert_eq!(
+                shown,
+                written,
+                "`hooklog {} --help` at {columns} columns wraps an example (copy-paste breaks): keep each line under 80 and continue with \\",
+                sub.as_deref().unwrap_or("")
+            );
+            for line in &shown {
+                assert!(
+                    line.chars().count() <= 80,
+                    "{line:?} is wider than 80 columns"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn log_format_help_says_what_it_shapes_in_every_subcommand() {
+    for sub in [
+        "run", "hook", "check", "inject", "uninject", "webhook", "emit",
+    ] {
+        let help = help_at(Some(sub), 1000);
+        let line = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("--log-format"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub}: no --log-format"))
+            .trim()
+            .to_string();
+        // Issue 28: it said "records always go to stdout as JSON" in check and inject, whose
+        // stdout is text, JSON, SARIF or YAML.
+        assert!(
+            !line.contains("records always go to stdout"),
+            "{sub}: {line}"
+        );
+        assert!(
+            line.contains("stderr") && line.contains("never of stdout"),
+            "{sub}: {line}"
+        );
+    }
+}
+
+/// The flags docs/flags.md says are capped at 24h, and those it says are not, from its
+/// `Durations:` paragraph: `(subcommand, flag)` as the paragraph names them.
+/// `(subcommand, flag)` pairs.
+type Flags = Vec<(String, String)>;
+
+fn duration_caps_in_the_docs() -> (Flags, Flags) {
+    let flags =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/flags.md")).unwrap();
+    let start = flags.find("Durations:").expect("the Durations paragraph");
+    let para: String = flags[start..]
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .replace('\n', " ");
+    let (capped, longer) = para
+        .split_once("take longer ones")
+        .map(|(a, _)| a.rsplit_once(';').unwrap())
+        .expect("`...; X take longer ones` in the paragraph");
+    let named = |text: &str| -> Flags {
+        let mut sub = String::from("run");
+        let mut out = Vec::new();
+        for code in text.split('`').skip(1).step_by(2) {
+            let mut words = code.split_whitespace();
+            let (Some(first), second) = (words.next(), words.next()) else {
+                continue;
+            };
+            let flag = match second {
+                Some(f) => {
+                    sub = first.to_string();
+                    f
+                }
+                None => first,
+            };
+            if flag.starts_with("--") {
+                out.push((sub.clone(), flag.to_string()));
+            }
+        }
+        out
+    };
+    (
+        named(capped.split_once("at most").unwrap().1),
+        named(longer),
+    )
+}
+
+/// `hooklog SUB FLAG VALUE` (with what SUB needs besides) through the CLI's parser.
+fn parses(sub: &str, flag: &str, value: &str) -> Result<(), String> {
+    let mut argv: Vec<String> = vec!["hooklog".into(), sub.into()];
+    match sub {
+        "run" => argv.extend(["--file".into(), "/tmp/x.log".into()]),
+        "hook" => argv.extend(["--container".into(), "app".into()]),
+        "webhook" | "inject" => argv.extend(["--image".into(), "i:1".into()]),
+        _ => {}
+    }
+    argv.extend([flag.to_string(), value.to_string()]);
+    if sub == "hook" {
+        argv.extend(["--".into(), "true".into()]);
+    }
+    Cli::try_parse_from(&argv)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_duration_caps_flags_md_states_are_the_parsers() {
+    let (capped, longer) = duration_caps_in_the_docs();
+    assert!(capped.len() >= 6, "{capped:?}");
+    assert!(longer.len() >= 2, "{longer:?}");
+    for (sub, flag) in &capped {
+        parses(sub, flag, "24h").unwrap_or_else(|e| panic!("{sub} {flag} 24h: {e}"));
+        let err = parses(sub, flag, "24h1s").expect_err(&format!("{sub} {flag} 24h1s was taken"));
+        assert!(err.contains("24h"), "{sub} {flag}: {err}");
+    }
+    for (sub, flag) in &longer {
+        parses(sub, flag, "48h").unwrap_or_else(|e| {
+            panic!("{sub} {flag} 48h (the docs say longer ones are taken): {e}")
+        });
+    }
 }

@@ -536,7 +536,11 @@ fn aws_logging() -> BTreeMap<String, String> {
 
 #[test]
 fn aws_logging_configmap_uses_only_what_fargate_accepts() {
-    let data = aws_logging();
+    assert_fargate_accepts(&aws_logging());
+}
+
+/// Fargate's rules for an aws-logging ConfigMap's data (the page FARGATE_FILTERS cites).
+fn assert_fargate_accepts(data: &BTreeMap<String, String>) {
     let chars: usize = data
         .iter()
         .map(|(k, v)| k.chars().count() + v.chars().count())
@@ -609,7 +613,11 @@ fn sidecar_metadata() -> Value {
 /// Applies the aws-logging filters, in order, to the lines hooklog printed, as Fargate's Fluent
 /// Bit sees them: CRI lines in the hooklog container's log file, tagged `kube.<path>`.
 fn through_fluent_bit(lines: &[String]) -> Vec<Value> {
-    let data = aws_logging();
+    through_fluent_bit_with(&aws_logging(), lines)
+}
+
+/// [`through_fluent_bit`] with the ConfigMap data `data`.
+fn through_fluent_bit_with(data: &BTreeMap<String, String>, lines: &[String]) -> Vec<Value> {
     let parsers: BTreeMap<String, BTreeMap<String, String>> =
         fluent_sections(&data["parsers.conf"])
             .into_iter()
@@ -700,10 +708,191 @@ fn through_fluent_bit(lines: &[String]) -> Vec<Value> {
                     r.insert("kubernetes".into(), sidecar_metadata());
                 }
             }
+            // grep: `Regex KEY RE` keeps the records whose KEY matches (a record without KEY
+            // does not), `Exclude KEY RE` drops those whose KEY matches.
+            "grep" => {
+                for (mode, keep_on_match) in [("regex", true), ("exclude", false)] {
+                    let Some(rule) = filter.get(mode) else {
+                        continue;
+                    };
+                    let (key, re) = rule.split_once(char::is_whitespace).expect("KEY REGEX");
+                    let values: Vec<String> = records
+                        .iter()
+                        .map(|r| r.get(key).and_then(Value::as_str).unwrap_or("").to_string())
+                        .collect();
+                    let matched = regex_captures(&format!("(?:{})", re.trim()), &values);
+                    let keep: Vec<bool> = matched
+                        .into_iter()
+                        .zip(&records)
+                        .map(|(m, r)| (r.get(key).is_some() && m.is_some()) == keep_on_match)
+                        .collect();
+                    let mut keep = keep.into_iter();
+                    records.retain(|_| keep.next().unwrap_or(true));
+                }
+            }
+            // modify: `Add KEY VALUE` sets KEY when the record has none.
+            "modify" => {
+                for r in records.iter_mut() {
+                    if let Some(add) = filter.get("add") {
+                        let (k, v) = add.split_once(char::is_whitespace).expect("KEY VALUE");
+                        r.entry(k.to_string()).or_insert(json!(v.trim()));
+                    }
+                }
+            }
             other => panic!("the simulation does not model filter {other}: extend it"),
         }
     }
     records.into_iter().map(Value::Object).collect()
+}
+
+/// k8s/aws/merge-aws-logging.py of the ConfigMap `configmap`: the ConfigMap it prints.
+fn merged_aws_logging(configmap: &Value) -> Result<Value, String> {
+    use std::io::Write;
+    let mut child = Command::new("python3")
+        .arg(k8s_dir().join("aws/merge-aws-logging.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(configmap.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("the script prints JSON"))
+}
+
+fn data_of(configmap: &Value) -> BTreeMap<String, String> {
+    serde_json::from_value(configmap["data"].clone()).expect("string data")
+}
+
+/// The ConfigMap AWS documents (with a team's grep and modify filters), as a cluster has it.
+fn aws_default_configmap() -> Value {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests/aws/aws-logging-default.yaml");
+    documents(&path).remove(0)
+}
+
+#[test]
+fn the_merge_adds_hooklog_to_the_configmap_aws_documents_and_keeps_the_teams_own() {
+    let before = aws_default_configmap();
+    let merged = merged_aws_logging(&before).unwrap();
+    let (old, new) = (data_of(&before), data_of(&merged));
+    assert_fargate_accepts(&new);
+    // Everything the team had is kept, in order, byte for byte: the output untouched, and each
+    // of their sections still in the merged text.
+    assert_eq!(old["output.conf"], new["output.conf"]);
+    assert_eq!(old["flb_log_cw"], new["flb_log_cw"]);
+    for key in ["filters.conf", "parsers.conf"] {
+        let kept: Vec<Section> = fluent_sections(&old[key]);
+        let now: Vec<Section> = fluent_sections(&new[key]);
+        let mut at = 0;
+        for section in &kept {
+            let found = now[at..].iter().position(|s| s == section);
+            let Some(i) = found else {
+                panic!("{key}: {section:?} lost or moved in\n{}", new[key])
+            };
+            at += i + 1;
+        }
+        assert_eq!(
+            now.len(),
+            kept.len() + 1,
+            "{key}: one section added\n{}",
+            new[key]
+        );
+    }
+    // hooklog's filter right after the CRI parser, before the grep and the kubernetes filter.
+    let filters = fluent_sections(&new["filters.conf"]);
+    let names: Vec<&str> = filters
+        .iter()
+        .map(|(_, k)| k.get("parser").unwrap_or(&k["name"]).as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["crio", "hooklog_json", "grep", "kubernetes", "modify"]
+    );
+    // The merged ConfigMap is valid, and ships hooklog's records as the example ConfigMap does
+    // (with the team's modify filter's field added).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("aws-logging.yaml");
+    std::fs::write(&file, serde_json::to_string_pretty(&merged).unwrap()).unwrap();
+    crate::manifest::validate_strictly(&[file]);
+    let lines = real_hooklog_lines();
+    let example = through_fluent_bit(&lines);
+    let shipped = through_fluent_bit_with(&new, &lines);
+    assert_eq!(shipped.len(), example.len());
+    for (mut got, want) in shipped.into_iter().zip(example) {
+        assert_eq!(got["cluster"], "shop-prod");
+        got.as_object_mut().unwrap().remove("cluster");
+        assert_eq!(got, want);
+    }
+    // Merging again changes nothing.
+    assert_eq!(merged_aws_logging(&merged).unwrap(), merged);
+}
+
+#[test]
+fn the_merge_is_what_the_whole_configmap_example_holds_and_handles_the_odd_ones() {
+    // The example for a cluster without aws-logging already has every addition: nothing to add.
+    let example = documents(&k8s_dir().join("aws-observability.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .unwrap();
+    assert_eq!(
+        data_of(&merged_aws_logging(&example).unwrap()),
+        data_of(&example)
+    );
+    // ... and they are the additions' own sections, key for key.
+    let data = data_of(&example);
+    for (addition, key) in [
+        ("hooklog-parsers.conf", "parsers.conf"),
+        ("hooklog-filters.conf", "filters.conf"),
+    ] {
+        let ours = fluent_sections(
+            &std::fs::read_to_string(k8s_dir().join("aws").join(addition)).unwrap(),
+        );
+        assert_eq!(ours.len(), 1, "{addition}");
+        assert!(
+            fluent_sections(&data[key]).contains(&ours[0]),
+            "{addition} is not in the example's {key}"
+        );
+    }
+    // A ConfigMap without a CRI parser (an output and the kubernetes filter): the crio parser
+    // and its filter come first, then hooklog's; it ships as the example does.
+    let filters = example["data"]["filters.conf"].as_str().unwrap();
+    let kubernetes = &filters[filters
+        .rfind("[FILTER]")
+        .filter(|&at| filters[at..].contains("Name kubernetes"))
+        .expect("the example's last filter is the kubernetes filter")..];
+    let mut bare = example.clone();
+    bare["data"] =
+        json!({"output.conf": example["data"]["output.conf"], "filters.conf": kubernetes});
+    let merged = data_of(&merged_aws_logging(&bare).unwrap());
+    assert_fargate_accepts(&merged);
+    let lines = real_hooklog_lines();
+    let want: Vec<Value> = through_fluent_bit(&lines);
+    let got = through_fluent_bit_with(&merged, &lines);
+    assert_eq!(got, want);
+    // One that the additions would push over Fargate's limit is refused, naming the limit.
+    let mut full = aws_default_configmap();
+    full["data"]["output.conf"] = json!(format!(
+        "{}# {}\n",
+        full["data"]["output.conf"].as_str().unwrap(),
+        "x".repeat(FARGATE_CONFIGMAP_MAX_CHARS - 900)
+    ));
+    let err = merged_aws_logging(&full).unwrap_err();
+    assert!(
+        err.contains(&FARGATE_CONFIGMAP_MAX_CHARS.to_string()),
+        "{err}"
+    );
+    // Not a ConfigMap: refused.
+    let err = merged_aws_logging(&json!({"kind": "Secret"})).unwrap_err();
+    assert!(err.contains("not the aws-logging ConfigMap"), "{err}");
 }
 
 /// Real hooklog output: two hooks through the socket (one ok, one failing) and the summary.

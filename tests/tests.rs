@@ -36,3 +36,7 @@ mod adoption;
 mod rules;
 // Last rather than alphabetical: keeps merges with the other test modules clean.
 mod cloudwatch;
+// After webhook, manifest and k8s: uses their helpers.
+mod helm;
+// After helm and cli: uses their helpers.
+mod release;
