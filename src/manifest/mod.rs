@@ -212,13 +212,7 @@ pub(crate) fn survey(
         };
         let (mut templates, mut images, mut opted_in) = (0, Default::default(), Default::default());
         let read = input.each_document(|d| {
-            check::summarize(
-                &d.value,
-                opts,
-                &mut templates,
-                &mut images,
-                &mut opted_in,
-            )
+            check::summarize(&d.value, opts, &mut templates, &mut images, &mut opted_in)
         });
         match read {
             Ok(notes) => {
@@ -385,7 +379,8 @@ pub fn uninject_command(paths: &[PathBuf]) -> u8 {
 }
 
 /// A document transform: [`inject::inject`] or [`uninject::uninject`].
-type Change<'a> = dyn FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError> + 'a;
+type Change<'a> =
+    dyn FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError> + 'a;
 
 /// Runs [`transform`] on `paths` and writes what it made: the manifests to stdout, the report
 /// to stderr. Returns the inputs (for a second look) or the exit code of a failure.
@@ -441,7 +436,7 @@ pub(crate) fn transform(
     for input in inputs {
         let input = input.map_err(|e| e.to_string())?;
         let mut lines = Vec::new();
-        let mut edits = Vec::new();
+        let mut applier = splice::Applier::new(&input.text);
         let mut placed = Vec::new();
         let mut why: Option<String> = None;
         let mut wants = Vec::new();
@@ -461,7 +456,7 @@ pub(crate) fn transform(
             if why.is_none() {
                 match splice::edits_noted(&input.text, &doc.node, &doc.value, &value) {
                     Ok((e, n)) => {
-                        edits.extend(e);
+                        applier.push(e);
                         placed.extend(n);
                     }
                     Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
@@ -470,8 +465,6 @@ pub(crate) fn transform(
             wants.push(digest(&value));
         });
         let notes = notes.map_err(|e| e.to_string())?;
-        rss("after parse");
-        eprintln!("edits {} len {} cap {} placed {} lines {} wants {}", edits.len(), edits.iter().map(|e: &splice::Edit| e.text.len()).sum::<usize>(), edits.iter().map(|e: &splice::Edit| e.text.capacity()).sum::<usize>(), placed.len(), lines.len(), wants.len());
         if refused.is_some() {
             continue;
         }
@@ -479,7 +472,7 @@ pub(crate) fn transform(
         report.extend(lines);
         let written = match why {
             Some(why) => Err(why),
-            None => apply_and_read_back(&input.name, &input.text, edits, &wants),
+            None => applied(&input, applier, &wants, f),
         };
         let text = match written {
             Ok(text) => {
@@ -551,25 +544,49 @@ pub(crate) fn rewrite(
         edits.extend(e);
         notes.extend(n);
     }
+    if edits.is_empty() {
+        return Ok((source.text.clone(), notes));
+    }
+    let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
     let wants: Vec<u128> = values.iter().map(digest).collect();
-    let text = apply_and_read_back(&source.name, &source.text, edits, &wants)?;
+    read_back(&source.name, &text, &wants)?;
     Ok((text, notes))
 }
 
-/// `text` (input `name`) with `edits` applied, read back to check that its documents are those
-/// whose [`digest`]s are `wants`, in order; no edit at all is the text as it was, not read back.
-fn apply_and_read_back(
-    name: &str,
-    text: &str,
-    edits: Vec<splice::Edit>,
+/// The text of `input` with the edits of `applier` applied, read back to check that its
+/// documents are those whose [`digest`]s are `wants`, in order; no edit at all is the text as it
+/// was, not read back. Edits that do not come in the text's order are made again (`f` of every
+/// document) and applied at once.
+fn applied(
+    input: &load::Input,
+    applier: splice::Applier,
     wants: &[u128],
+    f: &mut Change,
 ) -> Result<String, String> {
-    if edits.is_empty() {
-        return Ok(text.to_string());
-    }
-    rss("before apply");
-    let text = splice::apply(text, edits).map_err(|e| e.to_string())?;
-    rss("after apply");
+    let text = match applier.finish().map_err(|e| e.to_string())? {
+        splice::Applied::Unchanged => return Ok(input.text.clone()),
+        splice::Applied::Changed(text) => text,
+        splice::Applied::Unordered => {
+            let mut edits = Vec::new();
+            let _ = input.each_document(|doc| {
+                let mut value = doc.value.clone();
+                if f(&mut value).is_ok()
+                    && let Ok((e, _)) =
+                        splice::edits_noted(&input.text, &doc.node, &doc.value, &value)
+                {
+                    edits.extend(e);
+                }
+            });
+            splice::apply(&input.text, edits).map_err(|e| e.to_string())?
+        }
+    };
+    read_back(&input.name, &text, wants)?;
+    Ok(text)
+}
+
+/// Reads `text` (input `name`) back, to check that its documents are those whose [`digest`]s
+/// are `wants`, in order.
+fn read_back(name: &str, text: &str, wants: &[u128]) -> Result<(), String> {
     // Read back one document at a time, each compared and dropped as it is read: holding the
     // whole stream read back was most of inject's peak memory (issue 24 §4). A text that does
     // not read back at all is said first, as when it was read whole.
@@ -578,7 +595,7 @@ fn apply_and_read_back(
     let mut index = 0;
     let mut read = Vec::new();
     let mut ignored = Vec::new();
-    tree::parse_each(&text, |doc| {
+    tree::parse_each(text, |doc| {
         load::add_document(name, index, doc, &mut read, &mut ignored);
         index += 1;
         for d in read.drain(..) {
@@ -586,11 +603,10 @@ fn apply_and_read_back(
         }
     })
     .map_err(|e| format!("the edit does not read back: {}", load::yaml_error(name, e)))?;
-    rss("after read back");
     if !same || want.next().is_some() {
         return Err("the edit reads back as something else".into());
     }
-    Ok(text)
+    Ok(())
 }
 
 /// A 128-bit digest of a value, equal for values that are equal as `serde_json` compares them
@@ -671,10 +687,4 @@ mod tests {
             source.documents.iter().map(|d| d.value.clone()).collect();
         assert_eq!(rewrite(&source, &same).unwrap().0, text);
     }
-}
-
-fn rss(at: &str) {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let get = |k: &str| s.lines().find(|l| l.starts_with(k)).unwrap_or_default().to_string();
-    eprintln!("RSS {at}: {} {}", get("VmRSS"), get("VmHWM"));
 }

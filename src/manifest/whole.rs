@@ -95,7 +95,13 @@ fn rewrite_whole(source: &Source, values: &[Value]) -> Result<(String, Vec<Strin
 fn check_whole(
     inputs: Vec<Result<Input, LoadError>>,
     opts: &check::Options,
-) -> (Vec<String>, Vec<String>, usize, Vec<(String, crate::registry::Arch)>, String) {
+) -> (
+    Vec<String>,
+    Vec<String>,
+    usize,
+    Vec<(String, crate::registry::Arch)>,
+    String,
+) {
     let mut sources = Vec::new();
     let mut errors = Vec::new();
     for loaded in inputs.into_iter().map(|i| i.and_then(Input::parse)) {
@@ -123,7 +129,13 @@ fn findings_json(findings: &[check::Finding]) -> String {
 fn check_streaming(
     inputs: Vec<Result<Input, LoadError>>,
     opts: &check::Options,
-) -> (Vec<String>, Vec<String>, usize, Vec<(String, crate::registry::Arch)>, String) {
+) -> (
+    Vec<String>,
+    Vec<String>,
+    usize,
+    Vec<(String, crate::registry::Arch)>,
+    String,
+) {
     let survey = super::survey(inputs, opts);
     let findings = super::check_surveyed(&survey, opts, |_| true);
     (
@@ -164,7 +176,9 @@ mod tests {
             1 => Just("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    hooklog.dev/inject: enabled\n".to_string()),
             1 => Just("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: l, namespace: shop}\n  spec:\n    containers:\n    - name: a\n      image: nginx\n      lifecycle: {preStop: {exec: {command: [sh, -c, 'sleep 3']}}}\n".to_string()),
             1 => Just("apiVersion: v1\nkind: ConfigMap\nmetadata: &m\n  name: c\ndata:\n  a: *m\n  b: |\n    text\n".to_string()),
-            // An edit inside an anchored node: the whole input written anew.
+            // A key whose `:` is on the next line: the whole input written anew.
+            1 => Just("kind: Pod\nmetadata: {name: complex, namespace: shop}\n? spec\n: containers: [{name: a, image: b, lifecycle: {preStop: {exec: {command: [sleep, '5']}}}}]\n".to_string()),
+            // An edit inside an anchored node.
             1 => Just("kind: Pod\nmetadata: {name: anchored, namespace: shop}\nspec: &spec\n  containers:\n  - name: a\n    image: busybox\n    lifecycle: {preStop: {exec: {command: [sleep, '5']}}}\n".to_string()),
             1 => Just("just text\n".to_string()),
             1 => Just("# only a comment\n".to_string()),
@@ -323,20 +337,33 @@ mod tests {
                 Ok(())
             },
         );
-        eprintln!("written anew: {}", ANEW.load(std::sync::atomic::Ordering::Relaxed));
+        eprintln!(
+            "written anew: {}",
+            ANEW.load(std::sync::atomic::Ordering::Relaxed)
+        );
     }
 
     /// The digest the read-back compares is equality as `serde_json` has it.
     #[test]
     fn digests_are_equal_exactly_for_equal_values() {
         let same = [
-            (json!({"a": 1, "b": [true, null]}), json!({"b": [true, null], "a": 1})),
+            (
+                json!({"a": 1, "b": [true, null]}),
+                json!({"b": [true, null], "a": 1}),
+            ),
             (json!(0.0), json!(-0.0)),
-            (json!({"x": {"p": "q", "r": 2.5}}), json!({"x": {"r": 2.5, "p": "q"}})),
+            (
+                json!({"x": {"p": "q", "r": 2.5}}),
+                json!({"x": {"r": 2.5, "p": "q"}}),
+            ),
         ];
         for (a, b) in same {
             assert_eq!(a, b);
-            assert_eq!(super::super::digest(&a), super::super::digest(&b), "{a} {b}");
+            assert_eq!(
+                super::super::digest(&a),
+                super::super::digest(&b),
+                "{a} {b}"
+            );
         }
         let differ = [
             (json!(1), json!(1.0)),
@@ -351,7 +378,11 @@ mod tests {
         ];
         for (a, b) in differ {
             assert_ne!(a, b);
-            assert_ne!(super::super::digest(&a), super::super::digest(&b), "{a} {b}");
+            assert_ne!(
+                super::super::digest(&a),
+                super::super::digest(&b),
+                "{a} {b}"
+            );
         }
     }
 }
