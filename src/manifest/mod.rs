@@ -420,9 +420,10 @@ pub(crate) struct Transformed {
 /// input or document fails: the error is the first input that cannot be read, else the first
 /// document `f` refuses (as when every input was read whole before any was changed).
 ///
-/// Each input is read one document at a time (read, changed, its edits kept, dropped): what is
-/// held is the input's text, the edits and the output, a few times the input, not a value tree
-/// of every document (issue 24 §4).
+/// Each input is read one document at a time (read, changed, its edits written into the output
+/// by [`splice::Applier`], dropped): what is held is the input's text and the output, a few
+/// times the input, not a value tree of every document (issue 24 §4). A second read of the
+/// input writes it anew when it cannot be edited in place.
 pub(crate) fn transform(
     inputs: Vec<Result<load::Input, load::LoadError>>,
     f: &mut Change,

@@ -394,6 +394,10 @@ impl Reader<'_> {
                 self.depth -= 1;
                 self.flow -= usize::from(flow);
                 let shared = anchor.is_some();
+                // Grown by pushing, up to twice what they hold: a document is held whole
+                // while it is checked or changed (issue 24 §4).
+                values.shrink_to_fit();
+                items.shrink_to_fit();
                 (
                     anchor,
                     Value::Array(values),
@@ -447,6 +451,13 @@ impl Reader<'_> {
                 } else {
                     entries.last().map_or(start, |e: &Entry| e.value.end)
                 };
+                entries.shrink_to_fit();
+                if map.len() > 1 {
+                    // The same: a map that holds what it has and no more.
+                    let mut exact = Map::with_capacity(map.len());
+                    exact.extend(map);
+                    map = exact;
+                }
                 return Ok((map, entries, end));
             }
             let key_mark = event.start_mark;
