@@ -101,10 +101,12 @@ thread_local! {
     /// [`parse_hooklog`]'s answers by `(argv, env)`: clap builds its whole parser, and renders
     /// its error, on each call, which was half of `check`'s time on 1,456 Deployments (perf,
     /// issue 24 §4). The answer depends on nothing else (the process's environment is not read).
-    static PARSED: std::cell::RefCell<
-        std::collections::HashMap<(Vec<String>, BTreeMap<String, String>), Result<Command, String>>,
-    > = Default::default();
+    static PARSED: std::cell::RefCell<Parsed> = Default::default();
 }
+
+/// [`PARSED`]'s map: `(argv, env)` to what [`parse_hooklog`] answered.
+type Parsed =
+    std::collections::HashMap<(Vec<String>, BTreeMap<String, String>), Result<Command, String>>;
 
 fn parse_hooklog_uncached(
     argv: &[String],

@@ -1669,7 +1669,10 @@ mod applier {
 
     /// A text of lines (some CRLF, maybe no final newline) and batches of edits in it: insertions,
     /// replacements and deletions, overlapping or meeting at times, in the text's order or not.
-    fn case() -> impl Strategy<Value = (String, Vec<Vec<(usize, usize, String)>>)> {
+    /// An edit as `(start, end, text)`.
+    type Raw = (usize, usize, String);
+
+    fn case() -> impl Strategy<Value = (String, Vec<Vec<Raw>>)> {
         let text = (
             prop::collection::vec(
                 prop::sample::select(vec!["a: 1", "  b: [x]", "- c", ""]),

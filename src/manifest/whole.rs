@@ -9,11 +9,24 @@ use serde_json::Value;
 use super::load::{self, Input, LoadError, Source};
 use super::{check, emit, inject, splice, uninject};
 
+/// What the whole-input transform made: stdout, the report, each document before and after.
+type Transformed = (String, Vec<String>, Vec<(Value, Value)>);
+
+/// What `check` says before its report: errors, notes, templates counted, images wanted, and
+/// the findings as JSON.
+type Checked = (
+    Vec<String>,
+    Vec<String>,
+    usize,
+    Vec<(String, crate::registry::Arch)>,
+    String,
+);
+
 /// main's `transform`: every input read whole first, then changed, then written back.
 fn transform_whole(
     inputs: Vec<Result<Input, LoadError>>,
     f: &mut super::Change,
-) -> Result<(String, Vec<String>, Vec<(Value, Value)>), String> {
+) -> Result<Transformed, String> {
     let sources = inputs
         .into_iter()
         .map(|i| i.and_then(Input::parse))
@@ -92,16 +105,7 @@ fn rewrite_whole(source: &Source, values: &[Value]) -> Result<(String, Vec<Strin
 
 /// main's `check` up to the report: the errors and notes on stderr, the templates counted, the
 /// images wanted, and the findings (as JSON, to compare).
-fn check_whole(
-    inputs: Vec<Result<Input, LoadError>>,
-    opts: &check::Options,
-) -> (
-    Vec<String>,
-    Vec<String>,
-    usize,
-    Vec<(String, crate::registry::Arch)>,
-    String,
-) {
+fn check_whole(inputs: Vec<Result<Input, LoadError>>, opts: &check::Options) -> Checked {
     let mut sources = Vec::new();
     let mut errors = Vec::new();
     for loaded in inputs.into_iter().map(|i| i.and_then(Input::parse)) {
@@ -126,16 +130,7 @@ fn findings_json(findings: &[check::Finding]) -> String {
 }
 
 /// The streaming path's answer to [`check_whole`].
-fn check_streaming(
-    inputs: Vec<Result<Input, LoadError>>,
-    opts: &check::Options,
-) -> (
-    Vec<String>,
-    Vec<String>,
-    usize,
-    Vec<(String, crate::registry::Arch)>,
-    String,
-) {
+fn check_streaming(inputs: Vec<Result<Input, LoadError>>, opts: &check::Options) -> Checked {
     let survey = super::survey(inputs, opts);
     let findings = super::check_surveyed(&survey, opts, |_| true);
     (
