@@ -250,18 +250,23 @@ impl<'t> Applier<'t> {
 
     /// Adds one document's edits.
     pub fn push(&mut self, mut edits: Vec<Edit>) {
-        if self.unordered || self.error.is_some() {
+        if self.unordered {
             return;
         }
         edits.sort_by_key(|e| (e.start, e.end));
         for e in edits {
             let key = (e.start, e.end);
+            // Out of order even after an overlap: apply of them all may meet another overlap
+            // first.
             if self.key.is_some_and(|k| key < k) {
                 self.unordered = true;
                 return;
             }
             self.key = Some(key);
             self.any = true;
+            if self.error.is_some() {
+                continue;
+            }
             match &mut self.last {
                 Some(prev) if prev.text.is_empty() && e.text.is_empty() && e.start <= prev.end => {
                     prev.end = prev.end.max(e.end);
