@@ -149,7 +149,7 @@ pub enum LogFormat {
 }
 
 /// The subcommands.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// The sidecar daemon: follow files and sockets, write enriched JSON records.
     #[command(
@@ -208,7 +208,7 @@ pub enum Output {
 }
 
 /// `hooklog run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// File to follow (tail -F); created if missing. Repeatable.
     #[arg(long = "file", env = "HOOKLOG_FILE", value_delimiter = ',')]
@@ -335,7 +335,7 @@ pub struct RunArgs {
 }
 
 /// `hooklog hook`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct HookArgs {
     /// The container this hook belongs to.
     #[arg(long, env = "HOOKLOG_CONTAINER")]
@@ -367,7 +367,7 @@ pub struct HookArgs {
 }
 
 /// `hooklog sleep`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SleepArgs {
     /// `50`, `50s`, `1m30s`, `0.5`, `250ms`, `2d`, `infinity`; several are added up, as GNU
     /// sleep does (`1m 30s`).
@@ -376,14 +376,14 @@ pub struct SleepArgs {
 }
 
 /// `hooklog install`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
     /// Folder to copy the executable into (created if missing).
     pub dir: PathBuf,
 }
 
 /// `hooklog emit`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct EmitArgs {
     /// The container the record is about.
     #[arg(long, env = "HOOKLOG_CONTAINER")]
@@ -484,7 +484,7 @@ pub enum SidecarKind {
 
 /// Where `check` and `inject` find the images a manifest names: an exported root, else the
 /// registry (docs/image-lookup.md).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ImageArgs {
     /// An image's filesystem, a folder or a `docker export` tar, to look hook commands up in.
     /// Repeatable.
@@ -535,7 +535,7 @@ pub struct ImageArgs {
 }
 
 /// `hooklog check`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// Manifest files, folders (searched recursively for .yaml, .yml, .json), or `-` for stdin
     /// (also when none is given).
@@ -615,7 +615,7 @@ pub struct CheckArgs {
 }
 
 /// `hooklog inject`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
     /// Manifest files, folders, or `-` for stdin (also when none is given, as a Helm
     /// post-renderer runs it).
@@ -677,7 +677,7 @@ pub enum WebhookSidecar {
 }
 
 /// `hooklog webhook`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct WebhookArgs {
     /// Address to serve HTTPS on.
     #[arg(long, env = "HOOKLOG_WEBHOOK_LISTEN", default_value = "0.0.0.0:8443")]
@@ -769,7 +769,7 @@ pub struct WebhookArgs {
 }
 
 /// `hooklog uninject`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct UninjectArgs {
     /// Manifest files, folders, or `-` for stdin (also when none is given).
     #[arg(value_name = "FILE|DIR|-")]

@@ -307,7 +307,7 @@ fn the_workflows_pass_actionlint_and_run_the_readme_test_command_and_release_sh(
         return;
     };
     let out = Command::new(lint)
-        .args(["-color=never", "-shellcheck=", "-pyflakes="])
+        .args(["-no-color", "-shellcheck=", "-pyflakes="])
         .current_dir(root())
         .output()
         .unwrap();

@@ -4,6 +4,7 @@ mod util;
 
 mod bench;
 mod cli;
+mod cost;
 mod deadlines;
 mod dockerfile;
 mod docs;

@@ -79,6 +79,39 @@ pub fn is_sleep(program: &str) -> bool {
 /// binary in the container would: the container's literal env stands in for the environment
 /// (the checking process's own `HOOKLOG_*` variables never leak in).
 pub fn parse_hooklog(argv: &[String], env: &BTreeMap<String, String>) -> Result<Command, String> {
+    let key = (argv.to_vec(), env.clone());
+    if let Some(parsed) = PARSED.with_borrow(|p| p.get(&key).cloned()) {
+        return parsed;
+    }
+    let parsed = parse_hooklog_uncached(argv, env);
+    PARSED.with_borrow_mut(|p| {
+        if p.len() >= PARSED_ENTRIES {
+            p.clear();
+        }
+        p.insert(key, parsed.clone());
+    });
+    parsed
+}
+
+/// How many command lines [`PARSED`] keeps: a stream of manifests repeats a few (every pod's
+/// sidecar, every container run by its `args`); cleared when full, so that memory stays bounded.
+const PARSED_ENTRIES: usize = 1024;
+
+thread_local! {
+    /// [`parse_hooklog`]'s answers by `(argv, env)`: clap builds its whole parser, and renders
+    /// its error, on each call, which was half of `check`'s time on 1,456 Deployments (perf,
+    /// issue 24 §4). The answer depends on nothing else (the process's environment is not read).
+    static PARSED: std::cell::RefCell<Parsed> = Default::default();
+}
+
+/// [`PARSED`]'s map: `(argv, env)` to what [`parse_hooklog`] answered.
+type Parsed =
+    std::collections::HashMap<(Vec<String>, BTreeMap<String, String>), Result<Command, String>>;
+
+fn parse_hooklog_uncached(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<Command, String> {
     let cmd = with_env(Cli::command(), env);
     let matches = cmd
         .try_get_matches_from(argv)

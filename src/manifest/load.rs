@@ -94,12 +94,96 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Source>, LoadError> {
 /// the rest is still read. A folder is searched recursively for manifest files; one with none, a
 /// Helm chart's folder (not searched: its templates are no YAML), is an error too.
 pub fn load_each(paths: &[PathBuf]) -> Vec<Result<Source, LoadError>> {
+    read_each(paths)
+        .into_iter()
+        .map(|input| input.and_then(Input::parse))
+        .collect()
+}
+
+/// One input's text, read and not yet parsed: [`Input::each_document`] reads its documents one
+/// at a time, so that a command holds one document at a time, not the stream (issue 24 §4).
+#[derive(Debug)]
+pub struct Input {
+    /// As given or found (a path relative to the folder given), `-` for stdin.
+    pub name: String,
+    pub text: String,
+    /// The Helm chart whose template this is (a file of its `templates/` that holds `{{`):
+    /// its YAML errors say to render it first.
+    chart: Option<PathBuf>,
+}
+
+impl Input {
+    /// An input of `text` named `name`, of no Helm chart.
+    pub fn new(name: &str, text: String) -> Input {
+        Input {
+            name: name.to_string(),
+            text,
+            chart: None,
+        }
+    }
+
+    /// Hands each document to `each` as it is read, as [`parse`] reads them; returns the notes
+    /// on what was left out, or the first error (after some documents may have been handed on).
+    pub fn each_document(&self, mut each: impl FnMut(Document)) -> Result<Vec<String>, LoadError> {
+        let mut notes = Vec::new();
+        let mut index = 0;
+        let mut read = Vec::new();
+        tree::parse_each(&self.text, |doc| {
+            add_document(&self.name, index, doc, &mut read, &mut notes);
+            index += 1;
+            read.drain(..).for_each(&mut each);
+        })
+        .map_err(|e| self.error(e))?;
+        Ok(notes)
+    }
+
+    /// Every document at once.
+    pub fn parse(self) -> Result<Source, LoadError> {
+        let mut documents = Vec::new();
+        let notes = self.each_document(|d| documents.push(d))?;
+        Ok(Source {
+            name: self.name,
+            text: self.text,
+            documents,
+            notes,
+        })
+    }
+
+    /// A parse error of this input; a Helm template's says to render it first.
+    fn error(&self, e: tree::ParseError) -> LoadError {
+        let e = yaml_error(&self.name, e);
+        match (e, &self.chart) {
+            (
+                LoadError::Yaml {
+                    file,
+                    line,
+                    column,
+                    why,
+                },
+                Some(chart),
+            ) => LoadError::Yaml {
+                file,
+                line,
+                column,
+                why: format!(
+                    "{why} (a template of the Helm chart {}: `helm template {} | hooklog check -`)",
+                    chart.display(),
+                    chart.display()
+                ),
+            },
+            (e, _) => e,
+        }
+    }
+}
+
+/// Reads every path as [`load_each`] does, each input's text without parsing it.
+pub fn read_each(paths: &[PathBuf]) -> Vec<Result<Input, LoadError>> {
     let stdin = [PathBuf::from("-")];
     let paths = if paths.is_empty() { &stdin[..] } else { paths };
     let mut out = Vec::new();
     for p in paths {
         if p.as_os_str() == "-" {
-            out.push(read_limited(std::io::stdin().lock(), "-").and_then(|t| parse("-", t)));
+            out.push(read_limited(std::io::stdin().lock(), "-").map(|t| Input::new("-", t)));
         } else if p.is_dir() {
             let before = out.len();
             let mut found = 0;
@@ -119,33 +203,17 @@ pub fn load_each(paths: &[PathBuf]) -> Vec<Result<Source, LoadError>> {
     out
 }
 
-/// One file, read and parsed; a Helm template's YAML error says to render it first.
-fn read_file(path: &Path) -> Result<Source, LoadError> {
+/// One file, read; a Helm template's YAML errors will say to render it first.
+fn read_file(path: &Path) -> Result<Input, LoadError> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| read_error(&name, e))?;
     let text = read_limited(file, &name)?;
-    let template = text.contains("{{");
-    parse(&name, text).map_err(|e| match (e, chart_of(path)) {
-        (
-            LoadError::Yaml {
-                file,
-                line,
-                column,
-                why,
-            },
-            Some(chart),
-        ) if template => LoadError::Yaml {
-            file,
-            line,
-            column,
-            why: format!(
-                "{why} (a template of the Helm chart {}: `helm template {} | hooklog check -`)",
-                chart.display(),
-                chart.display()
-            ),
-        },
-        (e, _) => e,
-    })
+    let chart = if text.contains("{{") {
+        chart_of(path)
+    } else {
+        None
+    };
+    Ok(Input { name, text, chart })
 }
 
 /// The chart a file lies in, when it is one of its `templates/`.
@@ -229,26 +297,12 @@ fn files_under(dir: &Path) -> Vec<Result<PathBuf, LoadError>> {
     out.into_iter().map(|(_, r)| r).collect()
 }
 
-/// Parses one input's text: JSON when it starts with `{` or `[`, YAML otherwise.
 /// Reads one input's documents. JSON is read as the YAML it is (a flow-style YAML file that
 /// starts with `{` is no JSON error); a JSON file whose top level is a sequence contributes each
 /// of its items, as `kubectl` reads `[ {...}, {...} ]`. A document that is not a mapping (a
 /// kustomize JSON 6902 patch is a list) is left out with a note, and the rest is still read.
 pub fn parse(name: &str, text: String) -> Result<Source, LoadError> {
-    let mut documents = Vec::new();
-    let mut notes = Vec::new();
-    let mut index = 0;
-    tree::parse_each(&text, |doc| {
-        add_document(name, index, doc, &mut documents, &mut notes);
-        index += 1;
-    })
-    .map_err(|e| yaml_error(name, e))?;
-    Ok(Source {
-        name: name.to_string(),
-        text,
-        documents,
-        notes,
-    })
+    Input::new(name, text).parse()
 }
 
 /// A parse error of input `name`, as [`LoadError::Yaml`].

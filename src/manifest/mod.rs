@@ -26,6 +26,8 @@ pub mod report;
 pub mod splice;
 pub mod tree;
 pub mod uninject;
+#[cfg(test)]
+mod whole;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -121,35 +123,22 @@ pub fn check_command(args: CheckArgs) -> u8 {
     }
     // Every input is checked that can be: one that cannot (unreadable, not YAML, a Helm
     // chart, a folder without manifests) is one line on stderr, and exit 64 at the end.
-    let mut sources = Vec::new();
-    let mut unloadable = 0;
-    for loaded in load::load_each(&args.paths) {
-        match loaded {
-            Ok(s) => sources.push(s),
-            Err(e) => {
-                unloadable += 1;
-                error_line(&e.to_string());
-            }
-        }
+    let survey = survey(load::read_each(&args.paths), &opts);
+    for e in &survey.errors {
+        error_line(e);
     }
-    for note in sources.iter().flat_map(|s| &s.notes) {
+    for note in &survey.notes {
         eprintln!("{note}");
     }
-    let templates: usize = sources
-        .iter()
-        .flat_map(|s| &s.documents)
-        .map(|d| podspec::templates(&d.value).len())
-        .sum();
     let then = if args.require_image {
         "--require-image: exit 69"
     } else {
         "checked by its name's patterns"
     };
-    let wanted = check::wanted_images(&sources, &opts);
-    let (images, unreadable) = read_images(&wanted, &args.images, then);
+    let (images, unreadable) = read_images(&survey.wanted, &args.images, then);
     opts.images = images;
-    let mut findings = check::check(&sources, &opts);
-    findings.retain(|f| control.selection.keeps(f.rule));
+    let findings = check_surveyed(&survey, &opts, |f| control.selection.keeps(f.rule));
+    let (templates, unloadable) = (survey.templates, survey.errors.len());
     let text = match args.format {
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -176,6 +165,103 @@ pub fn check_command(args: CheckArgs) -> u8 {
     } else {
         0
     }
+}
+
+/// What `check` learns of its inputs before it checks any document: the inputs that read (their
+/// text, to be read again document by document), what could not be read, and the facts that
+/// come from the whole stream. Each input is read one document at a time and nothing of a
+/// document is kept but these (issue 24 §4).
+#[derive(Debug)]
+pub(crate) struct Survey {
+    pub inputs: Vec<load::Input>,
+    /// One line per input that cannot be read (unreadable, not YAML, a Helm chart, a folder
+    /// without manifests), in order.
+    pub errors: Vec<String>,
+    /// What was left out of the inputs that read, one line each.
+    pub notes: Vec<String>,
+    /// How many pod templates the inputs that read hold.
+    pub templates: usize,
+    /// The images the image rules look in ([`check::wanted_images`]).
+    pub wanted: Vec<(String, crate::registry::Arch)>,
+    /// The namespaces opted in to the webhook.
+    pub opted_in: std::collections::BTreeSet<String>,
+    /// The service accounts the inputs' RBAC lets create events.
+    pub grants: check::events::Grants,
+}
+
+/// Reads every input once, for [`Survey`]; an input that does not read adds nothing but its
+/// error, as when each was read whole.
+pub(crate) fn survey(
+    inputs: Vec<Result<load::Input, load::LoadError>>,
+    opts: &check::Options,
+) -> Survey {
+    let mut survey = Survey {
+        inputs: Vec::new(),
+        errors: Vec::new(),
+        notes: Vec::new(),
+        templates: 0,
+        wanted: Vec::new(),
+        opted_in: Default::default(),
+        grants: Default::default(),
+    };
+    let mut wanted = std::collections::BTreeSet::new();
+    let mut rbac_all = Vec::new();
+    for input in inputs {
+        let input = match input {
+            Ok(input) => input,
+            Err(e) => {
+                survey.errors.push(e.to_string());
+                continue;
+            }
+        };
+        let (mut templates, mut images, mut opted_in) = (0, Default::default(), Default::default());
+        let mut rbac = Vec::new();
+        let read = input.each_document(|d| {
+            check::summarize(
+                &d.value,
+                opts,
+                &mut templates,
+                &mut images,
+                &mut opted_in,
+                &mut rbac,
+            )
+        });
+        match read {
+            Ok(notes) => {
+                survey.notes.extend(notes);
+                survey.templates += templates;
+                wanted.append(&mut images);
+                survey.opted_in.append(&mut opted_in);
+                rbac_all.append(&mut rbac);
+                survey.inputs.push(input);
+            }
+            Err(e) => survey.errors.push(e.to_string()),
+        }
+    }
+    survey.wanted = wanted.into_iter().collect();
+    survey.grants = check::events::grants_of(&rbac_all);
+    survey
+}
+
+/// Checks every document of the surveyed inputs, each read again and dropped once checked;
+/// keeps the findings `keep` selects.
+pub(crate) fn check_surveyed(
+    survey: &Survey,
+    opts: &check::Options,
+    keep: impl Fn(&check::Finding) -> bool,
+) -> Vec<check::Finding> {
+    let mut findings = Vec::new();
+    for input in &survey.inputs {
+        // It read once: it reads the same again.
+        let _ = input.each_document(|d| {
+            findings.extend(
+                check::check_document(&input.name, &d, &survey.opted_in, &survey.grants, opts)
+                    .into_iter()
+                    .filter(&keep),
+            )
+        });
+    }
+    findings
 }
 
 /// Opens each `--image-root`; one that cannot be opened is a usage error, said on stderr.
@@ -261,117 +347,209 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         prestop_sleep: args.prestop_sleep,
         events: args.events,
     };
-    let images = &args.images;
     let events = args.events;
-    transform(
+    let mut lookup = check::Options {
+        image_roots: roots,
+        image_platform: args.images.image_platform,
+        ..Default::default()
+    };
+    let mut wanted = std::collections::BTreeSet::new();
+    let inputs = match transform_command(
         &args.paths,
         |doc| inject::inject(doc, &opts),
-        |docs| {
-            let mut lookup = check::Options {
-                image_roots: roots,
-                image_platform: images.image_platform,
-                ..Default::default()
-            };
-            let wanted = image_notes::wanted_images(docs, &lookup);
-            let then = "inject says nothing about its hooks";
-            lookup.images = read_images(&wanted, images, then).0;
-            let mut notes = image_notes::notes(docs, &lookup);
-            if events {
-                notes.push(format!("hooklog: --events: {}", inject::EVENTS_RBAC));
-            }
-            notes
+        |before, after| {
+            wanted.extend(image_notes::wanted_images(&[(before, after)], &lookup));
         },
-    )
+    ) {
+        Ok(inputs) => inputs,
+        Err(code) => return code,
+    };
+    let wanted: Vec<_> = wanted.into_iter().collect();
+    let then = "inject says nothing about its hooks";
+    lookup.images = read_images(&wanted, &args.images, then).0;
+    // The notes need each document's pods before and after: read again, one at a time, only
+    // when an image can say something.
+    let images_say = !lookup.image_roots.is_empty() || lookup.images.values().any(Result::is_ok);
+    for input in inputs.iter().filter(|_| images_say) {
+        // It read once: it reads the same again, and inject did not fail on it.
+        let _ = input.each_document(|doc| {
+            let mut after = doc.value.clone();
+            if inject::inject(&mut after, &opts).is_ok() {
+                for line in image_notes::notes(&[(&doc.value, &after)], &lookup) {
+                    eprintln!("{line}");
+                }
+            }
+        });
+    }
+    if events {
+        eprintln!("hooklog: --events: {}", inject::EVENTS_RBAC);
+    }
+    0
 }
 
 /// `hooklog uninject`: returns the exit code.
 pub fn uninject_command(paths: &[PathBuf]) -> u8 {
-    transform(paths, uninject::uninject, |_| Vec::new())
+    match transform_command(paths, uninject::uninject, |_, _| {}) {
+        Ok(_) => 0,
+        Err(code) => code,
+    }
 }
 
-/// Loads every input, applies `f` to each document, writes every input back to stdout with
-/// only the changed parts rewritten ([`splice`]), and the report to stderr, then what `notes`
-/// says about the `(before, after)` documents. Nothing is written when any input or document
-/// fails; `notes` never changes what is.
-fn transform(
+/// A document transform: [`inject::inject`] or [`uninject::uninject`].
+type Change<'a> =
+    dyn FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError> + 'a;
+
+/// Runs [`transform`] on `paths` and writes what it made: the manifests to stdout, the report
+/// to stderr. Returns the inputs (for a second look) or the exit code of a failure.
+fn transform_command(
     paths: &[PathBuf],
     mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
-    notes: impl FnOnce(&[(&serde_json::Value, &serde_json::Value)]) -> Vec<String>,
-) -> u8 {
-    let sources = match load::load(paths) {
-        Ok(s) => s,
+    mut observe: impl FnMut(&serde_json::Value, &serde_json::Value),
+) -> Result<Vec<load::Input>, u8> {
+    let made = match transform(load::read_each(paths), &mut f, &mut observe) {
+        Ok(made) => made,
         Err(e) => {
             eprintln!("hooklog: {e}");
-            return EXIT_USAGE;
+            return Err(EXIT_USAGE);
         }
     };
+    if let Err(e) = write_stdout(&made.out) {
+        eprintln!("hooklog: cannot write the manifests: {e}");
+        return Err(EXIT_FINDINGS);
+    }
+    for line in &made.report {
+        eprintln!("{line}");
+    }
+    Ok(made.inputs)
+}
+
+/// What [`transform`] made: every input written back, the report, and the inputs read.
+#[derive(Debug)]
+pub(crate) struct Transformed {
+    pub out: String,
+    pub report: Vec<String>,
+    pub inputs: Vec<load::Input>,
+}
+
+/// Applies `f` to each document of every input and writes every input back with only the
+/// changed parts rewritten ([`splice`]), with the report (what `f` says and what could not be
+/// edited in place); `observe` sees each document before and after. Nothing is made when any
+/// input or document fails: the error is the first input that cannot be read, else the first
+/// document `f` refuses (as when every input was read whole before any was changed).
+///
+/// Each input is read one document at a time (read, changed, its edits written into the output
+/// by [`splice::Applier`], dropped): what is held is the input's text and the output, a few
+/// times the input, not a value tree of every document (issue 24 §4). A second read of the
+/// input writes it anew when it cannot be edited in place.
+pub(crate) fn transform(
+    inputs: Vec<Result<load::Input, load::LoadError>>,
+    f: &mut Change,
+    observe: &mut dyn FnMut(&serde_json::Value, &serde_json::Value),
+) -> Result<Transformed, String> {
     let mut out = String::new();
     let mut report = Vec::new();
-    let mut all_changed = Vec::new();
-    for source in &sources {
-        report.extend(source.notes.iter().cloned());
-        let mut changed = Vec::new();
-        for doc in &source.documents {
+    let mut read = Vec::new();
+    // The first document `f` refused: reported only if every input reads.
+    let mut refused: Option<String> = None;
+    for input in inputs {
+        let input = input.map_err(|e| e.to_string())?;
+        let mut lines = Vec::new();
+        let mut applier = splice::Applier::new(&input.text);
+        let mut placed = Vec::new();
+        let mut why: Option<String> = None;
+        let mut wants = Vec::new();
+        let notes = input.each_document(|doc| {
+            if refused.is_some() {
+                return;
+            }
             let mut value = doc.value.clone();
             match f(&mut value) {
-                Ok(lines) => report.extend(lines),
+                Ok(l) => lines.extend(l),
                 Err(e) => {
-                    eprintln!("hooklog: {}:{}: {e}", source.name, doc.line);
-                    return EXIT_USAGE;
+                    refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+                    return;
                 }
             }
-            changed.push(value);
+            observe(&doc.value, &value);
+            if why.is_none() {
+                match splice::edits_noted(&input.text, &doc.node, &doc.value, &value) {
+                    Ok((e, n)) => {
+                        applier.push(e);
+                        placed.extend(n);
+                    }
+                    Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
+                }
+            }
+            wants.push(digest(&value));
+        });
+        let notes = notes.map_err(|e| e.to_string())?;
+        if refused.is_some() {
+            continue;
         }
-        let text = match rewrite(source, &changed) {
-            Ok((text, notes)) => {
-                report.extend(notes.into_iter().map(|n| format!("  {}:{n}", source.name)));
+        report.extend(notes);
+        report.extend(lines);
+        let written = match why {
+            Some(why) => Err(why),
+            None => applied(&input, applier, &wants, f),
+        };
+        let text = match written {
+            Ok(text) => {
+                report.extend(placed.into_iter().map(|n| format!("  {}:{n}", input.name)));
                 text
             }
             Err(why) => {
                 // Meaning first: the whole input written anew, and said so.
                 report.push(format!(
                     "hooklog: {}: could not edit in place ({why}); written anew, comments and layout not kept",
-                    source.name
+                    input.name
                 ));
-                let anew = changed
-                    .iter()
-                    .map(emit::to_yaml)
-                    .collect::<Vec<_>>()
-                    .join("---\n");
-                splice::as_written(&source.text, anew)
+                written_anew(&input, f)
             }
         };
-        if !out.is_empty() {
+        if out.is_empty() {
+            // Moved, not copied: the output of one input is its largest piece.
+            out = text;
+        } else {
             if !out.ends_with('\n') {
                 out.push('\n');
             }
             if !text.starts_with("---") {
                 out.push_str("---\n");
             }
+            out.push_str(&text);
         }
-        out.push_str(&text);
-        all_changed.push(changed);
+        read.push(input);
     }
-    if let Err(e) = write_stdout(&out) {
-        eprintln!("hooklog: cannot write the manifests: {e}");
-        return EXIT_FINDINGS;
+    if let Some(e) = refused {
+        return Err(e);
     }
-    for line in report {
-        eprintln!("{line}");
-    }
-    let pairs: Vec<(&serde_json::Value, &serde_json::Value)> = sources
-        .iter()
-        .zip(&all_changed)
-        .flat_map(|(s, changed)| s.documents.iter().map(|d| &d.value).zip(changed))
-        .collect();
-    for line in notes(&pairs) {
-        eprintln!("{line}");
-    }
-    0
+    Ok(Transformed {
+        out,
+        report,
+        inputs: read,
+    })
+}
+
+/// `input` written anew from `f` of each document, in its BOM and line endings: each document
+/// read again and changed again (it read and changed once: the same again).
+fn written_anew(input: &load::Input, f: &mut Change) -> String {
+    let mut anew = String::new();
+    let mut first = true;
+    let _ = input.each_document(|doc| {
+        let mut value = doc.value;
+        let _ = f(&mut value);
+        if !first {
+            anew.push_str("---\n");
+        }
+        first = false;
+        anew.push_str(&emit::to_yaml(&value));
+    });
+    splice::as_written(&input.text, anew)
 }
 
 /// `source`'s text with each document changed to `values` (in order), read back to check that
 /// it holds exactly those values.
+#[cfg(test)]
 pub(crate) fn rewrite(
     source: &load::Source,
     values: &[serde_json::Value],
@@ -388,31 +566,113 @@ pub(crate) fn rewrite(
         return Ok((source.text.clone(), notes));
     }
     let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
+    let wants: Vec<u128> = values.iter().map(digest).collect();
+    read_back(&source.name, &text, &wants)?;
+    Ok((text, notes))
+}
+
+/// The text of `input` with the edits of `applier` applied, read back to check that its
+/// documents are those whose [`digest`]s are `wants`, in order; no edit at all is the text as it
+/// was, not read back. Edits that do not come in the text's order are made again (`f` of every
+/// document) and applied at once.
+fn applied(
+    input: &load::Input,
+    applier: splice::Applier,
+    wants: &[u128],
+    f: &mut Change,
+) -> Result<String, String> {
+    let text = match applier.finish().map_err(|e| e.to_string())? {
+        splice::Applied::Unchanged => return Ok(input.text.clone()),
+        splice::Applied::Changed(text) => text,
+        splice::Applied::Unordered => {
+            let mut edits = Vec::new();
+            let _ = input.each_document(|doc| {
+                let mut value = doc.value.clone();
+                if f(&mut value).is_ok()
+                    && let Ok((e, _)) =
+                        splice::edits_noted(&input.text, &doc.node, &doc.value, &value)
+                {
+                    edits.extend(e);
+                }
+            });
+            splice::apply(&input.text, edits).map_err(|e| e.to_string())?
+        }
+    };
+    read_back(&input.name, &text, wants)?;
+    Ok(text)
+}
+
+/// Reads `text` (input `name`) back, to check that its documents are those whose [`digest`]s
+/// are `wants`, in order.
+fn read_back(name: &str, text: &str, wants: &[u128]) -> Result<(), String> {
     // Read back one document at a time, each compared and dropped as it is read: holding the
     // whole stream read back was most of inject's peak memory (issue 24 §4). A text that does
     // not read back at all is said first, as when it was read whole.
-    let mut want = values.iter();
+    let mut want = wants.iter();
     let mut same = true;
     let mut index = 0;
     let mut read = Vec::new();
     let mut ignored = Vec::new();
-    tree::parse_each(&text, |doc| {
-        load::add_document(&source.name, index, doc, &mut read, &mut ignored);
+    tree::parse_each(text, |doc| {
+        load::add_document(name, index, doc, &mut read, &mut ignored);
         index += 1;
         for d in read.drain(..) {
-            same = same && want.next() == Some(&d.value);
+            same = same && want.next() == Some(&digest(&d.value));
         }
     })
-    .map_err(|e| {
-        format!(
-            "the edit does not read back: {}",
-            load::yaml_error(&source.name, e)
-        )
-    })?;
+    .map_err(|e| format!("the edit does not read back: {}", load::yaml_error(name, e)))?;
     if !same || want.next().is_some() {
         return Err("the edit reads back as something else".into());
     }
-    Ok((text, notes))
+    Ok(())
+}
+
+/// A 128-bit digest of a value, equal for values that are equal as `serde_json` compares them
+/// (a mapping's keys in any order, `0.0` and `-0.0` alike, an integer never a float): what the
+/// read-back compares, so that the values asked for need not be kept while the stream is read.
+fn digest(v: &serde_json::Value) -> u128 {
+    (u128::from(digest_with(v, 1)) << 64) | u128::from(digest_with(v, 2))
+}
+
+/// One 64-bit half of [`digest`], its SipHash keyed by `seed`.
+fn digest_with(v: &serde_json::Value, seed: u64) -> u64 {
+    use serde_json::Value;
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    seed.hash(&mut h);
+    match v {
+        Value::Null => 0u8.hash(&mut h),
+        Value::Bool(b) => (1u8, b).hash(&mut h),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                (2u8, u).hash(&mut h);
+            } else if let Some(i) = n.as_i64() {
+                (3u8, i).hash(&mut h);
+            } else {
+                // `0.0 == -0.0`; JSON numbers are never NaN.
+                let f = n.as_f64().unwrap_or_default();
+                (4u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h);
+            }
+        }
+        Value::String(s) => (5u8, s).hash(&mut h),
+        Value::Array(items) => {
+            (6u8, items.len()).hash(&mut h);
+            for item in items {
+                digest_with(item, seed).hash(&mut h);
+            }
+        }
+        Value::Object(map) => {
+            // Order-free: the sum of each entry's own hash.
+            let mut sum = 0u64;
+            for (key, value) in map {
+                let mut e = std::hash::DefaultHasher::new();
+                (seed, key, digest_with(value, seed)).hash(&mut e);
+                sum = sum.wrapping_add(e.finish());
+            }
+            (7u8, map.len(), sum).hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 #[cfg(test)]

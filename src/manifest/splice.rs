@@ -227,6 +227,117 @@ pub fn apply(text: &str, mut edits: Vec<Edit>) -> Result<String, SpliceError> {
     Ok(out)
 }
 
+/// [`apply`] one document's edits at a time, each batch written as it comes (what is held is
+/// the text written so far, not every edit of a stream): the same text as [`apply`] of all the
+/// edits, or the same error, as long as no batch sorts before one written already (then
+/// [`Applier::finish`] says so, and the caller applies every edit at once).
+pub struct Applier<'t> {
+    text: &'t str,
+    out: String,
+    /// Where in `text` the output has got to.
+    at: usize,
+    /// The last edit, not written yet: a deletion that the next one meets merges with it, and
+    /// the last of all may widen ([`widen_at_end`]).
+    last: Option<Edit>,
+    /// The greatest `(start, end)` of any edit so far.
+    key: Option<(usize, usize)>,
+    any: bool,
+    unordered: bool,
+    error: Option<SpliceError>,
+}
+
+/// What [`Applier::finish`] gives: the text changed, or as it was (no edit at all).
+pub enum Applied {
+    Changed(String),
+    Unchanged,
+    /// A batch sorted before an earlier one: [`apply`] every edit at once instead.
+    Unordered,
+}
+
+impl<'t> Applier<'t> {
+    pub fn new(text: &'t str) -> Applier<'t> {
+        Applier {
+            text,
+            out: String::new(),
+            at: 0,
+            last: None,
+            key: None,
+            any: false,
+            unordered: false,
+            error: None,
+        }
+    }
+
+    /// Adds one document's edits.
+    pub fn push(&mut self, mut edits: Vec<Edit>) {
+        if self.unordered {
+            return;
+        }
+        edits.sort_by_key(|e| (e.start, e.end));
+        for e in edits {
+            let key = (e.start, e.end);
+            // Out of order even after an overlap: apply of them all may meet another overlap
+            // first.
+            if self.key.is_some_and(|k| key < k) {
+                self.unordered = true;
+                return;
+            }
+            self.key = Some(key);
+            self.any = true;
+            if self.error.is_some() {
+                continue;
+            }
+            match &mut self.last {
+                Some(prev) if prev.text.is_empty() && e.text.is_empty() && e.start <= prev.end => {
+                    prev.end = prev.end.max(e.end);
+                }
+                _ => {
+                    if let Some(prev) = self.last.replace(e) {
+                        self.write(prev);
+                    }
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, e: Edit) {
+        if self.error.is_some() {
+            return;
+        }
+        if e.start < self.at {
+            self.error = Some(SpliceError {
+                line: line_of(self.text, e.start),
+                why: "two changes overlap".into(),
+            });
+            return;
+        }
+        self.out.push_str(&self.text[self.at..e.start]);
+        self.out.push_str(&e.text);
+        self.at = e.end;
+    }
+
+    /// The text with every edit applied, as [`apply`] writes it.
+    pub fn finish(mut self) -> Result<Applied, SpliceError> {
+        if self.unordered {
+            return Ok(Applied::Unordered);
+        }
+        if !self.any {
+            return Ok(Applied::Unchanged);
+        }
+        if let Some(mut last) = self.last.take() {
+            if last.text.is_empty() {
+                (last.start, last.end) = widen_at_end(self.text, last.start, last.end);
+            }
+            self.write(last);
+        }
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.out.push_str(&self.text[self.at..]);
+        Ok(Applied::Changed(self.out))
+    }
+}
+
 fn line_of(text: &str, at: usize) -> usize {
     text[..at.min(text.len())].matches('\n').count() + 1
 }
@@ -1577,6 +1688,119 @@ mod tests {
                 (Some(0), Some(2)),
                 (Some(1), Some(3))
             ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod applier {
+    //! [`Applier`], one batch of edits at a time, against [`apply`] of them all.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A text of lines (some CRLF, maybe no final newline) and batches of edits in it: insertions,
+    /// replacements and deletions, overlapping or meeting at times, in the text's order or not.
+    /// An edit as `(start, end, text)`.
+    type Raw = (usize, usize, String);
+
+    fn case() -> impl Strategy<Value = (String, Vec<Vec<Raw>>)> {
+        let text = (
+            prop::collection::vec(
+                prop::sample::select(vec!["a: 1", "  b: [x]", "- c", ""]),
+                0..8,
+            ),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(lines, crlf, last)| {
+                let nl = if crlf { "\r\n" } else { "\n" };
+                let mut t = lines.join(nl);
+                if last {
+                    t.push_str(nl);
+                }
+                t
+            });
+        text.prop_flat_map(|t| {
+            let n = t.len();
+            let edit = (
+                0..=n,
+                0..=4usize,
+                prop::sample::select(vec!["", "", "z", "  new: 2\n"]),
+            )
+                .prop_map(move |(start, len, text)| {
+                    (start, (start + len).min(n), text.to_string())
+                });
+            (
+                Just(t),
+                prop::collection::vec(prop::collection::vec(edit, 0..4), 0..4),
+            )
+        })
+    }
+
+    /// Whatever its batches, Applier writes what apply writes, fails as it fails, or says that
+    /// they came out of order; in the text's order it never says so.
+    #[test]
+    fn applier_writes_what_apply_writes() {
+        crate::testkit::property(
+            file!(),
+            "applier_writes_what_apply_writes",
+            512,
+            0.5,
+            case(),
+            |(text, batches), reach| {
+                let edits = |b: &[(usize, usize, String)]| -> Vec<Edit> {
+                    b.iter()
+                        .map(|(start, end, text)| Edit {
+                            start: *start,
+                            end: *end,
+                            text: text.clone(),
+                        })
+                        .collect()
+                };
+                let all: Vec<Edit> = batches.iter().flat_map(|b| edits(b)).collect();
+                let mut applier = Applier::new(&text);
+                for b in &batches {
+                    applier.push(edits(b));
+                }
+                let want = apply(&text, all);
+                match (applier.finish(), want) {
+                    (Ok(Applied::Unordered), _) => {
+                        let mut keys: Vec<(usize, usize)> = Vec::new();
+                        for b in &batches {
+                            let mut k: Vec<_> = b.iter().map(|e| (e.0, e.1)).collect();
+                            k.sort();
+                            keys.extend(k);
+                        }
+                        prop_assert!(keys.windows(2).any(|w| w[1] < w[0]), "{:?}", batches);
+                    }
+                    (Ok(Applied::Unchanged), Ok(t)) => {
+                        prop_assert!(batches.iter().all(Vec::is_empty));
+                        prop_assert_eq!(t, text);
+                        reach.reached();
+                    }
+                    (Ok(Applied::Changed(got)), Ok(t)) => {
+                        prop_assert_eq!(got, t);
+                        reach.reached();
+                    }
+                    (Err(got), Err(e)) => {
+                        prop_assert_eq!(got.to_string(), e.to_string());
+                        reach.reached();
+                    }
+                    (got, want) => {
+                        let got = match got {
+                            Ok(Applied::Changed(t)) => Ok(t),
+                            Ok(_) => Ok("(unchanged or unordered)".to_string()),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        return Err(TestCaseError::fail(format!(
+                            "applier {got:?}, apply {:?}",
+                            want.map_err(|e| e.to_string())
+                        )));
+                    }
+                }
+                Ok(())
+            },
         );
     }
 }

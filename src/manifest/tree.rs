@@ -21,6 +21,10 @@ use serde_json::{Map, Number, Value};
 /// over the tree (a hostile input of nested `[[[[` would otherwise exhaust the stack). go-yaml
 /// allows 10,000 (scannerc.go's `max_flow_level`, `max_indents`); hooklog's walks recurse.
 const MAX_DEPTH: usize = 256;
+/// How much of the text the YAML reader decodes at a time: libyaml's own reader reads its
+/// input in 16 KiB pieces (`yaml_parser_update_raw_buffer`, `YAML_RAW_BUFFER_SIZE`); 64 KiB
+/// costs at most a few hundred KiB of decoded `char`s whatever the input's size.
+const PARSE_CHUNK_BYTES: usize = 64 * 1024;
 /// go-yaml v2's alias budget (decode.go, `decoder.unmarshal` and `allowedAliasRatio`): a
 /// document fails with "excessive aliasing" once more than 100 of its decode operations came
 /// through aliases, it has more than 1,000, and the aliases' share is above the allowed ratio.
@@ -156,7 +160,13 @@ pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseErro
     // libyaml reads the BOM and starts counting after it.
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
     let mut parser = Parser::new();
-    parser.set_input(text.as_bytes());
+    // In pieces: libyaml-safer decodes all that its reader hands it at once into a queue of
+    // `char`s, and a slice hands it the whole text (4 to 8 bytes per byte of input, the largest
+    // part of a parse's memory, issue 24 §4).
+    parser.set_input(std::io::BufReader::with_capacity(
+        PARSE_CHUNK_BYTES,
+        text.as_bytes(),
+    ));
     let mut events = Events { parser, bom };
     let mut reader = Reader {
         text,
@@ -197,7 +207,7 @@ pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseErro
 
 /// libyaml-safer's events, with errors as [`ParseError`].
 struct Events<'a> {
-    parser: Parser<&'a [u8]>,
+    parser: Parser<std::io::BufReader<&'a [u8]>>,
     bom: usize,
 }
 
@@ -384,6 +394,10 @@ impl Reader<'_> {
                 self.depth -= 1;
                 self.flow -= usize::from(flow);
                 let shared = anchor.is_some();
+                // Grown by pushing, up to twice what they hold: a document is held whole
+                // while it is checked or changed (issue 24 §4).
+                values.shrink_to_fit();
+                items.shrink_to_fit();
                 (
                     anchor,
                     Value::Array(values),
@@ -437,6 +451,13 @@ impl Reader<'_> {
                 } else {
                     entries.last().map_or(start, |e: &Entry| e.value.end)
                 };
+                entries.shrink_to_fit();
+                if map.len() > 1 {
+                    // The same: a map that holds what it has and no more.
+                    let mut exact = Map::with_capacity(map.len());
+                    exact.extend(map);
+                    map = exact;
+                }
                 return Ok((map, entries, end));
             }
             let key_mark = event.start_mark;

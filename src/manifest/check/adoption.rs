@@ -11,7 +11,6 @@ use super::{Pod, Rule, Severity, Sink};
 use crate::manifest::adoption::{Adoption, Leave};
 use crate::manifest::hooks::container_hooklog_argv;
 use crate::manifest::layout::{ANNOTATION, OPT_IN, SYSTEM_NAMESPACES};
-use crate::manifest::load::Source;
 use crate::manifest::podspec;
 
 pub const MISSED_INJECTION: Rule = Rule {
@@ -48,20 +47,17 @@ pub fn check_not_linux(pod: &Pod, sink: &mut Sink) {
     }
 }
 
-/// Namespaces labelled `hooklog.dev/inject=enabled`, among the objects read.
-pub fn opted_in_namespaces(sources: &[Source]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for doc in sources.iter().flat_map(|s| &s.documents) {
-        for (_, obj) in podspec::objects(&doc.value) {
-            if obj["kind"] == "Namespace"
-                && obj["metadata"]["labels"][OPT_IN] == "enabled"
-                && let Some(name) = obj["metadata"]["name"].as_str()
-            {
-                out.insert(name.to_string());
-            }
+/// Namespaces labelled `hooklog.dev/inject=enabled`, among the objects of document `doc`,
+/// added to `out`.
+pub fn opted_in_namespaces(doc: &Value, out: &mut BTreeSet<String>) {
+    for (_, obj) in podspec::objects(doc) {
+        if obj["kind"] == "Namespace"
+            && obj["metadata"]["labels"][OPT_IN] == "enabled"
+            && let Some(name) = obj["metadata"]["name"].as_str()
+        {
+            out.insert(name.to_string());
         }
     }
-    out
 }
 
 /// A Pod (not a template: the webhook injects pods as they are created) that opted in, is not

@@ -49,16 +49,35 @@ fn rule_creates_events(rule: &Value) -> bool {
     has("apiGroups", "events.k8s.io") && has("resources", "events") && has("verbs", "create")
 }
 
-/// Every Role and ClusterRole that grants creating events, and the bindings to them.
+/// The objects of one document that [`grants_of`] reads (Roles, ClusterRoles and their
+/// bindings), added to `out`: `check` reads its input one document at a time and keeps only
+/// these, which are few and small.
+pub fn rbac_objects(doc: &Value, out: &mut Vec<Value>) {
+    for (_, o) in podspec::objects(doc) {
+        if matches!(
+            o["kind"].as_str(),
+            Some("Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding")
+        ) {
+            out.push(o.clone());
+        }
+    }
+}
+
+/// [`grants_of`] every document of `sources`.
 pub fn grants(sources: &[Source]) -> Grants {
-    let objects: Vec<&Value> = sources
-        .iter()
-        .flat_map(|s| &s.documents)
-        .flat_map(|d| podspec::objects(&d.value).into_iter().map(|(_, o)| o))
-        .collect();
+    let mut objects = Vec::new();
+    for d in sources.iter().flat_map(|s| &s.documents) {
+        rbac_objects(&d.value, &mut objects);
+    }
+    grants_of(&objects)
+}
+
+/// Every Role and ClusterRole of `objects` that grants creating events, and the bindings to
+/// them.
+pub fn grants_of(objects: &[Value]) -> Grants {
     let ns_of = |o: &Value| o["metadata"]["namespace"].as_str().map(str::to_string);
     let mut roles: BTreeSet<(&str, Option<String>, String)> = BTreeSet::new();
-    for o in &objects {
+    for o in objects {
         let kind = o["kind"].as_str().unwrap_or_default();
         if (kind == "Role" || kind == "ClusterRole")
             && o["rules"]
@@ -71,7 +90,7 @@ pub fn grants(sources: &[Source]) -> Grants {
         }
     }
     let mut out = Grants::default();
-    for o in &objects {
+    for o in objects {
         let kind = o["kind"].as_str().unwrap_or_default();
         if kind != "RoleBinding" && kind != "ClusterRoleBinding" {
             continue;

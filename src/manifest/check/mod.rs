@@ -3,7 +3,7 @@
 
 mod adoption;
 pub mod control;
-mod events;
+pub mod events;
 mod fargate;
 pub mod image;
 mod jobs;
@@ -12,14 +12,14 @@ pub mod timing;
 pub mod version;
 mod wiring;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::hooks::{self, container_hooklog_argv, parse_hooklog};
-use super::load::Source;
+use super::load::{Document, Source};
 use super::podspec::{self, Container, ObjectRef, TemplateRef};
 use crate::cli::{Command, RunArgs};
 use crate::registry::Arch;
@@ -210,7 +210,7 @@ pub struct Sidecar<'a> {
 
 /// Collects findings for one pod template.
 pub struct Sink<'a> {
-    source: &'a Source,
+    file: &'a str,
     doc: &'a super::load::Document,
     object: &'a ObjectRef,
     pub findings: Vec<Finding>,
@@ -260,7 +260,7 @@ impl Sink<'_> {
             severity,
             rule: rule.id,
             source: Basis::Manifest,
-            file: self.source.name.clone(),
+            file: self.file.to_string(),
             line,
             object: self.object.clone(),
             container: container.map(str::to_string),
@@ -291,58 +291,97 @@ fn path_to_pointer(path: &str) -> String {
 
 /// Checks every pod template of every source. Objects that are not pod templates pass silently.
 pub fn check(sources: &[Source], opts: &Options) -> Vec<Finding> {
+    let mut opted_in = BTreeSet::new();
+    for doc in sources.iter().flat_map(|s| &s.documents) {
+        adoption::opted_in_namespaces(&doc.value, &mut opted_in);
+    }
     let mut out = Vec::new();
-    let opted_in = adoption::opted_in_namespaces(sources);
     let grants = events::grants(sources);
     for source in sources {
         for doc in &source.documents {
-            for t in podspec::templates(&doc.value) {
-                let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
-                    continue;
-                };
-                let mut sink = Sink {
-                    source,
-                    doc,
-                    object: &t.object,
-                    findings: Vec::new(),
-                };
-                let metadata = doc.value.pointer(&t.metadata_pointer);
-                let pod = pod(&t, spec, metadata);
-                check_pod(&pod, opts, &mut sink);
-                let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
-                adoption::check_pod(&pod, metadata, &opted_in, native, &mut sink);
-                events::check_pod(&pod, &grants, &mut sink);
-                let ignores = control::ignores(doc.value.get("metadata"), &pod);
-                control::apply_ignores(&ignores, &mut sink);
-                out.extend(sink.findings);
-            }
+            out.extend(check_document(&source.name, doc, &opted_in, &grants, opts));
         }
     }
     out
+}
+
+/// The findings of every pod template of one document of input `file`; `opted_in` are the
+/// namespaces the whole input opted in to the webhook ([`adoption::opted_in_namespaces`]) and
+/// `grants` the service accounts its RBAC lets create events ([`events::grants_of`]), the two
+/// facts a document's findings take from the others.
+pub fn check_document(
+    file: &str,
+    doc: &Document,
+    opted_in: &BTreeSet<String>,
+    grants: &events::Grants,
+    opts: &Options,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for t in podspec::templates(&doc.value) {
+        let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
+            continue;
+        };
+        let mut sink = Sink {
+            file,
+            doc,
+            object: &t.object,
+            findings: Vec::new(),
+        };
+        let metadata = doc.value.pointer(&t.metadata_pointer);
+        let pod = pod(&t, spec, metadata);
+        check_pod(&pod, opts, &mut sink);
+        let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
+        adoption::check_pod(&pod, metadata, opted_in, native, &mut sink);
+        events::check_pod(&pod, grants, &mut sink);
+        let ignores = control::ignores(doc.value.get("metadata"), &pod);
+        control::apply_ignores(&ignores, &mut sink);
+        out.extend(sink.findings);
+    }
+    out
+}
+
+/// What one document adds to the facts `check` needs of the whole input before it checks any
+/// document: its pod templates' count, the images it names ([`wanted_images`]), the
+/// namespaces it opts in and its RBAC objects ([`events::rbac_objects`]).
+pub fn summarize(
+    doc: &Value,
+    opts: &Options,
+    templates: &mut usize,
+    wanted: &mut BTreeSet<(String, Arch)>,
+    opted_in: &mut BTreeSet<String>,
+    rbac: &mut Vec<Value>,
+) {
+    *templates += podspec::templates(doc).len();
+    wanted_images_of(doc, opts, wanted);
+    adoption::opted_in_namespaces(doc, opted_in);
+    events::rbac_objects(doc, rbac);
 }
 
 /// The `(image, arch)` pairs whose filesystem the image rules would look in: the image of
 /// every container (what it runs is its `command` or the image's ENTRYPOINT or CMD), not given
 /// with `--image-root`.
 pub fn wanted_images(sources: &[Source], opts: &Options) -> Vec<(String, Arch)> {
-    let mut out = std::collections::BTreeSet::new();
-    for source in sources {
-        for doc in &source.documents {
-            for t in podspec::templates(&doc.value) {
-                let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
-                    continue;
-                };
-                let arch = image::pod_arch(spec, opts.image_platform);
-                for c in podspec::containers(spec, &t.spec_path) {
-                    let image = c.image();
-                    if !image.is_empty() && !opts.image_roots.contains_key(image) {
-                        out.insert((image.to_string(), arch));
-                    }
-                }
+    let mut out = BTreeSet::new();
+    for doc in sources.iter().flat_map(|s| &s.documents) {
+        wanted_images_of(&doc.value, opts, &mut out);
+    }
+    out.into_iter().collect()
+}
+
+/// [`wanted_images`] of one document, added to `out`.
+fn wanted_images_of(doc: &Value, opts: &Options, out: &mut BTreeSet<(String, Arch)>) {
+    for t in podspec::templates(doc) {
+        let Some(spec) = doc.pointer(&t.spec_pointer) else {
+            continue;
+        };
+        let arch = image::pod_arch(spec, opts.image_platform);
+        for c in podspec::containers(spec, &t.spec_path) {
+            let image = c.image();
+            if !image.is_empty() && !opts.image_roots.contains_key(image) {
+                out.insert((image.to_string(), arch));
             }
         }
     }
-    out.into_iter().collect()
 }
 
 fn pod<'a>(t: &'a TemplateRef, spec: &'a Value, metadata: Option<&'a Value>) -> Pod<'a> {
