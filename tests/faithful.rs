@@ -52,6 +52,11 @@ fn inject(file: &Path, mode: &str) -> Option<String> {
     if !out.status.success() && err.contains("exists already") {
         return None;
     }
+    // A file that was inject's output already (corpus/events-rbac.yaml) comes out unchanged,
+    // and uninject then takes hooklog out: no round trip to the file to check.
+    if out.status.success() && err.contains("already injected, unchanged") {
+        return None;
+    }
     assert!(out.status.success(), "{}: {err}", file.display());
     assert!(
         !err.contains("could not edit in place"),
