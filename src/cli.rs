@@ -1,5 +1,9 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, `check`, `inject`, `uninject`
-//! for manifests, and `webhook` for the cluster. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
+//! (below both) The command line: the sidecar's `run`, `hook`, `sleep`, `install`, `emit`
+//! and, built with the `control` feature, the control plane's `check`, `inject`, `uninject` for
+//! manifests and `webhook` for the cluster. `check` reads hook command lines with these types,
+//! so this module imports nothing of the control plane but [`crate::kube`]'s shared words. Every
+//! flag but `emit --field` has an environment variable, because pods are configured through env
+//! (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,7 +18,10 @@ use crate::duration::clap_parse as duration;
 /// line, about 2 MB for all of them (docs/inputs-and-records.md, "Memory and backpressure").
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
-const EXAMPLES: &str = "\
+/// The sidecar's examples, which both builds print.
+macro_rules! sidecar_examples {
+    () => {
+        "\
 Examples:
   # The sidecar: follow a shared file and a socket, print enriched JSON lines on stdout
   hooklog run --file /shared-logs/prestop.log --socket /shared-logs/hooklog.sock --peers envoy,api-server
@@ -25,15 +32,25 @@ Examples:
   # Distroless images have no sleep, cp or echo
   hooklog sleep 1m30s
   hooklog install /shared-logs/bin
-  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'
+  hooklog emit --container api-server --file /shared-logs/prestop.log --field phase=drain 'draining connections'"
+    };
+}
+
+#[cfg(not(feature = "control"))]
+const EXAMPLES: &str = sidecar_examples!();
+#[cfg(feature = "control")]
+const EXAMPLES: &str = concat!(
+    sidecar_examples!(),
+    "
 
   # Before deploy: find broken preStop hooks, then add hooklog to every pod template
   hooklog check k8s/
-  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -
+  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0 deploy.yaml | kubectl apply -f -
   kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -
 
   # Cluster-wide: a mutating admission webhook injecting pods of opted-in namespaces (k8s/webhook/)
-  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0";
+  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0"
+);
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -156,24 +173,28 @@ pub enum Command {
         after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
     )]
     Emit(EmitArgs),
+    #[cfg(feature = "control")]
     /// Find broken lifecycle hooks in Kubernetes manifests, before deploy (no cluster needed).
     #[command(
         after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 deploy.yaml\n  hooklog check --exclude hook-not-reported --fail-on warning k8s/\n  hooklog check --list-rules\n\nA finding is accepted on one object by the annotation hooklog.dev/ignore-check.RULE: \"REASON\" (on the object or its pod template).\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on (suppressed findings do not count), 1 otherwise, 64 for usage errors (an unknown rule name, a bad configuration file) or input that does not parse, 69 when --require-image and an image cannot be read."
     )]
     Check(CheckArgs),
+    #[cfg(feature = "control")]
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
-        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0 --kubernetes-version 1.28 deploy.yaml\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
+        after_help = "Examples:\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0 deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0 --kubernetes-version 1.28 deploy.yaml\n  # a Helm post-renderer, with HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog --post-renderer-args inject"
     )]
     Inject(InjectArgs),
+    #[cfg(feature = "control")]
     /// Remove what `hooklog inject` added (same as `inject --undo`).
     #[command(
         after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - | kubectl apply -f -"
     )]
     Uninject(UninjectArgs),
+    #[cfg(feature = "control")]
     /// A mutating admission webhook: injects hooklog into pods as they are created.
     #[command(
-        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
+        after_help = "Example (in the cluster, k8s/webhook/):\n  hooklog webhook --image 123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
     )]
     Webhook(WebhookArgs),
 }
@@ -416,6 +437,7 @@ pub enum PodMetadata {
     None,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog check` output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckFormat {
@@ -427,6 +449,7 @@ pub enum CheckFormat {
     Sarif,
 }
 
+#[cfg(feature = "control")]
 /// A platform with rules of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Platform {
@@ -434,6 +457,7 @@ pub enum Platform {
     Fargate,
 }
 
+#[cfg(feature = "control")]
 /// How `inject` runs the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SidecarKind {
@@ -443,6 +467,7 @@ pub enum SidecarKind {
     Classic,
 }
 
+#[cfg(feature = "control")]
 /// Where `check` and `inject` find the images a manifest names: an exported root, else the
 /// registry (docs/image-lookup.md).
 #[derive(Debug, Args)]
@@ -492,9 +517,10 @@ pub struct ImageArgs {
         value_enum,
         default_value = "amd64"
     )]
-    pub image_platform: crate::registry::Arch,
+    pub image_platform: crate::kube::Arch,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -510,7 +536,7 @@ pub struct CheckArgs {
     /// Exit 1 when a finding no annotation accepts has this severity or a higher one. Default:
     /// the configuration file's `fail-on`, else `error`.
     #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum)]
-    pub fail_on: Option<crate::manifest::check::Severity>,
+    pub fail_on: Option<crate::kube::Severity>,
 
     /// Report only these rules (comma-separated; `--list-rules` names them). Replaces the
     /// configuration file's `include`.
@@ -571,10 +597,11 @@ pub struct CheckArgs {
     pub platform: Option<Platform>,
 
     /// The cluster's Kubernetes version (`1.29`): features it lacks are errors.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog inject`.
 #[derive(Debug, Args)]
 pub struct InjectArgs {
@@ -583,7 +610,8 @@ pub struct InjectArgs {
     #[arg(value_name = "FILE|DIR|-")]
     pub paths: Vec<PathBuf>,
 
-    /// The hooklog image for the init container and the sidecar.
+    /// The hooklog image for the init container and the sidecar: the sidecar's
+    /// (`hooklog-sidecar`, the Dockerfile's default stage).
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
     pub image: Option<String>,
 
@@ -596,7 +624,7 @@ pub struct InjectArgs {
     /// kubelet knows them (below, one keeps the pod Pending forever). Without it, inject writes
     /// for 1.29+: every release the Kubernetes project has supported since 1.28's end of life
     /// (October 2024). Pass it for an older cluster.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 
     /// Give a container without a preStop the hook `hooklog sleep DURATION` (wait for the load
@@ -620,6 +648,7 @@ pub struct InjectArgs {
     pub images: ImageArgs,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog webhook`'s sidecar form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WebhookSidecar {
@@ -632,6 +661,7 @@ pub enum WebhookSidecar {
     Auto,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog webhook`.
 #[derive(Debug, Args)]
 pub struct WebhookArgs {
@@ -680,7 +710,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HOOKLOG_CERT_VALIDITY", default_value = "24h", value_parser = bounded_duration)]
     pub cert_validity: Duration,
 
-    /// The hooklog image for the init container and the sidecar.
+    /// The hooklog image for the init container and the sidecar: the sidecar's
+    /// (`hooklog-sidecar`, the Dockerfile's default stage).
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
     pub image: String,
 
@@ -690,7 +721,7 @@ pub struct WebhookArgs {
 
     /// The cluster's Kubernetes version (`1.28`), for `--sidecar auto`; without it the API
     /// server is asked.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 
     /// Give a container without a preStop the hook `hooklog sleep DURATION`, as inject does.
@@ -719,6 +750,7 @@ pub struct WebhookArgs {
     pub serviceaccount_dir: PathBuf,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog uninject`.
 #[derive(Debug, Args)]
 pub struct UninjectArgs {
@@ -727,6 +759,7 @@ pub struct UninjectArgs {
     pub paths: Vec<PathBuf>,
 }
 
+#[cfg(feature = "control")]
 fn parse_image_root(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once('=') {
         Some((image, path)) if !image.is_empty() && !path.is_empty() => {
@@ -736,6 +769,7 @@ fn parse_image_root(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
+#[cfg(feature = "control")]
 fn parse_prestop_sleep(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((c, d)) if !c.is_empty() => crate::duration::parse(d)
@@ -818,7 +852,10 @@ mod tests {
                 );
             }
         }
-        assert!(seen >= 6, "only {seen} boolean flags with a variable");
+        // The sidecar's (`run --native-sidecar`, `--emf`...) and, with `control`, check's and
+        // inject's.
+        let least = if cfg!(feature = "control") { 6 } else { 2 };
+        assert!(seen >= least, "only {seen} boolean flags with a variable");
     }
 
     #[test]

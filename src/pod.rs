@@ -1,4 +1,4 @@
-//! Pod metadata from the Downward API: env vars for names and addresses, a podinfo volume for
+//! (the sidecar) Pod metadata from the Downward API: env vars for names and addresses, a podinfo volume for
 //! labels and annotations. No Kubernetes API calls, so no RBAC and no network.
 
 use std::path::Path;

@@ -13,6 +13,7 @@ mod hostile;
 mod image;
 mod k8s;
 mod kubelet;
+mod layers;
 mod lifecycle;
 mod manifest;
 mod registry;
@@ -20,6 +21,8 @@ mod registry;
 mod hostile_registry;
 mod rotation;
 mod routes;
+// After image: uses its helpers.
+mod sidecar;
 mod socket;
 mod tail;
 mod torture;
