@@ -1,22 +1,31 @@
 # syntax=docker/dockerfile:1
-# hooklog's image: one static binary, a CA bundle, nothing else.
+# hooklog's two images, each one static binary, a CA bundle, nothing else (issue 27):
+#   hooklog-sidecar (the last stage, the default): the sidecar (`run`, `hook`, `sleep`, `install`,
+#     `emit`), what `hooklog inject` and the webhook put into every pod;
+#   hooklog (`--target hooklog`): the full CLI, the sidecar's roles plus `check`, `inject`,
+#     `uninject` and `webhook`; what the webhook Deployment (k8s/webhook/) runs.
 #
-#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/hooklog:0.1.0 --push .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/hooklog-sidecar:0.1.0 --push .
+#   docker buildx build --platform linux/amd64,linux/arm64 --target hooklog -t REGISTRY/hooklog:0.1.0 --push .
 #
 # podman (4.3 tested) does not fill in $BUILDPLATFORM in a FROM line as BuildKit does: name the
 # builder's platform yourself, once per target platform (README, Deploy, shows the whole thing):
 #
-#   podman build --platform linux/arm64 --build-arg BUILDPLATFORM=linux/amd64 -t hooklog:arm64 .
+#   podman build --platform linux/arm64 --build-arg BUILDPLATFORM=linux/amd64 -t hooklog-sidecar:arm64 .
 #
-# The `build` stage runs on the builder's own platform and cross-compiles to the musl target of
-# TARGETARCH (no QEMU: a fat-LTO build under emulation takes many times longer). Its output is
-# /out, laid out as the final root: /out/usr/local/bin/hooklog and
+# The `toolchain` stage runs on the builder's own platform; `build` and `build-sidecar` on it
+# cross-compile to the musl target of TARGETARCH (no QEMU: a fat-LTO build under emulation takes
+# many times longer), the full CLI (`--release`) and the sidecar (`--release
+# --no-default-features`) in the one cached target dir: the sidecar's build reuses every
+# dependency the full one built alike, and a build of one image builds only its binary. Both
+# write target/<triple>/release/hooklog, so each holds a lock over its build and the copy out.
+# Each stage's output is /out, laid out as its image's root: /out/usr/local/bin/hooklog and
 # /out/etc/ssl/certs/ca-certificates.crt.
-# tests/image.rs builds this file as it is, for both platforms (see README, Test).
+# tests/dockerfile.rs builds this file as it is, both images, for both platforms (see README, Test).
 
 ARG RUST_VERSION=1.95
 
-FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS build
+FROM --platform=$BUILDPLATFORM rust:${RUST_VERSION}-bookworm AS toolchain
 ARG TARGETARCH
 # The C in the dependency tree (ring, mimalloc) needs a C compiler for the target:
 # - native (builder arch = target arch): musl-gcc, from musl-tools;
@@ -55,6 +64,21 @@ RUN set -eu; \
       echo "export CC_$lower=$cc"; \
       echo "export CARGO_TARGET_${upper}_LINKER=$linker"; \
       echo "export CARGO_TARGET_DIR=/cache/target/$TARGETARCH-$key"; } > /env.sh
+# The target dir is a cache mount keyed by the build environment (every Debian package's version,
+# the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
+# that changed starts from a clean target dir instead of reusing objects the old one compiled
+# (a warm cache would have hidden issue 11). Older dirs of the same platform are removed.
+# `build.sh [CARGO FLAGS]` builds one binary into /out.
+RUN { echo 'set -eu; . /env.sh'; \
+      echo 'exec 9>"/cache/target/$TARGETARCH.lock"; flock 9'; \
+      echo 'for d in /cache/target/"$TARGETARCH"-*; do'; \
+      echo '  if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi'; \
+      echo 'done'; \
+      echo 'cargo build --release --locked --target "$TRIPLE" "$@"'; \
+      echo 'mkdir -p /out/usr/local/bin /out/etc/ssl/certs'; \
+      echo 'cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/usr/local/bin/hooklog'; \
+      echo 'cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt'; \
+    } > /build.sh
 WORKDIR /src
 # Only what `cargo build` reads, so that a change to tests or docs reuses every layer.
 COPY Cargo.toml Cargo.lock build.rs ./
@@ -65,28 +89,37 @@ ARG HOOKLOG_COMMIT=unknown
 ENV HOOKLOG_COMMIT=$HOOKLOG_COMMIT
 # The vendored libyaml-safer (Cargo.toml's [patch.crates-io]: hooklog's fixes to its panics).
 COPY vendor ./vendor
-# The target dir is a cache mount keyed by the build environment (every Debian package's version,
-# the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
-# that changed starts from a clean target dir instead of reusing objects the old one compiled
-# (a warm cache would have hidden issue 11). Older dirs of the same platform are removed.
+# The musl targets' rustflags (no unwind tables: the sidecar's size budget, issue 27).
+COPY .cargo ./.cargo
+
+FROM toolchain AS build
+ARG TARGETARCH
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/cache/target \
-    set -eu; . /env.sh; \
-    for d in /cache/target/"$TARGETARCH"-*; do \
-      if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi; \
-    done; \
-    cargo build --release --locked --target "$TRIPLE"; \
-    mkdir -p /out/usr/local/bin /out/etc/ssl/certs; \
-    cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/usr/local/bin/hooklog; \
-    cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
+    TARGETARCH=$TARGETARCH sh /build.sh
 
-FROM scratch
-# The binary at /usr/local/bin/hooklog and the CA bundle CloudWatch's HTTPS needs; no shell, no
-# libc. Not at /hooklog: `hooklog inject` mounts its emptyDir at /hooklog in the install init
-# container that runs this image, and runc cannot mount a volume over a file ("not a
-# directory": the pod never starts, issue 16). Nothing in this root is under a path inject mounts.
+FROM toolchain AS build-sidecar
+ARG TARGETARCH
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/cache/target \
+    TARGETARCH=$TARGETARCH sh /build.sh --no-default-features
+
+# The full CLI. The binary at /usr/local/bin/hooklog and the CA bundle (CloudWatch's HTTPS, the
+# registries `check` reads); no shell, no libc.
+FROM scratch AS hooklog
 COPY --from=build /out/ /
 # 65532 is distroless's "nonroot"; numeric so runAsNonRoot can verify it without /etc/passwd.
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/hooklog"]
+CMD ["run"]
+
+# The sidecar, last: what a plain `docker build .` makes. The binary at /usr/local/bin/hooklog
+# and the CA bundle CloudWatch's HTTPS needs; no shell, no libc. Not at /hooklog: `hooklog
+# inject` mounts its emptyDir at /hooklog in the install init container that runs this image,
+# and runc cannot mount a volume over a file ("not a directory": the pod never starts, issue
+# 16). Nothing in this root is under a path inject mounts.
+FROM scratch AS hooklog-sidecar
+COPY --from=build-sidecar /out/ /
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hooklog"]
 CMD ["run"]

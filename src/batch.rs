@@ -1,4 +1,4 @@
-//! The unit that flows from sources to sinks: records already serialised into one buffer, plus
+//! (the sidecar) The unit that flows from sources to sinks: records already serialised into one buffer, plus
 //! what to acknowledge once every sink has delivered them.
 
 use std::sync::Arc;

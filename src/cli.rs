@@ -1,5 +1,9 @@
-//! The command line: `run`, `hook`, `sleep`, `install`, `emit`, `check`, `inject`, `uninject`
-//! for manifests, and `webhook` for the cluster. Every flag but `emit --field` has an environment variable, because pods are configured through env (lists are comma-separated).
+//! (below both) The command line: the sidecar's `run`, `hook`, `sleep`, `install`, `emit`
+//! and, built with the `control` feature, the control plane's `check`, `inject`, `uninject` for
+//! manifests and `webhook` for the cluster. `check` reads hook command lines with these types,
+//! so this module imports nothing of the control plane but [`crate::kube`]'s shared words. Every
+//! flag but `emit --field` has an environment variable, because pods are configured through env
+//! (lists are comma-separated).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,7 +18,10 @@ use crate::duration::clap_parse as duration;
 /// line, about 2 MB for all of them (docs/inputs-and-records.md, "Memory and backpressure").
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
-const EXAMPLES: &str = "\
+/// The sidecar's examples, which both builds print.
+macro_rules! sidecar_examples {
+    () => {
+        "\
 Examples:
   # The sidecar: follow a file and a socket, print JSON records on stdout
   hooklog run --file /shared-logs/prestop.log \\
@@ -28,7 +35,16 @@ Examples:
   hooklog sleep 1m30s
   hooklog install /shared-logs/bin
   hooklog emit --container api-server --file /shared-logs/prestop.log \\
-    --field phase=drain 'draining connections'
+    --field phase=drain 'draining connections'"
+    };
+}
+
+#[cfg(not(feature = "control"))]
+const EXAMPLES: &str = sidecar_examples!();
+#[cfg(feature = "control")]
+const EXAMPLES: &str = concat!(
+    sidecar_examples!(),
+    "
 
   # Before deploy: find broken preStop hooks, then wire hooklog in
   hooklog check k8s/
@@ -40,7 +56,8 @@ Examples:
 
   # Cluster-wide: a webhook injecting the pods of opted-in namespaces
   hooklog webhook \\
-    --image registry.example.com/hooklog-sidecar:0.1.0";
+    --image registry.example.com/hooklog-sidecar:0.1.0"
+);
 
 /// The pages that explain each subcommand, relative to the repository root (where README.md's
 /// table of contents links them), listed under `Docs:` at the end of its `--help`, one a line.
@@ -149,6 +166,9 @@ pub enum LogFormat {
 }
 
 /// The subcommands.
+// One value per process, parsed once: boxing `run`'s arguments (the largest once the control
+// plane's variants are compiled out of the sidecar) would save nothing that matters.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// The sidecar daemon: follow files and sockets, write enriched JSON records.
@@ -176,21 +196,25 @@ pub enum Command {
         after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
     )]
     Emit(EmitArgs),
+    #[cfg(feature = "control")]
     /// Find broken lifecycle hooks in Kubernetes manifests, before deploy (no cluster needed).
     #[command(
         after_help = "Examples:\n  hooklog check k8s/\n  kubectl get deploy -A -o yaml | hooklog check -\n  hooklog check --format sarif --platform fargate --kubernetes-version 1.29 \\\n    manifests/ > hooklog.sarif\n  hooklog check --image-root envoyproxy/envoy-distroless:v1.31.0=envoy.tar \\\n    deploy.yaml\n  hooklog check --insecure-registry localhost:5000 --image-platform arm64 \\\n    deploy.yaml\n  hooklog check --exclude hook-not-reported --fail-on warning k8s/\n  hooklog check --list-rules\n\nA finding is accepted on one object by the annotation hooklog.dev/ignore-check.RULE: \"REASON\" (on the object or its pod template).\n\nImages are read from their registries (credentials as docker and podman keep them; layer lists cached in $HOOKLOG_CACHE_DIR or ~/.cache/hooklog) unless --offline.\n\nExit code: 0 when nothing at or above --fail-on (suppressed findings do not count), 1 otherwise, 64 for usage errors (an unknown rule name, a bad configuration file) or input that does not parse, 69 when --require-image and an image cannot be read."
     )]
     Check(CheckArgs),
+    #[cfg(feature = "control")]
     /// Add hooklog to every pod template of Kubernetes manifests (stdin to stdout by default).
     #[command(
         after_help = "Examples:\n  hooklog inject \\\n    --image registry.example.com/hooklog-sidecar:0.1.0 \\\n    deploy.yaml | kubectl apply -f -\n  # a 1.28 cluster: the classic sidecar (Jobs are left as they are)\n  hooklog inject --kubernetes-version 1.28 \\\n    --image registry.example.com/hooklog-sidecar:0.1.0 \\\n    deploy.yaml\n  # as a Helm 4 post-renderer (helm-plugin/hooklog), HOOKLOG_INJECT_IMAGE set:\n  helm install shop ./chart --post-renderer hooklog"
     )]
     Inject(InjectArgs),
+    #[cfg(feature = "control")]
     /// Remove what `hooklog inject` added (same as `inject --undo`).
     #[command(
         after_help = "Example:\n  kubectl get deploy api-server -o yaml | hooklog uninject - \\\n    | kubectl apply -f -"
     )]
     Uninject(UninjectArgs),
+    #[cfg(feature = "control")]
     /// A mutating admission webhook: injects hooklog into pods as they are created.
     #[command(
         after_help = "Example (in the cluster, k8s/webhook/ or charts/hooklog):\n  hooklog webhook \\\n    --image registry.example.com/hooklog-sidecar:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
@@ -455,6 +479,7 @@ pub enum PodMetadata {
     None,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog check` output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckFormat {
@@ -466,6 +491,7 @@ pub enum CheckFormat {
     Sarif,
 }
 
+#[cfg(feature = "control")]
 /// A platform with rules of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Platform {
@@ -473,6 +499,7 @@ pub enum Platform {
     Fargate,
 }
 
+#[cfg(feature = "control")]
 /// How `inject` runs the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SidecarKind {
@@ -482,6 +509,7 @@ pub enum SidecarKind {
     Classic,
 }
 
+#[cfg(feature = "control")]
 /// Where `check` and `inject` find the images a manifest names: an exported root, else the
 /// registry (docs/image-lookup.md).
 #[derive(Debug, Clone, Args)]
@@ -531,9 +559,10 @@ pub struct ImageArgs {
         value_enum,
         default_value = "amd64"
     )]
-    pub image_platform: crate::registry::Arch,
+    pub image_platform: crate::kube::Arch,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
@@ -549,7 +578,7 @@ pub struct CheckArgs {
     /// Exit 1 when a finding no annotation accepts has this severity or a higher one. Default:
     /// the configuration file's `fail-on`, else `error`.
     #[arg(long, env = "HOOKLOG_FAIL_ON", value_enum)]
-    pub fail_on: Option<crate::manifest::check::Severity>,
+    pub fail_on: Option<crate::kube::Severity>,
 
     /// Report only these rules (comma-separated; `--list-rules` names them). Replaces the
     /// configuration file's `include`.
@@ -610,10 +639,11 @@ pub struct CheckArgs {
     pub platform: Option<Platform>,
 
     /// The cluster's Kubernetes version (`1.29`): features it lacks are errors.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog inject`.
 #[derive(Debug, Clone, Args)]
 pub struct InjectArgs {
@@ -622,7 +652,8 @@ pub struct InjectArgs {
     #[arg(value_name = "FILE|DIR|-")]
     pub paths: Vec<PathBuf>,
 
-    /// The hooklog image for the init container and the sidecar.
+    /// The hooklog image for the init container and the sidecar: the sidecar's
+    /// (`hooklog-sidecar`, the Dockerfile's default stage).
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
     pub image: Option<String>,
 
@@ -635,7 +666,7 @@ pub struct InjectArgs {
     /// kubelet knows them (below, one keeps the pod Pending forever). Without it, inject writes
     /// for 1.29+: every release the Kubernetes project has supported since 1.28's end of life
     /// (October 2024). Pass it for an older cluster.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 
     /// Give a container without a preStop the hook `hooklog sleep DURATION` (wait for the load
@@ -664,6 +695,7 @@ pub struct InjectArgs {
     pub images: ImageArgs,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog webhook`'s sidecar form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WebhookSidecar {
@@ -676,6 +708,7 @@ pub enum WebhookSidecar {
     Auto,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog webhook`.
 #[derive(Debug, Clone, Args)]
 pub struct WebhookArgs {
@@ -724,7 +757,8 @@ pub struct WebhookArgs {
     #[arg(long, env = "HOOKLOG_CERT_VALIDITY", default_value = "24h", value_parser = bounded_duration)]
     pub cert_validity: Duration,
 
-    /// The hooklog image for the init container and the sidecar.
+    /// The hooklog image for the init container and the sidecar: the sidecar's
+    /// (`hooklog-sidecar`, the Dockerfile's default stage).
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]
     pub image: String,
 
@@ -734,7 +768,7 @@ pub struct WebhookArgs {
 
     /// The cluster's Kubernetes version (`1.28`), for `--sidecar auto`; without it the API
     /// server is asked.
-    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::manifest::check::parse_version)]
+    #[arg(long, env = "HOOKLOG_KUBERNETES_VERSION", value_parser = crate::kube::parse_version)]
     pub kubernetes_version: Option<(u32, u32)>,
 
     /// Give a container without a preStop the hook `hooklog sleep DURATION`, as inject does.
@@ -768,6 +802,7 @@ pub struct WebhookArgs {
     pub serviceaccount_dir: PathBuf,
 }
 
+#[cfg(feature = "control")]
 /// `hooklog uninject`.
 #[derive(Debug, Clone, Args)]
 pub struct UninjectArgs {
@@ -776,6 +811,7 @@ pub struct UninjectArgs {
     pub paths: Vec<PathBuf>,
 }
 
+#[cfg(feature = "control")]
 fn parse_image_root(s: &str) -> Result<(String, PathBuf), String> {
     match s.split_once('=') {
         Some((image, path)) if !image.is_empty() && !path.is_empty() => {
@@ -785,6 +821,7 @@ fn parse_image_root(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
+#[cfg(feature = "control")]
 fn parse_prestop_sleep(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((c, d)) if !c.is_empty() => crate::duration::parse(d)
@@ -867,7 +904,10 @@ mod tests {
                 );
             }
         }
-        assert!(seen >= 6, "only {seen} boolean flags with a variable");
+        // The sidecar's (`run --native-sidecar`, `--emf`...) and, with `control`, check's and
+        // inject's.
+        let least = if cfg!(feature = "control") { 6 } else { 2 };
+        assert!(seen >= least, "only {seen} boolean flags with a variable");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The client side of hooklog: how `hook` and `emit` deliver their records. The daemon's socket
+//! (the sidecar) The client side of hooklog: how `hook` and `emit` deliver their records. The daemon's socket
 //! first; the shared file when the socket is unreachable or slow; stderr (or stdout) as the last
 //! resort. Logging never makes a hook fail, and never makes it wait: records are queued and a
 //! thread of their own delivers them, so the hook's command runs beside its reporting, never

@@ -1,4 +1,4 @@
-//! Run configuration: the command line checked and turned into ready inputs before the runtime
+//! (the sidecar) Run configuration: the command line checked and turned into ready inputs before the runtime
 //! starts, so a bad path or value fails at once with one line that names it.
 
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};

@@ -1,4 +1,4 @@
-//! Durations as people write them in pod specs (`50`, `0.5`, `50s`, `1m30s`, `250ms`, `1h`), and
+//! (below both) Durations as people write them in pod specs (`50`, `0.5`, `50s`, `1m30s`, `250ms`, `1h`), and
 //! waiting for an optional deadline.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Line framing: turns a byte stream into lines, capping each at a maximum length so that memory
+//! (the sidecar) Line framing: turns a byte stream into lines, capping each at a maximum length so that memory
 //! stays bounded whatever a writer sends. A line longer than the cap comes out as several frames.
 
 /// How a frame ended.

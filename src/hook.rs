@@ -1,4 +1,4 @@
-//! `hooklog hook -- CMD`: runs a lifecycle hook command and reports it: `hook.started`, every
+//! (the sidecar) `hooklog hook -- CMD`: runs a lifecycle hook command and reports it: `hook.started`, every
 //! line of its stdout and stderr, then `hook.finished` with how it ended. Exits with the
 //! command's status (127 when it cannot be found, as shells do) so the kubelet still sees a
 //! failure; the command's output is also passed through to hooklog's own stdout and stderr.

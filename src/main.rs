@@ -1,4 +1,5 @@
-//! The `hooklog` binary: parses the command line, sets up stderr diagnostics, and dispatches.
+//! (below both) The binary, `hooklog` (the sidecar without the `control` feature, the full CLI
+//! with it): parses the command line, sets up stderr diagnostics, and dispatches.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -7,7 +8,9 @@ use std::time::Duration;
 
 use hooklog::cli::{Command, LogFormat};
 use hooklog::config::RunConfig;
-use hooklog::{daemon, hook, lifecycle, manifest, tools, webhook};
+use hooklog::{daemon, hook, lifecycle, tools};
+#[cfg(feature = "control")]
+use hooklog::{manifest, webhook};
 
 /// musl's own allocator is slow for hooklog's many small, short-lived allocations (the static
 /// binary, the one in the image, ran 2.8x slower per line than the glibc build).
@@ -45,17 +48,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let default_level = if matches!(cli.command, Command::Run(_) | Command::Webhook(_)) {
+    let default_level = if long_lived(&cli.command) {
         "info"
     } else {
         "warn"
     };
     init_tracing(cli.log_format, default_level);
+    #[cfg(feature = "control")]
     manifest::set_log_format(cli.log_format);
-    if !matches!(
-        cli.command,
-        Command::Run(_) | Command::Hook(_) | Command::Webhook(_)
-    ) {
+    if !long_lived(&cli.command) && !matches!(cli.command, Command::Hook(_)) {
         lifecycle::signal::release();
     }
     ExitCode::from(match cli.command {
@@ -81,11 +82,26 @@ fn main() -> ExitCode {
             tools::emit(&args);
             0
         }
+        #[cfg(feature = "control")]
         Command::Check(args) => manifest::check_command(args),
+        #[cfg(feature = "control")]
         Command::Inject(args) => manifest::inject_command(args),
+        #[cfg(feature = "control")]
         Command::Uninject(args) => manifest::uninject_command(&args.paths),
+        #[cfg(feature = "control")]
         Command::Webhook(args) => serve_webhook(args),
     })
+}
+
+/// The roles that run until a signal (`run`, `webhook`): they log at info, and hold SIGTERM
+/// until their handler is installed.
+fn long_lived(command: &Command) -> bool {
+    match command {
+        Command::Run(_) => true,
+        #[cfg(feature = "control")]
+        Command::Webhook(_) => true,
+        _ => false,
+    }
 }
 
 /// The command of a `hooklog hook ... -- CMD` line that did not parse: a preStop hook must still
@@ -137,6 +153,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
     })
 }
 
+#[cfg(feature = "control")]
 fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
     let cfg = match webhook::WebhookConfig::from_args(args) {
         Ok(cfg) => cfg,
@@ -182,17 +199,42 @@ where
     }
 }
 
-fn init_tracing(format: LogFormat, default_level: &str) {
+/// The diagnostics filter: `RUST_LOG` if it parses, else `default_level`. The full CLI reads
+/// RUST_LOG's whole syntax (`EnvFilter`); the sidecar its `target=level` lists (`Targets`),
+/// without the regex engine `EnvFilter` links in (Cargo.toml, `tracing-subscriber`).
+#[cfg(feature = "control")]
+fn log_filter(default_level: &str) -> tracing_subscriber::EnvFilter {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level))
+}
+
+#[cfg(not(feature = "control"))]
+fn log_filter(default_level: &str) -> tracing_subscriber::filter::Targets {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<Targets>().ok())
+        .or_else(|| default_level.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO))
+}
+
+fn init_tracing(format: LogFormat, default_level: &str) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = log_filter(default_level);
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        // Everything reaches the filter layer, which decides.
+        .with_max_level(tracing::level_filters::LevelFilter::TRACE)
         // Never blocks on a stderr nobody reads (the wrapper's exit must not wait on it).
         .with_writer(|| hooklog::passthrough::OwnStderr)
         .with_target(false);
     match format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.with_ansi(false).finish().with(filter).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .finish()
+            .with(filter)
+            .init(),
     }
 }

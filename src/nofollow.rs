@@ -1,4 +1,4 @@
-//! Opening files in the shared folder without following a symlink a peer planted there.
+//! (below both) Opening files in the shared folder without following a symlink a peer planted there.
 //!
 //! Every container of the pod may write the shared emptyDir, so a peer can replace
 //! `prestop.log` (or a checkpoint) by a symlink to `/proc/self/environ` or a mounted secret.

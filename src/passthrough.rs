@@ -1,4 +1,4 @@
-//! The hook command's output passed through to hooklog's own stdout and stderr (the kubelet keeps
+//! (the sidecar) The hook command's output passed through to hooklog's own stdout and stderr (the kubelet keeps
 //! a failed hook's output in its event), from a thread per stream: a stdout nobody reads blocks
 //! that thread only, never the wrapper's runtime, its `--timeout` or the signals it forwards.
 //!

@@ -1,6 +1,6 @@
-//! Pod metadata from the Downward API: env vars for names and addresses, a podinfo volume for
-//! labels and annotations. No Kubernetes API calls, so no RBAC and no network (only `--events`
-//! talks to the API server, `crate::events`).
+//! (the sidecar) Pod metadata from the Downward API: env vars for names and addresses, a podinfo
+//! volume for labels and annotations. No Kubernetes API calls, so no RBAC and no network (only
+//! `--events` talks to the API server, `crate::events`).
 
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! The record: turns one framed line into one or more enriched JSON lines.
+//! (the sidecar) The record: turns one framed line into one or more enriched JSON lines.
 //!
 //! A plain line becomes `{"time","message","hooklog","kubernetes"}`; a JSON object keeps its
 //! fields. The keys `time`, `kubernetes` and `hooklog` belong to hooklog: a line cannot spoof
@@ -17,6 +17,7 @@ use serde_json::value::RawValue;
 
 use crate::batch::Batch;
 use crate::framing::{Frame, FrameEnd};
+use crate::lifecycle::once::CopyKey;
 use crate::pod::{PodMeta, json_str};
 
 /// Smallest output cap accepted: room for the envelope and some message.
@@ -101,6 +102,16 @@ pub struct HookEvent {
     /// copy in time: `hook.started`'s `seal` (the SHA-256, hex, of a random key the wrapper
     /// keeps), `hook.finished`'s `key` (that key, written only once the run is over).
     pub proof: Option<String>,
+}
+
+impl HookEvent {
+    /// What tells copies of this event read from `line` apart from other records, or none for
+    /// an event without a run: nothing to tell copies apart by.
+    pub fn copy_key(&self, line: &[u8]) -> Option<CopyKey> {
+        let run = self.run.as_ref()?;
+        let finished = matches!(self.kind, HookEventKind::Finished { .. });
+        Some(CopyKey::new(&run.id, finished, line))
+    }
 }
 
 /// One run of `hooklog hook`, as its records name it: events of one container are ordered by

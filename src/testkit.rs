@@ -1,4 +1,4 @@
-//! Test-only helpers for the properties: [`Reach`] counts how many of a property's generated cases
+//! (below both) Test-only helpers for the properties: [`Reach`] counts how many of a property's generated cases
 //! reached its assertion (a property that filters almost every case away, with an `if let` that
 //! rarely matches or a `prop_assume!`, passes while checking nothing: [`Reach::check`] fails it below
 //! a stated share and prints the count), and [`pod_spec`] generates pod specs in the shapes real
@@ -95,6 +95,7 @@ pub(crate) fn property<S: proptest::strategy::Strategy>(
     reach.check(min_share);
 }
 
+#[cfg(feature = "control")] // The manifests' generators: the control plane's properties.
 /// A container as real manifests write one: a name from `names`, an image, maybe a command, env,
 /// ports, probes, mounts of the pod's volumes, and a lifecycle of every kind (none, an exec
 /// preStop of the shapes hooks have, a sleep, an httpGet, a postStart beside it).
@@ -182,6 +183,7 @@ fn container(name: &'static str) -> impl proptest::strategy::Strategy<Value = se
         })
 }
 
+#[cfg(feature = "control")] // The manifests' generators: the control plane's properties.
 /// A pod spec in the shapes real manifests have: one to four containers of distinct names, maybe
 /// an init container (a migration, or a native sidecar with `restartPolicy: Always`), the
 /// volumes the containers mount, a grace period from none to an hour, a restart policy, and the
@@ -230,6 +232,7 @@ pub(crate) fn pod_spec() -> impl proptest::strategy::Strategy<Value = serde_json
         })
 }
 
+#[cfg(feature = "control")] // The manifests' generators: the control plane's properties.
 /// The metadata a pod template has: labels, and annotations whose keys need RFC 6901's
 /// escapes in a JSONPatch (`/`, `~`).
 pub(crate) fn metadata() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
@@ -257,6 +260,7 @@ pub(crate) fn metadata() -> impl proptest::strategy::Strategy<Value = serde_json
     })
 }
 
+#[cfg(feature = "control")] // The manifests' generators: the control plane's properties.
 /// A document holding `spec` as its pod template: a Pod, Deployment, StatefulSet, DaemonSet,
 /// Job or CronJob.
 pub(crate) fn workload() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {

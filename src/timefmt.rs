@@ -1,4 +1,4 @@
-//! Wall-clock timestamps: RFC 3339 UTC with millisecond precision, formatted without allocation.
+//! (below both) Wall-clock timestamps: RFC 3339 UTC with millisecond precision, formatted without allocation.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

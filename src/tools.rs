@@ -1,4 +1,4 @@
-//! Small tools for distroless images, which have no shell and no coreutils: `sleep`, `install`
+//! (the sidecar) Small tools for distroless images, which have no shell and no coreutils: `sleep`, `install`
 //! (copy this executable into a shared folder) and `emit` (one well-formed record).
 
 use std::io::Write;

@@ -2,7 +2,9 @@
 //! linux/arm64 with podman on this machine's platform (the cross compile docs/fargate.md's
 //! `docker buildx build --platform linux/amd64,linux/arm64` does), on a local stand-in for
 //! `rust:<RUST_VERSION>-bookworm` (tests/support/rust-standin.sh says how it differs from the
-//! official image); then each image checked as a user would.
+//! official image); then each image checked as a user would: the sidecar's (`hooklog-sidecar`,
+//! the default stage, what inject puts into pods) for both platforms, the full CLI's
+//! (`--target hooklog`, what the webhook Deployment runs) for amd64.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::podman::{dockerfile_image, host_arch, podman};
+use crate::util::podman::{FULL_TARGET, dockerfile_image, dockerfile_target, host_arch, podman};
 use crate::util::{POD_ENV, wait_until};
 
 /// True on an amd64 machine, which can run the amd64 image. Elsewhere the test says it skipped
@@ -28,9 +30,14 @@ fn runs_amd64() -> bool {
     false
 }
 
-/// The shipped binary's limit (house standard: the static binary stays <= 10 MB) plus the CA
-/// bundle (about 0.2 MB): an image above this grew something it should not have.
-const MAX_IMAGE_BYTES: u64 = 10_500_000;
+/// The sidecar's budget (issue 27: the static binary stays <= 6 MB) plus the CA bundle (about
+/// 0.2 MB): an image above this grew something it should not have.
+const MAX_SIDECAR_IMAGE_BYTES: u64 = 6_500_000;
+/// The sidecar binary's own budget (issue 27), as tests/sidecar.rs checks the local build.
+const MAX_SIDECAR_BYTES: u64 = 6_000_000;
+/// The full CLI's image has no size limit (issue 27): it is measured and printed. This bound
+/// only catches a runaway (twice the 9.4 MB the single binary measured before the split).
+const MAX_FULL_IMAGE_BYTES: u64 = 20_000_000;
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output()
@@ -42,8 +49,8 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Checks what `podman image inspect` says of a built image: the platform it claims, non-root
-/// numeric user, entrypoint and command as documented, and a size close to the binary's.
-fn check_config(image: &str, arch: &str) -> u64 {
+/// numeric user, entrypoint and command as documented, and a size of at most `max`.
+fn check_config(image: &str, arch: &str, max: u64) -> u64 {
     let out = run(podman().args([
         "image",
         "inspect",
@@ -67,10 +74,25 @@ fn check_config(image: &str, arch: &str) -> u64 {
     );
     let size: u64 = parts[5].parse().expect("image size");
     assert!(
-        size <= MAX_IMAGE_BYTES,
-        "the {arch} image is {size} bytes (limit {MAX_IMAGE_BYTES})"
+        size <= max,
+        "the {arch} image {image} is {size} bytes (limit {max})"
     );
     size
+}
+
+/// The subcommands a binary's `--help` lists (`  NAME  About` under `Commands:`), run in `image`.
+fn subcommands(image: &str) -> Vec<String> {
+    let out = run(podman().args(["run", "--rm", "--network", "none", image, "--help"]));
+    assert!(out.status.success(), "--help: {}", text(&out.stderr));
+    text(&out.stdout)
+        .split("Commands:")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
 }
 
 /// The image's files, as `podman save` would ship them: `/usr/local/bin/hooklog` copied out of a created
@@ -115,18 +137,28 @@ impl Drop for Container {
 #[test]
 fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let image = dockerfile_image("amd64");
-    let size = check_config(&image, "amd64");
+    let size = check_config(&image, "amd64", MAX_SIDECAR_IMAGE_BYTES);
     let dir = tempfile::tempdir().unwrap();
     let (bin, gzipped) = extract_binary(&image, dir.path());
     let kind = file_type(&bin);
     assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
+    let bin_size = std::fs::metadata(&bin).unwrap().len();
     eprintln!(
-        "amd64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
-        std::fs::metadata(&bin).unwrap().len()
+        "amd64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {bin_size} bytes"
+    );
+    assert!(
+        bin_size <= MAX_SIDECAR_BYTES,
+        "the sidecar image's binary is {bin_size} bytes (budget {MAX_SIDECAR_BYTES})"
     );
     if !runs_amd64() {
         return;
     }
+    // The sidecar's roles only (issue 27): no check, inject, uninject or webhook in every pod.
+    assert_eq!(
+        subcommands(&image),
+        ["run", "hook", "sleep", "install", "emit", "help"],
+        "the sidecar image's subcommands"
+    );
 
     // --version, from the entrypoint.
     let out = run(podman().args(["run", "--rm", "--network", "none", &image, "--version"]));
@@ -230,7 +262,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
 #[test]
 fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
     let image = dockerfile_image("arm64");
-    let size = check_config(&image, "arm64");
+    let size = check_config(&image, "arm64", MAX_SIDECAR_IMAGE_BYTES);
     let dir = tempfile::tempdir().unwrap();
     let (bin, gzipped) = extract_binary(&image, dir.path());
     let kind = file_type(&bin);
@@ -239,10 +271,69 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
         "{kind}"
     );
     eprintln!(
-        "arm64 image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
+        "arm64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
     crate::image::runs_the_daemon_under_qemu(&bin);
+}
+
+/// The full CLI's image (`--target hooklog`, issue 27), which the webhook Deployment runs: both
+/// halves' subcommands, measured (no size limit of its own), and the control plane works in it
+/// (`check` of a manifest on stdin, `webhook --help`).
+#[test]
+fn dockerfile_builds_the_full_cli_image_with_both_halves() {
+    let image = dockerfile_target("amd64", FULL_TARGET);
+    let size = check_config(&image, "amd64", MAX_FULL_IMAGE_BYTES);
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, gzipped) = extract_binary(&image, dir.path());
+    let kind = file_type(&bin);
+    assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
+    eprintln!(
+        "amd64 full CLI image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
+        std::fs::metadata(&bin).unwrap().len()
+    );
+    if !runs_amd64() {
+        return;
+    }
+    assert_eq!(
+        subcommands(&image),
+        [
+            "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject", "webhook",
+            "help"
+        ],
+        "the full CLI image's subcommands"
+    );
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/manifests/incidents/distroless-envoy-sleep.yaml");
+    let out = run(podman()
+        .args(["run", "--rm", "-i", "--network", "none", &image])
+        .args(["check", "--offline", "--format", "json", "-"])
+        .stdin(std::fs::File::open(&manifest).expect("the incident manifest")));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check's JSON ({e}): {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    assert!(
+        report.to_string().contains("envoy"),
+        "check in the full image reported nothing of the manifest: {report:#}"
+    );
+    let out = run(podman().args([
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &image,
+        "webhook",
+        "--help",
+    ]));
+    assert!(
+        out.status.success(),
+        "webhook --help: {}",
+        text(&out.stderr)
+    );
 }
 
 /// Issue 16: every path `hooklog inject` mounts in the containers that run this image (the

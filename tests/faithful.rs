@@ -408,7 +408,7 @@ fn the_docs_diff_is_what_inject_writes() {
         &[
             "inject",
             "--image",
-            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
             file.to_str().unwrap(),
         ],
         None,

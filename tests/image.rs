@@ -38,48 +38,76 @@ fn text(b: &[u8]) -> String {
 /// build, and the later builds find it fresh).
 pub fn release_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("HOOKLOG_RELEASE_BIN") {
+    BIN.get_or_init(|| static_bin("HOOKLOG_RELEASE_BIN"))
+        .clone()
+}
+
+/// The sidecar's static binary (`--no-default-features`), as scripts/test.sh builds it and
+/// copies it aside: `$HOOKLOG_SIDECAR_BIN`. Not built here: that build writes the same
+/// target/<triple>/release/hooklog as [`release_bin`]'s, which other tests may be running. Without
+/// it a test says it skipped, and fails in CI.
+pub fn sidecar_bin() -> Option<PathBuf> {
+    match std::env::var_os("HOOKLOG_SIDECAR_BIN") {
+        Some(p) => {
             let p = PathBuf::from(p);
             assert!(
                 p.is_file(),
-                "HOOKLOG_RELEASE_BIN={} does not exist",
+                "HOOKLOG_SIDECAR_BIN={} does not exist",
                 p.display()
             );
-            return p;
+            Some(p)
         }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--release", "--locked", "--target", MUSL_TARGET])
-            .current_dir(repo());
-        // The variables cargo and nextest set for a test would make build scripts rerun: build
-        // in the environment a shell has, so this finds the build scripts/test.sh made.
-        for (k, _) in std::env::vars_os() {
-            let k = k.to_string_lossy();
-            if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
-                || k.starts_with("NEXTEST")
-                || k.starts_with("RUST_")
-            {
-                build.env_remove(&*k);
-            }
+        None => {
+            assert!(
+                !in_ci(),
+                "HOOKLOG_SIDECAR_BIN is not set: scripts/test.sh builds the sidecar and sets it"
+            );
+            eprintln!(
+                "SKIPPED: HOOKLOG_SIDECAR_BIN is not set (cargo build --release --target \
+                 {MUSL_TARGET} --no-default-features, then copy the binary aside; scripts/test.sh does)"
+            );
+            None
         }
-        let out = run(&mut build);
-        assert!(
-            out.status.success(),
-            "cannot build the static release binary (needs `rustup target add {MUSL_TARGET}` and \
-             Debian's musl-tools; scripts/test.sh installs both):\n{}",
-            text(&out.stderr)
-        );
-        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-            .map_or_else(|| repo().join("target"), PathBuf::from);
-        target_dir.join(MUSL_TARGET).join("release").join("hooklog")
-    })
-    .clone()
+    }
+}
+
+/// `$var`, else the static musl release build, built here.
+fn static_bin(var: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{var}={} does not exist", p.display());
+        return p;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--release", "--locked", "--target", MUSL_TARGET])
+        .current_dir(repo());
+    // The variables cargo and nextest set for a test would make build scripts rerun: build
+    // in the environment a shell has, so this finds the build scripts/test.sh made.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
+            || k.starts_with("NEXTEST")
+            || k.starts_with("RUST_")
+        {
+            build.env_remove(&*k);
+        }
+    }
+    let out = run(&mut build);
+    assert!(
+        out.status.success(),
+        "cannot build the static release binary (needs `rustup target add {MUSL_TARGET}` and \
+         Debian's musl-tools; scripts/test.sh installs both):\n{}",
+        text(&out.stderr)
+    );
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from);
+    target_dir.join(MUSL_TARGET).join("release").join("hooklog")
 }
 
 /// The files `ldd` says a binary loads (none for a static binary).
-fn shared_libraries(bin: &Path) -> Vec<PathBuf> {
+pub fn shared_libraries(bin: &Path) -> Vec<PathBuf> {
     let out = run(Command::new("ldd").arg(bin));
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     if all.contains("not a dynamic executable") || all.contains("statically linked") {

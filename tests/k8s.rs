@@ -232,11 +232,8 @@ fn hooklog_commands() -> (Vec<Found>, BTreeSet<String>) {
                         argv,
                     })
                 };
-                if c["image"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("/hooklog:")
-                {
+                let image = c["image"].as_str().unwrap_or_default();
+                if image.contains("/hooklog:") || image.contains("/hooklog-sidecar:") {
                     let mut argv = vec!["/usr/local/bin/hooklog".to_string()];
                     argv.extend(strings(&c["command"]));
                     argv.extend(strings(&c["args"]));

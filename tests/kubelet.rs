@@ -688,7 +688,7 @@ fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
         &name,
         &[
             (
-                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
                 &hooklog,
             ),
             (

@@ -14,6 +14,7 @@ mod hostile;
 mod image;
 mod k8s;
 mod kubelet;
+mod layers;
 mod lifecycle;
 mod manifest;
 mod registry;
@@ -21,6 +22,8 @@ mod registry;
 mod hostile_registry;
 mod rotation;
 mod routes;
+// After image: uses its helpers.
+mod sidecar;
 mod socket;
 mod tail;
 mod torture;

@@ -1,4 +1,4 @@
-//! The sidecar's in-cluster API client: `KUBERNETES_SERVICE_HOST` and `_PORT` say where, the
+//! (the sidecar) The sidecar's in-cluster API client: `KUBERNETES_SERVICE_HOST` and `_PORT` say where, the
 //! service account mount's `ca.crt` whom to trust and its `token` who asks. The token is read
 //! again for every call (the kubelet rotates projected tokens, about hourly). Every call has a
 //! deadline of its caller's.

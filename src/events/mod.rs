@@ -1,4 +1,4 @@
-//! Where Kubernetes users look first (`hooklog run --events`, `--termination-message-path`):
+//! (the sidecar) Where Kubernetes users look first (`hooklog run --events`, `--termination-message-path`):
 //! a Warning Event on the pod for each preStop hook that does not end ok, posted as the outcome
 //! is known, and the summary's line as the sidecar's termination message ([`termination`]).
 //!

@@ -1,4 +1,4 @@
-//! What an Event says: the reason for an outcome, and the note (the hook's end and the last
+//! (the sidecar) What an Event says: the reason for an outcome, and the note (the hook's end and the last
 //! lines of its output), bounded to what the API server accepts.
 
 use std::collections::VecDeque;

@@ -1,4 +1,4 @@
-//! The summary's one-line message as the sidecar's termination message: the kubelet reads the
+//! (the sidecar) The summary's one-line message as the sidecar's termination message: the kubelet reads the
 //! container's `terminationMessagePath` (default `/dev/termination-log`) when it exits and shows
 //! it in the pod's status, where `kubectl get pod -o jsonpath=…state.terminated.message` finds
 //! it for pods that stay around (Jobs, failed pods).

@@ -1,4 +1,4 @@
-//! One copy of each wrapper lifecycle record: `hooklog hook` sends `hook.started` and
+//! (the sidecar) One copy of each wrapper lifecycle record: `hooklog hook` sends `hook.started` and
 //! `hook.finished` by the socket and the file both, and the daemon keeps one copy of each
 //! `(run_id, event)`. A copy is the same line byte for byte: a record that names a run already
 //! seen but says something else (a peer guessed the run id and wrote first) is kept, so it
@@ -16,8 +16,6 @@
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{LazyLock, Mutex};
-
-use crate::record::{HookEvent, HookEventKind};
 
 /// Lines remembered: far more than the hook runs of one pod's shutdown (a handful of
 /// containers), so a forged flood of run ids makes a real copy pass twice at worst. Entries are
@@ -40,17 +38,13 @@ pub struct CopyKey {
 }
 
 impl CopyKey {
-    /// The key of `event` read from `line`, or none for an event without a run: nothing to tell
-    /// copies apart by.
-    pub fn of(event: &HookEvent, line: &[u8]) -> Option<CopyKey> {
-        let run = event.run.as_ref()?;
-        Some(CopyKey {
-            key: HASHER.hash_one((
-                run.id.as_str(),
-                matches!(event.kind, HookEventKind::Finished { .. }),
-            )),
+    /// The key of the event `finished` (else started) of the run `run_id`, read from `line`
+    /// ([`crate::record::HookEvent::copy_key`] takes them from a record's event).
+    pub fn new(run_id: &str, finished: bool, line: &[u8]) -> CopyKey {
+        CopyKey {
+            key: HASHER.hash_one((run_id, finished)),
             line: HASHER.hash_one(line),
-        })
+        }
     }
 }
 
@@ -95,12 +89,12 @@ impl Once {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::HookRun;
+    use crate::record::{HookEvent, HookEventKind, HookRun};
 
     /// Whether `event` read from `line` is the first copy, as a source asks it (an event
     /// without a run always is).
     fn first(once: &Once, event: &HookEvent, line: &[u8]) -> bool {
-        CopyKey::of(event, line).is_none_or(|k| once.first_copy(k))
+        event.copy_key(line).is_none_or(|k| once.first_copy(k))
     }
 
     fn event(id: &str, finished: bool) -> HookEvent {

@@ -1,4 +1,4 @@
-//! Peers: the containers whose hooks the daemon waits for, what each hook did, and the
+//! (the sidecar) Peers: the containers whose hooks the daemon waits for, what each hook did, and the
 //! `hooks.summary` record that reports it.
 
 use std::collections::BTreeMap;

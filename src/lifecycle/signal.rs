@@ -1,4 +1,4 @@
-//! The shutdown trigger: the first of the [`STOPPING`] signals, held from the first instruction
+//! (the sidecar) The shutdown trigger: the first of the [`STOPPING`] signals, held from the first instruction
 //! of `main` until its handler is in place, so a signal in the first milliseconds still ends in
 //! an orderly shutdown (and a summary) rather than killing the process outright.
 

@@ -1,4 +1,4 @@
-//! Which pods hooklog adopts, and in which form: the one rule that `inject`, `hooklog webhook`
+//! (the control plane) Which pods hooklog adopts, and in which form: the one rule that `inject`, `hooklog webhook`
 //! and `check` share, so that the three never disagree about a pod.
 //!
 //! In order, first match wins:

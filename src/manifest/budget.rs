@@ -1,4 +1,4 @@
-//! The shutdown budget of a pod with hooklog: the inequalities docs/fargate.md ("3. Deploy")
+//! (the control plane) The shutdown budget of a pod with hooklog: the inequalities docs/fargate.md ("3. Deploy")
 //! states for classic and native sidecars. `hooklog check`, `hooklog inject` and tests/k8s.rs all use this one.
 
 use std::time::Duration;

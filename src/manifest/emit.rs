@@ -1,4 +1,4 @@
-//! Writing value trees back as YAML that means the same to every reader. kubectl and Helm read
+//! (the control plane) Writing value trees back as YAML that means the same to every reader. kubectl and Helm read
 //! YAML 1.1 (`yes`, `on`, `off`, `y`, `12:30`, `1_000` are booleans and numbers there) while
 //! YAML 1.2 writers leave those strings bare; so strings are written bare only
 //! when no YAML version can read them as anything else, and quoted otherwise.

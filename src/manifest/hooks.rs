@@ -1,4 +1,4 @@
-//! What a container's lifecycle hooks do: their handler, whether `hooklog hook` wraps them, how
+//! (the control plane) What a container's lifecycle hooks do: their handler, whether `hooklog hook` wraps them, how
 //! long they can last; and hooklog command lines parsed by hooklog's own parser.
 
 use std::collections::BTreeMap;
@@ -220,11 +220,17 @@ fn run_flag_set_by_env(env: &BTreeMap<String, String>) -> bool {
         .any(|e| env.contains_key(e))
 }
 
-/// An image whose repository's last segment is `hooklog`.
+/// The repository names of hooklog's two images: the full CLI's and the sidecar's (what
+/// inject and the webhook write into pods).
+const IMAGE_NAMES: [&str; 2] = ["hooklog", "hooklog-sidecar"];
+
+/// An image whose repository's last segment is one of hooklog's [`IMAGE_NAMES`].
 pub fn image_is_hooklog(image: &str) -> bool {
     let repo = image.split('@').next().unwrap_or_default();
     let last = repo.rsplit('/').next().unwrap_or_default();
-    last.split(':').next() == Some("hooklog")
+    last.split(':')
+        .next()
+        .is_some_and(|name| IMAGE_NAMES.contains(&name))
 }
 
 /// The parsed `hooklog hook` wrapping an exec command, if it is one.
@@ -772,6 +778,14 @@ mod tests {
         ));
         assert!(image_is_hooklog("hooklog"));
         assert!(!image_is_hooklog("example.com/hooklog-ui:1"));
+        // The sidecar's image (issue 27), by tag, by digest, or neither.
+        assert!(image_is_hooklog(
+            "123.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0"
+        ));
+        assert!(image_is_hooklog("localhost:5000/hooklog-sidecar@sha256:00"));
+        assert!(image_is_hooklog("hooklog-sidecar"));
+        assert!(!image_is_hooklog("example.com/hooklog-sidecar-ui:1"));
+        assert!(!image_is_hooklog("example.com/hooklog-sidecar/other:1"));
     }
 
     /// check on inject's own output with `--image .../platform/hooklog-sidecar:0.1.0` found

@@ -1,4 +1,4 @@
-//! What `hooklog inject` says on stderr from the images a manifest names (issue 18), looked up
+//! (the control plane) What `hooklog inject` says on stderr from the images a manifest names (issue 18), looked up
 //! as `check` does ([`check::image`]): a hook that, after inject's rewrite, runs a program its
 //! image lacks fails whatever hooklog does; a bare `sleep` that inject made `hooklog sleep` in
 //! an image without `sleep` fixes a hook that failed before. Only stderr: the manifests inject

@@ -1,4 +1,4 @@
-//! `hooklog inject`: adds hooklog to every pod template (the shared emptyDir, the `hooklog
+//! (the control plane) `hooklog inject`: adds hooklog to every pod template (the shared emptyDir, the `hooklog
 //! install` init container, the sidecar, every exec preStop wrapped), changing as little as it
 //! can: a wrapped hook's command is the original one with hooklog's prefix in front, and new
 //! things are added after what is there. Run again, it wires containers added since.

@@ -1,4 +1,4 @@
-//! hooklog's pieces in a pod, as `hooklog inject` writes them and `check` and `uninject`
+//! (the control plane) hooklog's pieces in a pod, as `hooklog inject` writes them and `check` and `uninject`
 //! recognise them: names, paths, and the prefix of a wrapped hook. Below both `inject` and
 //! `check`, so that neither imports the other.
 

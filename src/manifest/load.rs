@@ -1,4 +1,4 @@
-//! Reading manifests: YAML or JSON files (multi-document, `kind: List`), folders searched
+//! (the control plane) Reading manifests: YAML or JSON files (multi-document, `kind: List`), folders searched
 //! recursively, and `-` for stdin, into generic value trees that keep every field and its order.
 
 use std::io::Read;

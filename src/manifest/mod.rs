@@ -1,4 +1,4 @@
-//! Manifests, offline: `hooklog check` finds broken lifecycle hooks before deploy, `hooklog
+//! (the control plane) Manifests, offline: `hooklog check` finds broken lifecycle hooks before deploy, `hooklog
 //! inject` / `uninject` add and remove hooklog in a pipe. Nothing here touches the daemon.
 //!
 //! [`adoption`] is the one rule of which pods get hooklog, in which form (inject, the webhook

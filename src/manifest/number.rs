@@ -1,4 +1,4 @@
-//! The one checked reading of the numbers a manifest holds: every count of seconds that check,
+//! (the control plane) The one checked reading of the numbers a manifest holds: every count of seconds that check,
 //! inject and the webhook take from a pod spec (`sleep.seconds`, `terminationGracePeriodSeconds`,
 //! `sleep 1e20` in a hook, `hooklog sleep infinity`) comes through here, into the stated range
 //! `0..=MAX_SECONDS`, so that no sum or product of them can overflow (issue 26: `sleep 1e20`

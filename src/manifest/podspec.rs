@@ -1,4 +1,4 @@
-//! Finding pod templates in Kubernetes objects (Pod, Deployment, StatefulSet, DaemonSet,
+//! (the control plane) Finding pod templates in Kubernetes objects (Pod, Deployment, StatefulSet, DaemonSet,
 //! ReplicaSet, Job, CronJob, any other kind's standard `spec.template` such as Argo's `Rollout`,
 //! and the items of a `List`), with the field paths that name them.
 

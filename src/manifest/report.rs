@@ -1,4 +1,4 @@
-//! `check`'s output: readable text grouped by object (colour only on a terminal), one JSON
+//! (the control plane) `check`'s output: readable text grouped by object (colour only on a terminal), one JSON
 //! document with stable field names, or SARIF 2.1.0 for code scanning.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Writing a changed document back into the text it was read from: only what changed is
+//! (the control plane) Writing a changed document back into the text it was read from: only what changed is
 //! rewritten, and every other byte (comments, quoting, block scalars, key order, flow style,
 //! document separators) stays as the user wrote it.
 //!

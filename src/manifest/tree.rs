@@ -1,4 +1,4 @@
-//! YAML (and JSON, which is YAML) read into value trees as Kubernetes reads them, every node
+//! (the control plane) YAML (and JSON, which is YAML) read into value trees as Kubernetes reads them, every node
 //! with its place in the text, so that [`super::splice`] can edit the text in place.
 //!
 //! Kubernetes reads manifests with `sigs.k8s.io/yaml`, that is go-yaml v2: YAML 1.1 plain

@@ -1,4 +1,4 @@
-//! `hooklog uninject`: removes what `hooklog inject` added and nothing else. hooklog's own
+//! (the control plane) `hooklog uninject`: removes what `hooklog inject` added and nothing else. hooklog's own
 //! pieces are recognised by what they are (the `hooklog` and `hooklog-install` containers, the
 //! two volumes, the shared mount, the `hooklog hook` prefix of a wrapped command); the
 //! annotation supplies only what cannot be seen (keys inject created, commands it rewrote).

@@ -1,4 +1,4 @@
-//! The whole-input path of `inject`, `uninject` and `check` as it was before they read one
+//! (the control plane) The whole-input path of `inject`, `uninject` and `check` as it was before they read one
 //! document at a time (issue 24 §4), kept as the oracle of a differential test: on generated
 //! multi-document streams (errors in any document, BOM, CRLF, every `---` and `...`, empty and
 //! scalar documents, lists and JSON arrays, several inputs) the streaming path writes the same

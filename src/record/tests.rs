@@ -1,4 +1,4 @@
-//! Unit tests of the record: parsing, enrichment, spoofing, bad input and splitting.
+//! (the sidecar) Unit tests of the record: parsing, enrichment, spoofing, bad input and splitting.
 
 use super::*;
 use crate::framing::Framer;

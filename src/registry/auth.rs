@@ -1,4 +1,4 @@
-//! Registry credentials, found where the container tools look: `$REGISTRY_AUTH_FILE` (podman,
+//! (the control plane) Registry credentials, found where the container tools look: `$REGISTRY_AUTH_FILE` (podman,
 //! skopeo), `$DOCKER_CONFIG/config.json`, `~/.docker/config.json`. An `auths` entry gives basic
 //! credentials (ECR's token works as basic); `credHelpers` / `credsStore` name a
 //! `docker-credential-NAME` program that is asked as docker asks it (`get`, the server on stdin).

@@ -1,4 +1,4 @@
-//! The file lists of layers and the configs of images, by digest, in `$HOOKLOG_CACHE_DIR`
+//! (the control plane) The file lists of layers and the configs of images, by digest, in `$HOOKLOG_CACHE_DIR`
 //! (default `$XDG_CACHE_HOME/hooklog`, else `~/.cache/hooklog`). Content-addressed, so an entry
 //! never goes stale; the cache holds at most [`MAX_ENTRIES`] of them and drops the least
 //! recently used beyond that. The folder is private (0700, its files 0600), and an entry is read

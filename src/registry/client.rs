@@ -1,4 +1,4 @@
-//! A small client of the OCI distribution API (distribution-spec v1.1, "Pull"): `GET` of
+//! (the control plane) A small client of the OCI distribution API (distribution-spec v1.1, "Pull"): `GET` of
 //! manifests and blobs with the token and basic auth flows registries use (Docker's token
 //! spec: a 401's `WWW-Authenticate: Bearer realm=...,service=...,scope=...` is answered at the
 //! realm). Built on the hyper, hyper-rustls and ring rustls that the AWS SDK already links, so

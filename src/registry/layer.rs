@@ -1,4 +1,4 @@
-//! A layer's tar, streamed: each entry becomes a [`Change`] (a file, a folder, a link or a
+//! (the control plane) A layer's tar, streamed: each entry becomes a [`Change`] (a file, a folder, a link or a
 //! whiteout) without keeping file data; [`apply`] lays the layers' changes over each other as
 //! overlayfs does (the OCI image spec's "Applying changesets").
 

@@ -1,4 +1,4 @@
-//! Images read from their registries, as the container runtime would pull them: the OCI
+//! (the control plane) Images read from their registries, as the container runtime would pull them: the OCI
 //! distribution API ([`client`]) resolves a reference to the manifest of the wanted platform,
 //! and each layer is streamed, decompressed and listed ([`layer`]), never stored, then the
 //! layers are laid over each other with their whiteouts. Credentials come from where the
@@ -50,30 +50,7 @@ pub enum Entry {
     Symlink(String),
 }
 
-/// The CPU architectures nodes run (EKS and Fargate: amd64 and arm64).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum Arch {
-    Amd64,
-    Arm64,
-}
-
-impl Arch {
-    /// Go's GOARCH, as image indexes spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Arch::Amd64 => "amd64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Arch> {
-        match s {
-            "amd64" => Some(Arch::Amd64),
-            "arm64" => Some(Arch::Arm64),
-            _ => None,
-        }
-    }
-}
+pub use crate::kube::Arch;
 
 /// How images are read.
 #[derive(Debug, Clone)]

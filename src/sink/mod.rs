@@ -1,4 +1,4 @@
-//! Sinks: where records go. The fan-out hands every batch to each sink's own bounded queue; a
+//! (the sidecar) Sinks: where records go. The fan-out hands every batch to each sink's own bounded queue; a
 //! sink marks a batch delivered once it is written (or handed to a fallback).
 
 pub mod cloudwatch;
@@ -240,7 +240,7 @@ mod tests {
             }),
             proof: None,
         };
-        CopyKey::of(&event, STARTED).expect("a run")
+        event.copy_key(STARTED).expect("a run")
     }
 
     /// A batch of `lines`, the ones at `copies` marked as copies of the wrapper's `hook.started`.

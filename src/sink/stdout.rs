@@ -1,4 +1,4 @@
-//! The stdout sink: writes each batch's JSON lines to stdout, where the platform's log router
+//! (the sidecar) The stdout sink: writes each batch's JSON lines to stdout, where the platform's log router
 //! (Fargate's Fluent Bit) picks them up. Runs on a blocking thread: a slow reader of stdout
 //! slows hooklog down instead of filling memory.
 //!

@@ -1,4 +1,4 @@
-//! Checkpoints: how far each file a file source reads has been delivered, kept in a small file
+//! (the sidecar) Checkpoints: how far each file a file source reads has been delivered, kept in a small file
 //! next to the followed path (the emptyDir outlives a container restart).
 //!
 //! The checkpoint moves each time a batch is delivered: the sink that delivers it last rewrites

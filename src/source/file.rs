@@ -1,4 +1,4 @@
-//! The file source: follows a file with `tail -F` semantics on its own thread.
+//! (the sidecar) The file source: follows a file with `tail -F` semantics on its own thread.
 //!
 //! inotify (through `notify`, on the parent folder) wakes it as soon as the file changes; a slow
 //! poll is the safety net for events inotify cannot see. It survives the file not existing yet,

@@ -1,4 +1,4 @@
-//! Sources: what reads the peers' lines. Each turns its input into batches of encoded records
+//! (the sidecar) Sources: what reads the peers' lines. Each turns its input into batches of encoded records
 //! and sends them into one bounded channel; a full channel slows the source down.
 
 pub mod checkpoint;
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::Batch;
 use crate::framing::Frame;
-use crate::lifecycle::once::{CopyKey, Once};
+use crate::lifecycle::once::Once;
 use crate::lifecycle::peers::Peers;
 use crate::record::{Encoder, Enrichment};
 
@@ -74,7 +74,7 @@ impl SourceContext {
         let records = batch.records.len();
         let line = frame.bytes;
         if let Some(event) = encoder.encode(frame, time_ms, batch) {
-            if let Some(copy) = CopyKey::of(&event, line) {
+            if let Some(copy) = event.copy_key(line) {
                 batch
                     .copies
                     .extend((records..batch.records.len()).map(|i| (i, copy)));

@@ -1,4 +1,4 @@
-//! The socket source: a Unix stream socket where each connection sends newline-delimited lines.
+//! (the sidecar) The socket source: a Unix stream socket where each connection sends newline-delimited lines.
 //! Each connection has its own framer, so concurrent writers never interleave partial lines, and
 //! a writer that leaves mid-line gets its fragment flushed as its own record.
 

@@ -1,4 +1,4 @@
-//! Keeps each `--socket` path leading to hooklog: every container of the pod may write the
+//! (the sidecar) Keeps each `--socket` path leading to hooklog: every container of the pod may write the
 //! shared folder, so a peer can delete the socket file (wrappers then fall back to the file, or
 //! lose their records when there is none) or put a symlink in its place. Every [`CHECK_EVERY`]
 //! the guard looks at each path; one that no longer holds hooklog's socket is bound again (a new

@@ -1,4 +1,4 @@
-//! Requests to the API server as the pod's service account: `KUBERNETES_SERVICE_HOST` and
+//! (the control plane) Requests to the API server as the pod's service account: `KUBERNETES_SERVICE_HOST` and
 //! `_PORT` say where, the mount's `ca.crt` whom to trust and its `token` who asks. The token is
 //! read again for every request (projected tokens are rotated by the kubelet, about hourly).
 //! Outside a cluster the same environment and `--serviceaccount-dir` point it elsewhere (the

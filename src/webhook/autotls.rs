@@ -1,4 +1,4 @@
-//! Auto-TLS, the default without `--tls-cert-file`: as Vault's agent injector does, the webhook
+//! (the control plane) Auto-TLS, the default without `--tls-cert-file`: as Vault's agent injector does, the webhook
 //! makes its own CA and an ECDSA P-256 serving certificate at start, puts the CA into its
 //! MutatingWebhookConfiguration's `caBundle`, and renews the serving certificate before it
 //! expires, in memory, without a restart.

@@ -1,4 +1,4 @@
-//! `hooklog webhook`: a mutating admission webhook that gives pods hooklog as they are created,
+//! (the control plane) `hooklog webhook`: a mutating admission webhook that gives pods hooklog as they are created,
 //! with the same core as `hooklog inject` ([`crate::manifest::inject`]), so a pod the API server
 //! stores is what `inject` makes of it.
 //!

@@ -1,4 +1,4 @@
-//! The generated no-panic property (issue 26): pod specs with numbers, strings and sizes at
+//! (the control plane) The generated no-panic property (issue 26): pod specs with numbers, strings and sizes at
 //! their extremes go through `check`, `inject` and the webhook's review, and none of them may
 //! panic (the release profile aborts on a panic, so one would kill the whole webhook).
 

@@ -1,4 +1,4 @@
-//! The JSONPatch (RFC 6902) from a pod to the pod `inject` made of it: `add`, `remove` and
+//! (the control plane) The JSONPatch (RFC 6902) from a pod to the pod `inject` made of it: `add`, `remove` and
 //! `replace` only, down to the changed mapping keys; a list whose length changed is replaced
 //! whole (inject puts its init containers first, so indexes move). Small on purpose: it replaced
 //! the json-patch crate, whose diff cost more of the binary's size budget than these lines.

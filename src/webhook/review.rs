@@ -1,4 +1,4 @@
-//! One AdmissionReview in, one out: decides whether a pod gets hooklog, and turns what
+//! (the control plane) One AdmissionReview in, one out: decides whether a pod gets hooklog, and turns what
 //! [`crate::manifest::inject`] makes of it into a JSONPatch. Pure: no I/O, so every decision has
 //! a unit test. Whatever comes in, the answer allows the object: a webhook that refuses (or
 //! fails) blocks deploys under `failurePolicy: Fail`.

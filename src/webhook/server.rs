@@ -1,4 +1,4 @@
-//! HTTPS: accepts connections, bounds each one's handshake, headers and body, and routes
+//! (the control plane) HTTPS: accepts connections, bounds each one's handshake, headers and body, and routes
 //! `POST /mutate`, `POST /mutate/namespace-enabled`, `GET /healthz` and `GET /readyz`. Every
 //! admission answer is a 200 with an AdmissionReview (never a 500: under `failurePolicy: Fail`
 //! an error blocks the deploy).

@@ -1,4 +1,4 @@
-//! The serving certificate: read from `--tls-cert-file`/`--tls-key-file`, and read again when
+//! (the control plane) The serving certificate: read from `--tls-cert-file`/`--tls-key-file`, and read again when
 //! either file changes (cert-manager renews a Secret; the kubelet swaps the mounted files), so a
 //! renewal needs no restart. A change that does not parse keeps the certificate in use. Or, with
 //! auto-TLS ([`super::autotls`]), made in memory and swapped by [`Reloading::replace`] at renewal.

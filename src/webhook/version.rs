@@ -1,4 +1,4 @@
-//! `--sidecar auto` in a cluster: the API server's `GET /version`, asked once at start with the
+//! (the control plane) `--sidecar auto` in a cluster: the API server's `GET /version`, asked once at start with the
 //! pod's service account ([`super::apiserver`]), as Istio decides native sidecars per cluster.
 //! `/version` is readable by every authenticated user (the `system:public-info-viewer` role), so
 //! this needs no RBAC of its own.

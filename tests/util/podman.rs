@@ -89,16 +89,26 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The image the top-level Dockerfile builds for `linux/<arch>` (amd64 or arm64), built here
-/// as a user would with podman (docs/fargate.md): on this machine's platform, with
+/// The Dockerfile's sidecar image (its last stage, what inject puts into pods) for `linux/<arch>`.
+pub fn dockerfile_image(arch: &str) -> String {
+    dockerfile_target(arch, SIDECAR_TARGET)
+}
+
+/// The Dockerfile's stage of the sidecar image (`hooklog-sidecar`, the default).
+pub const SIDECAR_TARGET: &str = "hooklog-sidecar";
+/// The Dockerfile's stage of the full CLI's image (`hooklog`, what the webhook Deployment runs).
+pub const FULL_TARGET: &str = "hooklog";
+
+/// The image of the top-level Dockerfile's stage `target` for `linux/<arch>` (amd64 or arm64),
+/// built here as a user would with podman (docs/fargate.md): on this machine's platform, with
 /// `--build-arg BUILDPLATFORM` (podman 4.3 leaves `$BUILDPLATFORM` empty in FROM), from the
 /// stand-in base image, with the network (apt, rustup and cargo download in the build stage).
-/// Tagged `localhost/hooklog-test:<arch>` and kept: the next run's build is a cache hit unless
-/// the sources or the Dockerfile changed. Returned as `localhost/hooklog-test:<arch>-<id>`, a
+/// Tagged `localhost/<target>-test:<arch>` and kept: the next run's build is a cache hit unless
+/// the sources or the Dockerfile changed. Returned as `localhost/<target>-test:<arch>-<id>`, a
 /// tag of the id this build made (podman's `--iidfile`): the shared `<arch>` tag is locked only
 /// during the build, and another process's build of other sources could move it before this one
 /// uses it; a tag named by its content cannot point at anything else.
-pub fn dockerfile_image(arch: &str) -> String {
+pub fn dockerfile_target(arch: &str, target: &str) -> String {
     require_podman();
     let cache = cache_dir();
     let rust_version = dockerfile_rust_version();
@@ -116,7 +126,7 @@ pub fn dockerfile_image(arch: &str) -> String {
     );
     eprintln!("{}", text(&standin.stderr).trim_end());
 
-    let image = format!("localhost/hooklog-test:{arch}");
+    let image = format!("localhost/{target}-test:{arch}");
     let iid_dir = tempfile::tempdir().unwrap();
     let iidfile = iid_dir.path().join("iid");
     // One build at a time on this machine: a second process waits, then hits the layer cache.
@@ -130,14 +140,14 @@ pub fn dockerfile_image(arch: &str) -> String {
         .arg(format!("BUILDPLATFORM=linux/{}", host_arch()))
         .arg("--iidfile")
         .arg(&iidfile)
-        .args(["-t", &image, "-f", "Dockerfile", "."])
+        .args(["--target", target, "-t", &image, "-f", "Dockerfile", "."])
         .current_dir(repo());
     let started = std::time::Instant::now();
     let out = build.output().expect("run flock podman build");
     let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(
         out.status.success(),
-        "podman build --platform linux/{arch} of the Dockerfile failed:\n{log}"
+        "podman build --platform linux/{arch} --target {target} of the Dockerfile failed:\n{log}"
     );
     let iid = std::fs::read_to_string(&iidfile).expect("podman build --iidfile");
     let id = iid.trim().trim_start_matches("sha256:");

@@ -1,4 +1,4 @@
-//! Live pods that `hooklog webhook` should have injected and did not: created while it was down
+//! (the control plane) Live pods that `hooklog webhook` should have injected and did not: created while it was down
 //! or unreachable (`failurePolicy: Ignore` admits them as they are). Read from what the API server
 //! lists: `kubectl get namespaces,pods -A -o yaml | hooklog check -` (the namespaces tell which
 //! are opted in; without them, a pod's own annotation still does).

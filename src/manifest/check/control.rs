@@ -1,4 +1,4 @@
-//! Rule control, as kube-linter has it: `hooklog.dev/ignore-check.<rule>` annotations accept a
+//! (the control plane) Rule control, as kube-linter has it: `hooklog.dev/ignore-check.<rule>` annotations accept a
 //! rule's findings on one object, `--include` / `--exclude` pick rules, and `.hooklog.yaml`
 //! (found from the current folder upward, or `--config FILE`) holds the defaults.
 

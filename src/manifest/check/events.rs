@@ -1,4 +1,4 @@
-//! A sidecar that runs `--events` but whose service account these manifests do not show may
+//! (the control plane) A sidecar that runs `--events` but whose service account these manifests do not show may
 //! create events, or that has no token to ask with. A static check sees only the manifests it
 //! is given: RBAC applied to the cluster apart from them is invisible to it, so this is a
 //! warning that says so, never an error.

@@ -1,4 +1,4 @@
-//! `--platform fargate`: what EKS Fargate refuses, said before the user finds out from an event
+//! (the control plane) `--platform fargate`: what EKS Fargate refuses, said before the user finds out from an event
 //! (<https://docs.aws.amazon.com/eks/latest/userguide/fargate.html>, "Fargate considerations").
 
 use super::{Pod, Rule, Severity, Sink};

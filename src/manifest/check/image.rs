@@ -1,4 +1,4 @@
-//! A hook command that cannot exist in its image: looked up the way the container runtime does
+//! (the control plane) A hook command that cannot exist in its image: looked up the way the container runtime does
 //! in the image's filesystem, as its registry serves it ([`crate::registry`]) or as
 //! `--image-root` gives it (a folder or a `docker export` tar); else guessed from the image's
 //! name (shell-less image patterns).
@@ -49,7 +49,7 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 /// Images known to have no shell, as glob patterns (`*` is any text) over the image reference;
 /// the last pattern that matches decides, `!` marks images that do have one. `--shell-less-image`
 /// adds patterns after these; `--no-default-shell-less` drops them.
-pub const DEFAULT_SHELL_LESS: [&str; 9] = [
+pub const DEFAULT_SHELL_LESS: [&str; 12] = [
     // gcr.io/distroless/*, envoyproxy/envoy-distroless, any `-distroless` tag
     "*distroless*",
     // distroless `:debug` tags carry busybox
@@ -60,10 +60,13 @@ pub const DEFAULT_SHELL_LESS: [&str; 9] = [
     "!cgr.dev/chainguard/*-dev*",
     // the pause container
     "*/pause:*",
-    // hooklog's own image is FROM scratch
+    // hooklog's own images, the full CLI's and the sidecar's, are FROM scratch
     "hooklog",
     "hooklog:*",
     "*/hooklog:*",
+    "hooklog-sidecar",
+    "hooklog-sidecar:*",
+    "*/hooklog-sidecar:*",
 ];
 
 /// Symlinks followed in one lookup before giving up (Linux's MAXSYMLINKS).

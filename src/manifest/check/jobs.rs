@@ -1,4 +1,4 @@
-//! Pods that must complete: a regular container that never ends on its own (`hooklog run` as a
+//! (the control plane) Pods that must complete: a regular container that never ends on its own (`hooklog run` as a
 //! classic sidecar, `sleep infinity`) keeps a pod that runs to completion (a Job's, a bare Pod's
 //! with restartPolicy Never or OnFailure: [`crate::manifest::adoption::runs_to_completion`])
 //! running, so it never completes.

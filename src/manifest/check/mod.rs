@@ -1,4 +1,4 @@
-//! `hooklog check`: the rules, one file per family, run over every pod template; each finding
+//! (the control plane) `hooklog check`: the rules, one file per family, run over every pod template; each finding
 //! has a severity, a stable rule id, the object, container and field path, a message and a fix.
 
 mod adoption;
@@ -24,35 +24,7 @@ use super::podspec::{self, Container, ObjectRef, TemplateRef};
 use crate::cli::{Command, RunArgs};
 use crate::registry::Arch;
 
-/// How bad a finding is.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
+pub use crate::kube::Severity;
 
 /// A rule: its stable id, severity, what it is about and how to fix it. `--list-rules`, SARIF's
 /// `tool.driver.rules` and docs/check-and-inject.md (a test compares them) all come from
@@ -440,19 +412,7 @@ fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     }
 }
 
-/// `1.29`, `v1.30.2` -> `(1, 29)`, `(1, 30)`.
-pub fn parse_version(s: &str) -> Result<(u32, u32), String> {
-    let t = s.trim().trim_start_matches('v');
-    let mut parts = t.split('.');
-    let major = parts.next().and_then(|p| p.parse().ok());
-    let minor = parts
-        .next()
-        .and_then(|p| p.trim_end_matches('+').parse().ok());
-    match (major, minor) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(format!("{s:?} is not a Kubernetes version such as 1.29")),
-    }
-}
+pub use crate::kube::parse_version;
 
 pub use super::budget::secs;
 

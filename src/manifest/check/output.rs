@@ -1,4 +1,4 @@
-//! Output nobody will see: hooks writing to PID 1's stdout or stderr, and exec preStop hooks
+//! (the control plane) Output nobody will see: hooks writing to PID 1's stdout or stderr, and exec preStop hooks
 //! that nothing reports.
 
 use super::{Options, Pod, Rule, Severity, Sink};

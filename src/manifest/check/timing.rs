@@ -1,4 +1,4 @@
-//! A hook that cannot finish in time: bounded hook durations against
+//! (the control plane) A hook that cannot finish in time: bounded hook durations against
 //! `terminationGracePeriodSeconds`, and for pods with hooklog the shutdown budget
 //! ([`crate::manifest::budget`]) and `--peers`.
 

@@ -1,4 +1,4 @@
-//! `--kubernetes-version`: the native `sleep` action and native sidecars need minimum versions.
+//! (the control plane) `--kubernetes-version`: the native `sleep` action and native sidecars need minimum versions.
 
 use super::{Options, Pod, Rule, Severity, Sink};
 use crate::manifest::hooks::{Handler, Hook};

@@ -1,4 +1,4 @@
-//! Broken hooklog wiring: a hooklog binary on a volume the container does not mount or that no
+//! (the control plane) Broken hooklog wiring: a hooklog binary on a volume the container does not mount or that no
 //! init container fills, socket and file paths the sidecar does not share, a sidecar without
 //! the Downward API env, and hooklog command lines hooklog's own parser rejects.
 

@@ -1,4 +1,4 @@
-//! The PutLogEvents batcher: turns records into log events, cuts them into requests, and gives
+//! (the sidecar) The PutLogEvents batcher: turns records into log events, cuts them into requests, and gives
 //! each request its timestamps right before it is sent. Pure: no I/O, no clock (the caller
 //! passes CloudWatch's "now" and the clock offset, see `clock.rs`).
 //!

@@ -1,4 +1,4 @@
-//! The CloudWatch Logs client: built from aws-config's default chains (credentials: env, web
+//! (the sidecar) The CloudWatch Logs client: built from aws-config's default chains (credentials: env, web
 //! identity for IRSA, container and instance metadata; region; `AWS_ENDPOINT_URL`), over rustls
 //! with the ring provider only (no aws-lc in the build). Creates the group and stream when
 //! missing and sends PutLogEvents calls. Every answer's `Date` updates the [`ServerClock`],

@@ -1,4 +1,4 @@
-//! CloudWatch's clock as the pod sees it: the offset between the pod's clock and the `Date` of
+//! (the sidecar) CloudWatch's clock as the pod sees it: the offset between the pod's clock and the `Date` of
 //! CloudWatch's answers, learned from every answer (success or error), used for the events'
 //! timestamps and, as the SDK's time source, for signing requests.
 //!

@@ -1,4 +1,4 @@
-//! CloudWatch Embedded Metric Format for the `hooks.summary` record (`--emf`): CloudWatch Logs
+//! (the sidecar) CloudWatch Embedded Metric Format for the `hooks.summary` record (`--emf`): CloudWatch Logs
 //! turns the record into metrics on ingestion, whether it arrives through PutLogEvents or
 //! through Fluent Bit from stdout, so an alarm needs no metric filter.
 //!

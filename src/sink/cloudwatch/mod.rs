@@ -1,4 +1,4 @@
-//! The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
+//! (the sidecar) The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
 //! ([`batch`]), sends them ([`client`]) and retries what may succeed later ([`retry`]).
 //!
 //! Nothing is dropped. While a request is being sent or retried the sink reads no more batches,

@@ -1,4 +1,4 @@
-//! Which CloudWatch failures are worth another try, and how long to wait before it.
+//! (the sidecar) Which CloudWatch failures are worth another try, and how long to wait before it.
 //!
 //! The SDK's own retries are off (see `client.rs`): the sink retries itself, so it can count the
 //! retries, keep inputs waiting while CloudWatch is down, and stop in time for the grace deadline.

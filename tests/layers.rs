@@ -1,0 +1,346 @@
+//! The source's layers (issue 27): the module graph of `src/` has no circle, every module's
+//! first line says which half it belongs to, and nothing of the sidecar names the control plane.
+//!
+//! The graph is read from the source, as `use crate::...` lines and inline `crate::`/`super::`
+//! paths outside comments and `#[cfg(test)] mod` blocks, one node per file (`a/mod.rs` is `a`).
+//! `cargo test --test tests layers::` prints every circle it finds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Which half a module is in, as its first line says.
+const HALVES: [&str; 3] = [
+    "//! (the sidecar) ",
+    "//! (the control plane) ",
+    "//! (below both) ",
+];
+
+/// The control plane's modules: what the sidecar build (`--no-default-features`) leaves out.
+const CONTROL: [&str; 4] = ["manifest", "webhook", "registry", "kube"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).expect("read src") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `src/a/b.rs` is `a::b`, `src/a/mod.rs` is `a`, lib.rs and main.rs are the crate.
+fn module_of(path: &Path) -> String {
+    let rel = path.strip_prefix(src()).expect("under src");
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The code of a file without its comments, up to its `#[cfg(test)] mod` (tests may import what
+/// they like; hooklog's test modules come last in their files).
+fn code(text: &str) -> String {
+    let mut end = text.len();
+    for (at, _) in text.match_indices("#[cfg(test)]") {
+        if text[at + "#[cfg(test)]".len()..]
+            .trim_start()
+            .starts_with("mod ")
+        {
+            end = at;
+            break;
+        }
+    }
+    text[..end]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `a::b::c` path starting at `s`, and the first-level names of a `::{x, y::z}` group after
+/// it.
+fn path_at(s: &str) -> (Vec<String>, Vec<String>) {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut segs = Vec::new();
+    let mut rest = s;
+    loop {
+        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        segs.push(rest[..end].to_string());
+        rest = &rest[end..];
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r,
+            None => return (segs, Vec::new()),
+        }
+    }
+    let mut group = Vec::new();
+    if let Some(r) = rest.strip_prefix('{') {
+        let mut depth = 1;
+        let mut item = String::new();
+        for c in r.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 || (depth == 1 && c == ',') {
+                group.push(item.trim().to_string());
+                item.clear();
+                if depth == 0 {
+                    break;
+                }
+            } else if depth == 1 {
+                item.push(c);
+            }
+        }
+    }
+    let group = group
+        .iter()
+        .filter_map(|g| g.split("::").next())
+        .filter(|g| !g.is_empty())
+        .map(|g| g.trim_matches(|c: char| !ident(c)).to_string())
+        .collect();
+    (segs, group)
+}
+
+/// The module graph: each module and the modules its code names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let files = files(&src());
+    let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
+    let resolve = |segs: &[String]| -> Option<String> {
+        (1..=segs.len())
+            .rev()
+            .map(|i| segs[..i].join("::"))
+            .find(|m| modules.contains(m))
+    };
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let m = module_of(f);
+        if m == "testkit" || m.ends_with("tests") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(f).expect("read"));
+        let parent: Vec<String> = m.split("::").map(String::from).collect();
+        let parent = &parent[..parent.len().saturating_sub(1)];
+        let mut targets = BTreeSet::new();
+        for (word, base) in [("crate::", &[][..]), ("super::", parent)] {
+            for (at, _) in text.match_indices(word) {
+                if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let (segs, group) = path_at(&text[at + word.len()..]);
+                let full: Vec<String> = base.iter().cloned().chain(segs).collect();
+                targets.extend(resolve(&full));
+                for g in group {
+                    let mut with = full.clone();
+                    with.push(g);
+                    targets.extend(resolve(&with));
+                }
+            }
+        }
+        targets.retain(|t| !t.is_empty() && *t != m && !m.starts_with(&format!("{t}::")));
+        edges.entry(m).or_default().extend(targets);
+    }
+    edges
+}
+
+/// The graph's circles: its strongly connected components of more than one module (Tarjan).
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Tarjan<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on.insert(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w.as_str()) {
+                    self.visit(w);
+                    let lw = self.low[w.as_str()];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if self.on.contains(w.as_str()) {
+                    let iw = self.index[w.as_str()];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on.remove(w);
+                    comp.push(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 {
+                    comp.sort();
+                    self.out.push(comp);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    let nodes: BTreeSet<&str> = edges
+        .iter()
+        .flat_map(|(k, vs)| std::iter::once(k.as_str()).chain(vs.iter().map(String::as_str)))
+        .collect();
+    for v in nodes {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+/// Issue 27: `cli` and `manifest::check` imported each other (check parses hooklog's argv with
+/// the CLI's types, the CLI took `Severity` and `parse_version` from check), and so did
+/// `batch` -> `lifecycle::once` -> `record` -> `batch`.
+#[test]
+fn the_module_graph_has_no_circle() {
+    let edges = graph();
+    assert!(
+        edges.len() > 40 && edges.values().map(BTreeSet::len).sum::<usize>() > 100,
+        "the graph reader found too little: {edges:?}"
+    );
+    let found = circles(&edges);
+    let shown: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let inner: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    edges[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} -> {b}"))
+                })
+                .collect();
+            format!("{}: {}", c.join(" <-> "), inner.join(", "))
+        })
+        .collect();
+    assert!(found.is_empty(), "import circles:\n{}", shown.join("\n"));
+}
+
+/// The reader finds a circle when there is one: the two of issue 27, as main had them.
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [
+        ("batch", "lifecycle::once"),
+        ("lifecycle::once", "record"),
+        ("record", "batch"),
+        ("record", "pod"),
+        ("cli", "manifest::check"),
+        ("manifest::check", "cli"),
+    ] {
+        edges.entry(a.into()).or_default().insert(b.into());
+    }
+    assert_eq!(
+        circles(&edges),
+        [
+            vec!["batch", "lifecycle::once", "record"],
+            vec!["cli", "manifest::check"]
+        ]
+    );
+    let (segs, group) = path_at("a::b::{c::D, e, f::{g, h}}");
+    assert_eq!(
+        (segs, group),
+        (
+            vec!["a".into(), "b".into()],
+            vec!["c".into(), "e".into(), "f".into()]
+        )
+    );
+}
+
+/// Every module's first line names its half, the control plane's modules are the ones the
+/// sidecar build leaves out, and no module of the sidecar names one of them.
+#[test]
+fn every_module_says_its_half_and_the_sidecar_names_no_control_plane() {
+    let edges = graph();
+    let mut wrong = Vec::new();
+    for f in files(&src()) {
+        let m = module_of(&f);
+        let text = std::fs::read_to_string(&f).expect("read");
+        let first = text.lines().next().unwrap_or_default();
+        let Some(half) = HALVES.iter().find(|h| first.starts_with(*h)) else {
+            wrong.push(format!(
+                "{}: first line names no half: {first:?}",
+                f.display()
+            ));
+            continue;
+        };
+        let control = CONTROL
+            .iter()
+            .any(|c| m == *c || m.starts_with(&format!("{c}::")));
+        if control != half.contains("control plane") {
+            wrong.push(format!(
+                "{}: says {half:?}, control plane: {control}",
+                f.display()
+            ));
+        }
+        if half.contains("sidecar") {
+            for t in edges.get(&m).into_iter().flatten() {
+                if CONTROL
+                    .iter()
+                    .any(|c| t == c || t.starts_with(&format!("{c}::")))
+                {
+                    wrong.push(format!("{m} (the sidecar) imports {t} (the control plane)"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    for c in CONTROL {
+        assert!(
+            lib.contains(&format!("#[cfg(feature = \"control\")]\npub mod {c};")),
+            "lib.rs builds {c} only with the control feature"
+        );
+    }
+    assert!(
+        lib.contains("the sidecar") && lib.contains("the control plane"),
+        "lib.rs's tour names the two halves"
+    );
+}

@@ -1,0 +1,235 @@
+//! The sidecar artifact (issue 27): the static `--no-default-features` build that the
+//! `hooklog-sidecar` image holds and `install` copies into every pod. It has the sidecar's roles
+//! and no control plane, stays within its size and memory budgets, and runs a pod's shutdown as
+//! the full CLI does. The rest of tests/ runs the full CLI (`CARGO_BIN_EXE_hooklog`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::image::{shared_libraries, sidecar_bin};
+use crate::util::{Collected, POD_ENV, all_asleep, wait_until};
+
+/// The sidecar's size budget (issue 27): 6 MB, decimal as docs/performance.md's sizes are, for
+/// the static x86_64 musl build with the CloudWatch client in it.
+const MAX_SIDECAR_BYTES: u64 = 6_000_000;
+
+/// The idle RSS budget (issue 27): 4 MB as bench/run.py counts them (`VmRSS` kB / 1024).
+const MAX_IDLE_RSS_KB: u64 = 4 * 1024;
+
+/// The sidecar's subcommands, and the control plane's, which it must not have.
+const SIDECAR_ROLES: [&str; 5] = ["run", "hook", "sleep", "install", "emit"];
+const CONTROL_ROLES: [&str; 4] = ["check", "inject", "uninject", "webhook"];
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The sidecar binary with a clean Downward API and `HOOKLOG_*` environment.
+fn sidecar_at(bin: &Path) -> Command {
+    let mut c = Command::new(bin);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HOOKLOG_") || k.starts_with("POD_") || k == "NODE_NAME" {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// The subcommands `--help` lists, as clap prints them (`  NAME  About`).
+fn listed(help: &str) -> Vec<String> {
+    help.split("Commands:")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
+    let Some(bin) = sidecar_bin() else { return };
+    let sidecar = || sidecar_at(&bin);
+    let out = sidecar().arg("--help").output().expect("run the sidecar");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    let mut want: Vec<String> = SIDECAR_ROLES.iter().map(|s| s.to_string()).collect();
+    want.push("help".into());
+    assert_eq!(listed(&help), want, "{help}");
+    for role in CONTROL_ROLES {
+        assert!(
+            !help.contains(&format!("hooklog {role}")),
+            "{role} in: {help}"
+        );
+        let out = sidecar().arg(role).output().expect("run the sidecar");
+        // hooklog's usage error (EX_USAGE), as for any unknown subcommand.
+        assert_eq!(out.status.code(), Some(64), "{role}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("unrecognized subcommand"),
+            "{role}: {}",
+            text(&out.stderr)
+        );
+    }
+    // The full CLI has both halves.
+    let out = crate::util::hooklog().arg("--help").output().unwrap();
+    let full = listed(&text(&out.stdout));
+    for role in SIDECAR_ROLES.iter().chain(&CONTROL_ROLES) {
+        assert!(full.iter().any(|r| r == role), "the full CLI lacks {role}");
+    }
+}
+
+#[test]
+fn the_sidecar_is_static_and_within_its_size_budget() {
+    let Some(bin) = sidecar_bin() else { return };
+    let size = std::fs::metadata(&bin).expect("sidecar binary").len();
+    eprintln!("sidecar {}: {size} bytes", bin.display());
+    assert!(
+        shared_libraries(&bin).is_empty(),
+        "the sidecar must be static"
+    );
+    assert!(
+        size <= MAX_SIDECAR_BYTES,
+        "the sidecar is {size} bytes (budget {MAX_SIDECAR_BYTES})"
+    );
+    let out = sidecar_at(&bin).arg("--version").output().unwrap();
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("hooklog {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// VmRSS of `pid`, in kB.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata.
+fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collected) {
+    let file = dir.join("prestop.log");
+    let sock = dir.join("hooklog.sock");
+    let mut cmd = sidecar_at(bin);
+    cmd.arg("run")
+        .arg("--file")
+        .arg(&file)
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--peers", "app", "--linger", "100ms", "--grace", "10s"])
+        .envs(POD_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn the sidecar");
+    let stdout = Collected::spawn(child.stdout.take().unwrap());
+    let stderr = Collected::spawn(child.stderr.take().unwrap());
+    assert!(
+        wait_until(Duration::from_secs(10), || stderr
+            .lines()
+            .iter()
+            .any(|l| l.contains("hooklog ready"))),
+        "not ready: {:?}",
+        stderr.lines()
+    );
+    (child, stdout, stderr)
+}
+
+/// Issue 27's idle budget: the sidecar following a file and a socket holds at most 4 MB once
+/// every thread sleeps (the full CLI held 6.4 MB, most of it its larger binary's pages).
+#[test]
+#[ignore = "issue 27's idle budget is not met yet: the sidecar holds about 4.6 MB idle (3.7 MB of it \
+            its binary's clean pages), docs/performance.md"]
+fn an_idle_sidecar_holds_at_most_4_mb() {
+    let Some(bin) = sidecar_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _out, _err) = start_run(&bin, dir.path());
+    let pid = child.id();
+    assert!(
+        wait_until(Duration::from_secs(10), || all_asleep(pid)),
+        "the sidecar never went idle"
+    );
+    let rss = rss_kb(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!("idle sidecar: VmRSS {rss} kB");
+    assert!(
+        rss <= MAX_IDLE_RSS_KB,
+        "idle RSS {rss} kB (budget {MAX_IDLE_RSS_KB} kB)"
+    );
+}
+
+/// A pod's shutdown with the sidecar's every role: `install` copies it, `emit` and a wrapped
+/// hook (`hook`, running the installed `sleep`) report through the file and the socket, and
+/// SIGTERM ends with `hooks.summary` naming the peer's outcome, exit 0.
+#[test]
+fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
+    let Some(bin) = sidecar_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = sidecar_at(&bin)
+        .arg("install")
+        .arg(dir.path().join("bin"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "install: {}", text(&out.stderr));
+    let installed = dir.path().join("bin/hooklog");
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(&bin).unwrap(),
+        "install copies the sidecar itself"
+    );
+    let (child, stdout, stderr) = start_run(&bin, dir.path());
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    let out = Command::new(&installed)
+        .args(["emit", "--container", "app", "--file"])
+        .arg(&file)
+        .arg("draining")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "emit: {}", text(&out.stderr));
+    let term = Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let out = Command::new(&installed)
+        .args(["hook", "--container", "app", "--socket"])
+        .arg(&sock)
+        .arg("--file")
+        .arg(&file)
+        .arg("--")
+        .arg(&installed)
+        .args(["sleep", "0.2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hook: {}", text(&out.stderr));
+    let mut child = child;
+    let status = child.wait().unwrap();
+    stdout.join();
+    stderr.join();
+    assert!(
+        status.success(),
+        "exit {status}; stderr: {:?}",
+        stderr.lines()
+    );
+    let records: Vec<Value> = stdout
+        .lines()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        records.iter().any(|r| r["message"] == "draining"),
+        "{records:#?}"
+    );
+    let summary = records.last().expect("records");
+    assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
+    assert_eq!(summary["peers"]["app"]["outcome"], "ok", "{summary:#}");
+    assert_eq!(summary["kubernetes"]["pod_name"], POD_ENV[0].1);
+}
