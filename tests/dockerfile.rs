@@ -33,8 +33,8 @@ fn runs_amd64() -> bool {
 /// The sidecar's budget (issue 27: the static binary stays <= 6 MB) plus the CA bundle (about
 /// 0.2 MB): an image above this grew something it should not have.
 const MAX_SIDECAR_IMAGE_BYTES: u64 = 6_500_000;
-/// The sidecar binary's own budget (issue 27), as tests/sidecar.rs checks the local build.
-const MAX_SIDECAR_BYTES: u64 = 6_000_000;
+/// The sidecar binary's bound, the one tests/sidecar.rs holds the local build to.
+use crate::sidecar::MAX_SIDECAR_BYTES;
 /// The full CLI's image has no size limit (issue 27): it is measured and printed. This bound
 /// only catches a runaway (twice the 9.4 MB the single binary measured before the split).
 const MAX_FULL_IMAGE_BYTES: u64 = 20_000_000;
@@ -148,7 +148,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     );
     assert!(
         bin_size <= MAX_SIDECAR_BYTES,
-        "the sidecar image's binary is {bin_size} bytes (budget {MAX_SIDECAR_BYTES})"
+        "the sidecar image's binary is {bin_size} bytes (at most {MAX_SIDECAR_BYTES})"
     );
     if !runs_amd64() {
         return;
