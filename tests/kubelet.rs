@@ -933,11 +933,12 @@ fn native_form_under_kubelet_1_20_never_starts_the_app() {
     );
 }
 
-/// An image of the release binary under test at /usr/local/bin/hooklog, its entrypoint, as the
-/// Dockerfile lays it out (the manifests set the user): for the tests of one branch's binary
-/// without a Docker build.
+/// An image of the sidecar under test (the release build of `--no-default-features`, what pods
+/// run: issue 27; the full CLI where scripts/test.sh did not build it) at /usr/local/bin/hooklog,
+/// its entrypoint, as the Dockerfile lays it out (the manifests set the user): for the tests of
+/// one branch's binary without a Docker build.
 fn release_image(tier: &Tier) -> String {
-    let bin = crate::image::release_bin();
+    let bin = crate::image::sidecar_bin().unwrap_or_else(crate::image::release_bin);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
@@ -1012,7 +1013,7 @@ fn kubelet_events_without_an_api_change_nothing_and_the_termination_message_is_t
             &name,
             &[
                 (
-                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog:0.1.0",
+                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
                     &hooklog,
                 ),
                 (
