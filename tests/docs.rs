@@ -996,3 +996,578 @@ fn masks_hide_times_and_durations_only() {
     );
     assert_eq!(mask("after all"), "after all");
 }
+
+// --- Figures: docs/figures.md is the one home of every size, budget and limit the docs state ---
+
+/// How far a binary may drift from its row in docs/figures.md is the row's own `±N %`; this is
+/// the most a row may allow, so a tolerance cannot be widened until any size passes.
+const MAX_TOLERANCE_PERCENT: f64 = 5.0;
+
+/// What a quantity counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Dimension {
+    Bytes,
+    Seconds,
+}
+
+/// A number with its unit as a page states it: its value in bytes or seconds, and half the step
+/// of its last digit shown (`6.1 MB` is 6,050,000 to 6,150,000 bytes).
+#[derive(Clone, Copy, Debug)]
+struct Quantity {
+    value: f64,
+    half_step: f64,
+    dimension: Dimension,
+}
+
+impl Quantity {
+    /// Whether `exact` rounds to this quantity as shown.
+    fn shows(&self, exact: f64, dimension: Dimension) -> bool {
+        self.dimension == dimension && (exact - self.value).abs() <= self.half_step * 1.000_001
+    }
+}
+
+/// The factor of each unit the docs use, in bytes or seconds. `kB` is 1024 bytes: the pages
+/// quote `/proc`'s kB, which are KiB.
+fn unit_factor(unit: &str) -> Option<(f64, Dimension)> {
+    Some(match unit {
+        "bytes" | "byte" | "B" => (1.0, Dimension::Bytes),
+        "KB" | "kB" | "KiB" => (1024.0, Dimension::Bytes),
+        "MB" => (1e6, Dimension::Bytes),
+        "MiB" => (1024.0 * 1024.0, Dimension::Bytes),
+        "GB" => (1e9, Dimension::Bytes),
+        "GiB" => (1024.0 * 1024.0 * 1024.0, Dimension::Bytes),
+        "ms" => (1e-3, Dimension::Seconds),
+        "s" => (1.0, Dimension::Seconds),
+        "min" => (60.0, Dimension::Seconds),
+        "h" => (3600.0, Dimension::Seconds),
+        _ => return None,
+    })
+}
+
+/// Every number with a size unit in `text` (`6,147,968 bytes`, `6.1 MB`, `4,672 kB`, `24h`
+/// when `durations`), with where it starts.
+fn quantities(text: &str, durations: bool) -> Vec<(usize, Quantity)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts = bytes[i].is_ascii_digit()
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'.'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len()
+            && (bytes[i].is_ascii_digit()
+                || ((bytes[i] == b',' || bytes[i] == b'.')
+                    && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let number = &text[start..i];
+        let mut j = i;
+        if bytes.get(j) == Some(&b' ') {
+            j += 1;
+        }
+        let unit_end = text[j..]
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .map_or(text.len(), |k| j + k);
+        let Some((factor, dimension)) = unit_factor(&text[j..unit_end]) else {
+            continue;
+        };
+        if dimension == Dimension::Seconds && !durations {
+            continue;
+        }
+        let digits: String = number.chars().filter(|c| *c != ',').collect();
+        let Ok(value) = digits.parse::<f64>() else {
+            continue;
+        };
+        let decimals = digits.split_once('.').map_or(0, |(_, d)| d.len());
+        let half_step = 0.5 * 10f64.powi(-(decimals as i32)) * factor;
+        // An exact count of bytes is exact.
+        let half_step = if factor == 1.0 && decimals == 0 {
+            0.0
+        } else {
+            half_step
+        };
+        found.push((
+            start,
+            Quantity {
+                value: value * factor,
+                half_step,
+                dimension,
+            },
+        ));
+        i = unit_end;
+    }
+    found
+}
+
+/// A row of docs/figures.md.
+#[derive(Debug)]
+struct Figure {
+    name: String,
+    value: f64,
+    dimension: Dimension,
+    /// The source column, `;`-separated: `binary VAR ±N %`, `const FILE NAME`, `refused WHAT`.
+    sources: Vec<String>,
+}
+
+/// The rows of docs/figures.md's table.
+fn figures() -> Vec<Figure> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/figures.md")).expect("docs/figures.md");
+    let mut rows = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.len(), 4, "docs/figures.md: a row has 4 cells: {line}");
+        let q = quantities(cells[1], true);
+        assert_eq!(q.len(), 1, "docs/figures.md: one value per row: {line}");
+        assert!(
+            cells[1].starts_with(char::is_numeric),
+            "docs/figures.md: the value column is the value alone: {line}"
+        );
+        rows.push(Figure {
+            name: cells[0].trim_matches('`').to_string(),
+            value: q[0].1.value,
+            dimension: q[0].1.dimension,
+            sources: cells[2].split("; ").map(str::to_string).collect(),
+        });
+    }
+    rows
+}
+
+/// Evaluates a constant's initializer as the code writes them: integer literals, `+`, `-`, `*`,
+/// `<<`, other constants of the same file (`src`), and `Duration::from_secs(..)` /
+/// `from_millis(..)` (in seconds).
+fn eval_const(src: &str, expr: &str) -> Option<f64> {
+    let expr = expr.trim();
+    for (call, scale) in [
+        ("Duration::from_secs(", 1.0),
+        ("Duration::from_millis(", 1e-3),
+    ] {
+        if let Some(inner) = expr.strip_prefix(call).and_then(|e| e.strip_suffix(')')) {
+            return eval_const(src, inner).map(|v| v * scale);
+        }
+    }
+    // Sums of products, left to right (`16 * 1024 - 1`).
+    let mut total = 0.0;
+    let mut sign = 1.0;
+    let mut term = String::new();
+    for c in expr.chars().chain(std::iter::once('+')) {
+        if c == '+' || c == '-' {
+            let product: Option<f64> = term.split('*').map(|f| factor(src, f)).product();
+            total += sign * product?;
+            sign = if c == '-' { -1.0 } else { 1.0 };
+            term.clear();
+        } else {
+            term.push(c);
+        }
+    }
+    Some(total)
+}
+
+/// One factor of a constant's initializer: a literal, `A << B`, or a constant of `src`.
+fn factor(src: &str, f: &str) -> Option<f64> {
+    let f = f.trim();
+    if let Some((a, b)) = f.split_once("<<") {
+        return Some(factor(src, a)? * 2f64.powf(factor(src, b)?));
+    }
+    let literal = f.replace('_', "");
+    let literal = literal.trim_end_matches("usize").trim_end_matches("u64");
+    if let Ok(v) = literal.parse::<f64>() {
+        return Some(v);
+    }
+    if !f
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    {
+        return None;
+    }
+    let init = initializer(src, f)?;
+    eval_const(src, init)
+}
+
+/// The initializer of `const NAME` in `src`.
+fn initializer<'a>(src: &'a str, name: &str) -> Option<&'a str> {
+    let rest = &src[src.find(&format!("const {name}:"))?..];
+    Some(&rest[rest.find('=')? + 1..rest.find(';')?])
+}
+
+/// The value of `const NAME` in `file` (relative to the repository), in bytes or seconds: a
+/// name ending in `_KB` counts KiB, as `/proc` does.
+fn const_value(file: &str, name: &str) -> f64 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let init = initializer(&src, name).unwrap_or_else(|| panic!("{file} has no `const {name}`"));
+    let value =
+        eval_const(&src, init).unwrap_or_else(|| panic!("{file} {name}: cannot read {init:?}"));
+    if name.ends_with("_KB") {
+        value * 1024.0
+    } else {
+        value
+    }
+}
+
+/// The `resources.limits.memory` of the one container of `file` (a manifest in the repository),
+/// in bytes (`64Mi`).
+fn memory_limit(file: &str) -> f64 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let limits = text
+        .find("limits:")
+        .unwrap_or_else(|| panic!("{file}: no limits"));
+    let value = text[limits..]
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("memory:"))
+        .unwrap_or_else(|| panic!("{file}: no memory limit"))
+        .trim();
+    let number = |s: &str| {
+        s.parse::<f64>()
+            .unwrap_or_else(|_| panic!("{file}: {value}"))
+    };
+    match value.strip_suffix("Mi") {
+        Some(mi) => number(mi) * 1024.0 * 1024.0,
+        None => number(value),
+    }
+}
+
+/// `value` seconds as a duration flag takes it.
+fn flag_duration(seconds: f64) -> String {
+    format!("{}ms", (seconds * 1000.0).round() as u64)
+}
+
+/// The binary's own behaviour at a limit: `WHAT` of a `refused WHAT` source.
+fn probe(figure: &Figure, what: &str) {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match what {
+        // One step past the cap is a usage error naming the flag; the cap itself is taken (the
+        // error is then the next flag's, one step past it too).
+        "`run --grace`" => {
+            let over = flag_duration(figure.value + 1e-3);
+            let out = crate::util::hooklog()
+                .args(["run", "--grace", &over])
+                .output()
+                .expect("run hooklog");
+            assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+            assert!(
+                text(&out.stderr).contains("--grace"),
+                "{}",
+                text(&out.stderr)
+            );
+            let at = flag_duration(figure.value);
+            let out = crate::util::hooklog()
+                .args(["run", "--grace", &at, "--linger", &over])
+                .output()
+                .expect("run hooklog");
+            assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("--linger") && !err.contains("--grace"),
+                "{err}"
+            );
+        }
+        // A sparse file one byte past the limit is refused before it is parsed.
+        "`check`" => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let big = dir.path().join("big.yaml");
+            let f = std::fs::File::create(&big).expect("create");
+            f.set_len(figure.value as u64 + 1).expect("sparse file");
+            let out = crate::util::hooklog()
+                .arg("check")
+                .arg(&big)
+                .output()
+                .expect("run hooklog");
+            assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+            let err = text(&out.stderr);
+            assert!(
+                err.contains(&format!("larger than {} bytes", figure.value as u64)),
+                "{err}"
+            );
+        }
+        other => panic!("{}: no probe for `refused {other}`", figure.name),
+    }
+}
+
+#[test]
+fn every_figure_holds_against_its_source() {
+    let figures = figures();
+    assert!(figures.len() >= 10, "docs/figures.md lost its rows");
+    for f in &figures {
+        assert!(!f.sources.is_empty(), "{}: no source", f.name);
+        for source in &f.sources {
+            let words: Vec<&str> = source.split_whitespace().collect();
+            match words.as_slice() {
+                ["binary", var, tolerance, "%"] => {
+                    let tolerance: f64 = tolerance
+                        .trim_start_matches('±')
+                        .parse()
+                        .unwrap_or_else(|_| panic!("{}: tolerance {tolerance:?}", f.name));
+                    assert!(
+                        tolerance <= MAX_TOLERANCE_PERCENT,
+                        "{}: ±{tolerance} %",
+                        f.name
+                    );
+                    let Ok(path) = std::env::var(var) else {
+                        assert!(
+                            !crate::util::in_ci(),
+                            "{var} is not set: scripts/test.sh sets it"
+                        );
+                        eprintln!(
+                            "skipped {}: {var} is not set (scripts/test.sh sets it)",
+                            f.name
+                        );
+                        continue;
+                    };
+                    let size = std::fs::metadata(&path)
+                        .unwrap_or_else(|e| panic!("{var}={path}: {e}"))
+                        .len() as f64;
+                    let drift = 100.0 * (size - f.value).abs() / f.value;
+                    eprintln!(
+                        "{}: {size} bytes, row {} ({drift:.2} % off)",
+                        f.name, f.value
+                    );
+                    assert!(
+                        drift <= tolerance,
+                        "{}: {path} is {size} bytes, {drift:.2} % off docs/figures.md's {} \
+                         (±{tolerance} %): update the row and the pages that quote it",
+                        f.name,
+                        f.value
+                    );
+                }
+                ["const", file, name] => {
+                    let v = const_value(file, name);
+                    assert!(
+                        (v - f.value).abs() < 1e-9,
+                        "{}: {file} {name} is {v}, docs/figures.md says {}",
+                        f.name,
+                        f.value
+                    );
+                }
+                ["refused", ..] => probe(f, source.trim_start_matches("refused ")),
+                ["max", var] => {
+                    let Ok(path) = std::env::var(var) else {
+                        assert!(
+                            !crate::util::in_ci(),
+                            "{var} is not set: scripts/test.sh sets it"
+                        );
+                        eprintln!(
+                            "skipped {}: {var} is not set (scripts/test.sh sets it)",
+                            f.name
+                        );
+                        continue;
+                    };
+                    let size = std::fs::metadata(&path)
+                        .unwrap_or_else(|e| panic!("{var}={path}: {e}"))
+                        .len() as f64;
+                    assert!(
+                        size <= f.value,
+                        "{}: {path} is {size} bytes, over {}",
+                        f.name,
+                        f.value
+                    );
+                }
+                ["limit", file, "memory"] => {
+                    let v = memory_limit(file);
+                    assert_eq!(v, f.value, "{}: {file}'s memory limit is {v} bytes", f.name);
+                }
+                _ => panic!("{}: unknown source {source:?}", f.name),
+            }
+        }
+    }
+}
+
+/// The words that make a quantity a claim about hooklog's size or a budget when they come
+/// shortly before it in its clause ([`CLAIM_WINDOW`]), or anywhere in its table row.
+const CLAIM_WORDS: &[&str] = &["binary", "budget", "image", "sidecar is", "full cli is"];
+
+/// How far before a quantity, in bytes of its clause (cut at `; `, `, `, `(`, `)` and `: `), a
+/// claim word makes it a claim.
+const CLAIM_WINDOW: usize = 60;
+
+/// Words in the window that make the quantity a measurement of a running process's memory,
+/// which is a bench result, not a size (unless a budget word is right before it).
+const MEMORY_WORDS: &[&str] = &["rss", "peak", "idle", "vmhwm", "heap"];
+
+/// Words right before a quantity that make it a budget or limit even in a measured region.
+const BUDGET_WORDS: &[&str] = &[
+    "budget",
+    "budget of",
+    "target",
+    "limit",
+    "at most",
+    "bounded at",
+];
+
+/// The claims of a page: each table row, and each sentence of the prose (code blocks left out,
+/// they are examples), with its line and whether it is inside a `<!-- measured: DATE -->` region.
+fn claims(text: &str) -> Vec<(usize, String, bool)> {
+    let mut out = Vec::new();
+    let mut measured = false;
+    let mut fenced = false;
+    let mut paragraph: Vec<(usize, &str)> = Vec::new();
+    let flush = |paragraph: &mut Vec<(usize, &str)>, measured: bool, out: &mut Vec<_>| {
+        if paragraph.is_empty() {
+            return;
+        }
+        let first = paragraph[0].0;
+        let joined: String = paragraph
+            .iter()
+            .map(|(_, l)| *l)
+            .collect::<Vec<_>>()
+            .join(" ");
+        for sentence in joined.split(". ") {
+            out.push((first, sentence.to_string(), measured));
+        }
+        paragraph.clear();
+    };
+    for (n, line) in text.lines().enumerate() {
+        let n = n + 1;
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            flush(&mut paragraph, measured, &mut out);
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.contains("<!-- measured:") {
+            flush(&mut paragraph, measured, &mut out);
+            measured = true;
+            continue;
+        }
+        if line.contains("<!-- /measured -->") {
+            flush(&mut paragraph, measured, &mut out);
+            measured = false;
+            continue;
+        }
+        if line.starts_with('|') {
+            flush(&mut paragraph, measured, &mut out);
+            out.push((n, line.to_string(), measured));
+        } else if line.trim().is_empty() || line.starts_with('#') || line.starts_with("- ") {
+            flush(&mut paragraph, measured, &mut out);
+            if !line.trim().is_empty() && !line.starts_with('#') {
+                paragraph.push((n, line));
+            }
+        } else {
+            paragraph.push((n, line));
+        }
+    }
+    flush(&mut paragraph, measured, &mut out);
+    out
+}
+
+/// Every stated size of hooklog's binaries or images and every budget in the pages that is not a
+/// figure of docs/figures.md: (page:line, the quantity as written, the sentence).
+fn stray_figures(page: &str, text: &str, figures: &[Figure]) -> Vec<String> {
+    let mut stray = Vec::new();
+    for (line, claim, measured) in claims(text) {
+        let lower = claim.to_lowercase();
+        let row = claim.starts_with('|');
+        for (at, q) in quantities(&claim, false) {
+            let before = lower[..at].trim_end();
+            let budget = BUDGET_WORDS.iter().any(|w| before.ends_with(w));
+            let clause_start = ["; ", ", ", "(", ")", ": "]
+                .iter()
+                .filter_map(|sep| before.rfind(sep).map(|k| k + sep.len()))
+                .max()
+                .unwrap_or(0)
+                .max(before.len().saturating_sub(CLAIM_WINDOW));
+            // In a table row, the quantity's cell and the row's first cell.
+            let window = if row {
+                let cell = before.rfind('|').map_or(before, |k| &before[k..]);
+                let first = lower.split('|').nth(1).unwrap_or_default();
+                format!("{first} {cell}")
+            } else {
+                before[before.floor_char_boundary(clause_start)..].to_string()
+            };
+            let claimed = CLAIM_WORDS.iter().any(|w| window.contains(w))
+                && !(MEMORY_WORDS.iter().any(|w| window.contains(w)) && !budget);
+            if !(budget || claimed) || (measured && !budget) {
+                continue;
+            }
+            if !figures.iter().any(|f| q.shows(f.value, f.dimension)) {
+                let end = claim[at..]
+                    .find(|c: char| c.is_ascii_alphabetic())
+                    .map(|k| {
+                        at + k
+                            + claim[at + k..]
+                                .find(|c: char| !c.is_ascii_alphabetic())
+                                .unwrap_or(claim.len() - at - k)
+                    })
+                    .unwrap_or(claim.len());
+                stray.push(format!("{page}:{line}: {:?} in: {claim}", &claim[at..end]));
+            }
+        }
+    }
+    stray
+}
+
+#[test]
+fn no_page_states_a_size_or_budget_that_is_not_a_figure() {
+    let figures = figures();
+    let mut stray = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        stray.extend(stray_figures(&shown(&page), &text, &figures));
+    }
+    assert!(
+        stray.is_empty(),
+        "sizes and budgets not in docs/figures.md (quote a figure, or put a past measurement \
+         between <!-- measured: DATE --> and <!-- /measured --> with its command):\n{}",
+        stray.join("\n")
+    );
+}
+
+#[test]
+fn the_figure_scanner_finds_what_it_must() {
+    let figures = vec![Figure {
+        name: "x".into(),
+        value: 6_147_968.0,
+        dimension: Dimension::Bytes,
+        sources: vec![],
+    }];
+    let cases: &[(&str, usize)] = &[
+        ("The binary is 6,147,968 bytes.", 0),
+        ("The binary is 6.1 MB.", 0),
+        ("The binary is 6.15 MB.", 0),
+        ("The binary is 6.2 MB.", 1),
+        ("The binary is 9,269,800 bytes.", 1),
+        ("the sidecar's binary is 5.9 MiB and its budget 7 MB.", 1),
+        ("A record of 7 MB is split.", 0),
+        ("| image, gzipped | 3,843,554 (3.8 MB) |", 1),
+        (
+            "<!-- measured: 2026-12-01 -->\nThe binary was 9.65 MB, at most 9 MB.\n<!-- /measured -->",
+            1,
+        ),
+        (
+            "<!-- measured: 2026-12-01 -->\nThe binary was 9.65 MB.\n<!-- /measured -->",
+            0,
+        ),
+        ("```\nthe binary is 9 MB\n```", 0),
+    ];
+    for (text, want) in cases {
+        let got = stray_figures("t.md", text, &figures);
+        assert_eq!(got.len(), *want, "{text}: {got:?}");
+    }
+    // Every unit at its extremes reads as its value.
+    for (text, value) in [
+        ("1 byte", 1.0),
+        ("0 bytes", 0.0),
+        ("18,446,744,073,709,551,615 bytes", 1.8446744073709552e19),
+        ("4,672 kB", 4_672.0 * 1024.0),
+        ("256 MiB", 268_435_456.0),
+        ("24h", 86_400.0),
+        ("250 ms", 0.25),
+    ] {
+        let q = quantities(text, true);
+        assert_eq!(q.len(), 1, "{text}");
+        assert!(
+            (q[0].1.value - value).abs() <= value * 1e-12,
+            "{text}: {:?}",
+            q[0].1
+        );
+    }
+    assert!(quantities("v1.31 x86_64 sha256:12ab 3a", true).is_empty());
+}
