@@ -100,6 +100,56 @@ const DOCS: &[(&str, &str)] = &[
     ("webhook", "docs/webhook.md"),
 ];
 
+/// What `--log-format` shapes, in each subcommand's help: what the subcommand writes on stderr
+/// besides fatal errors, and what it leaves as it is. Every subcommand has a line (tests/cli.rs).
+const LOG_FORMAT_HELP: &[(&str, &str)] = &[
+    (
+        "run",
+        "Format of stderr: the daemon's diagnostics and a fatal error. Never of stdout: the \
+         records, always JSON",
+    ),
+    (
+        "hook",
+        "Format of stderr: how the hook ended, when not ok, and a fatal error. Never of stdout \
+         or of the hook's own output, passed through as it is; the records go to the socket or \
+         the file",
+    ),
+    (
+        "sleep",
+        "Format of stderr: a fatal error (a duration that does not parse). Never of stdout: \
+         sleep writes nothing",
+    ),
+    (
+        "install",
+        "Format of stderr: a fatal error (the copy failed). Never of stdout: the installed path",
+    ),
+    (
+        "emit",
+        "Format of stderr: diagnostics (a record not delivered) and a fatal error. Never of \
+         stdout or of the record, a JSON line wherever it goes",
+    ),
+    (
+        "check",
+        "Format of stderr: diagnostics (images not read) and a fatal error. Never of stdout: \
+         the findings, in --format",
+    ),
+    (
+        "inject",
+        "Format of stderr: diagnostics and a fatal error. Never of stdout, the manifests, or of \
+         the report lines (`deployment \"NS/NAME\" injected`)",
+    ),
+    (
+        "uninject",
+        "Format of stderr: diagnostics and a fatal error. Never of stdout, the manifests, or of \
+         the report lines (`deployment \"NS/NAME\" uninjected`)",
+    ),
+    (
+        "webhook",
+        "Format of stderr: the webhook's diagnostics (one line per review) and a fatal error. \
+         Never of stdout: the webhook writes nothing there",
+    ),
+];
+
 /// The command line as clap reads it: [`Cli`] with each help's `Docs:` ([`DOCS`]) added.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
@@ -117,6 +167,20 @@ pub fn command() -> clap::Command {
             cmd = with_docs(cmd, pages);
         } else if cmd.find_subcommand(name).is_some() {
             cmd = cmd.mut_subcommand(name, |sub| with_docs(sub, pages));
+        }
+    }
+    // Each subcommand gets the global flag with its own help; clap propagates a global flag
+    // only to subcommands that do not have it, and reads it the same from either.
+    let global = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "log_format")
+        .cloned();
+    if let Some(global) = global {
+        for (name, help) in LOG_FORMAT_HELP {
+            if cmd.find_subcommand(name).is_some() {
+                let arg = global.clone().help(*help);
+                cmd = cmd.mut_subcommand(name, |sub| sub.arg(arg));
+            }
         }
     }
     cmd
@@ -145,9 +209,12 @@ pub const VERSION: &str = concat!(
 #[derive(Debug, Parser)]
 #[command(name = "hooklog", version = VERSION, about, long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
-    /// Format of hooklog's own diagnostics on stderr, and of check's errors; never of stdout,
-    /// which is the subcommand's output (run: records, always JSON; check: its --format; inject
-    /// and uninject: manifests).
+    /// Format of what hooklog itself writes on stderr: its diagnostics and, in every subcommand,
+    /// a fatal error (a bad flag or value included: one line, `hooklog: MESSAGE`, or one JSON
+    /// object with timestamp, level, message and command). Never of stdout, the subcommand's
+    /// output: run's records (always JSON), check's report (its --format), inject's and
+    /// uninject's manifests, install's path; nor of a hook's own output, which hook passes
+    /// through as it is.
     #[arg(long, global = true, env = "HOOKLOG_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
@@ -157,12 +224,141 @@ pub struct Cli {
 }
 
 /// Format of stderr diagnostics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum LogFormat {
+    #[default]
     /// One human-readable line per event.
     Text,
     /// One JSON object per event.
     Json,
+}
+
+/// Whether fatal errors are JSON lines (`--log-format json`); set once by main.
+static ERRORS_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The subcommand a fatal error names (`command`): set once by main, `hooklog` before.
+static ERRORS_COMMAND: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Sets how [`fatal`] writes, and the subcommand it names: main calls it once, before the
+/// subcommand runs (or with what [`log_format_of`] found when the command line did not parse).
+pub fn set_error_format(format: LogFormat, command: &'static str) {
+    ERRORS_JSON.store(
+        format == LogFormat::Json,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    // Set once per process; a second call keeps the first subcommand.
+    let _ = ERRORS_COMMAND.set(command);
+}
+
+/// The `--log-format` a command line asks for when it does not parse as a whole: its last
+/// `--log-format VALUE` or `--log-format=VALUE` before `--` (clap's global flag, wherever it
+/// stands), else `HOOKLOG_LOG_FORMAT`, else text. A value that is neither `text` nor `json`
+/// reads as text.
+pub fn log_format_of(args: &[OsString]) -> LogFormat {
+    let mut found: Option<String> = None;
+    let mut words = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(a) = words.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--log-format" {
+            found = words.next().map(|v| v.into_owned());
+        } else if let Some(v) = a.strip_prefix("--log-format=") {
+            found = Some(v.to_string());
+        }
+    }
+    let value = found.or_else(|| std::env::var("HOOKLOG_LOG_FORMAT").ok());
+    match value.as_deref().map(str::trim) {
+        Some(v) if v.eq_ignore_ascii_case("json") => LogFormat::Json,
+        _ => LogFormat::Text,
+    }
+}
+
+/// The subcommand a command line names, as [`Command::name`] would, when it does not parse: its
+/// first word that is a subcommand of `cmd`, else `hooklog`.
+pub fn command_of(cmd: &clap::Command, args: &[OsString]) -> &'static str {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .find_map(|a| {
+            let a = a.to_str()?;
+            cmd.get_subcommands().find(|s| s.get_name() == a).map(|_| {
+                Command::NAMES
+                    .iter()
+                    .find(|n| **n == a)
+                    .copied()
+                    .unwrap_or("hooklog")
+            })
+        })
+        .unwrap_or("hooklog")
+}
+
+/// One line of hooklog's own on stderr at `level` (`ERROR`, `WARN`): `hooklog: MESSAGE`, or with
+/// `--log-format json` one JSON object shaped as the JSON diagnostics are (`timestamp`, `level`,
+/// `message`) with the subcommand as `command`. Newlines in `message` are kept inside the one
+/// line (escaped in JSON, as `; ` in text).
+pub fn diagnostic_line(level: &str, message: &str) -> String {
+    let command = ERRORS_COMMAND.get().copied().unwrap_or("hooklog");
+    if ERRORS_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        let now = crate::timefmt::rfc3339_ms(crate::timefmt::now_ms());
+        serde_json::json!({
+            "timestamp": String::from_utf8_lossy(&now),
+            "level": level,
+            "message": message,
+            "command": command,
+        })
+        .to_string()
+    } else {
+        let one: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
+        format!("hooklog: {}", one.join("; "))
+    }
+}
+
+/// Writes a fatal error as [`diagnostic_line`] says, at level `ERROR`; a stderr that cannot be
+/// written leaves the exit code to tell.
+pub fn fatal(message: &str) {
+    diagnostic("ERROR", message);
+}
+
+/// Writes one [`diagnostic_line`] at `level` on stderr.
+pub fn diagnostic(level: &str, message: &str) {
+    use std::io::Write;
+    let line = diagnostic_line(level, message);
+    // Nothing to report a stderr failure to: the exit code still tells.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// What a clap error says, on one line: its first line without clap's `error: `, and where to
+/// read more (clap's usage and tips follow it in its own rendering).
+pub fn clap_message(e: &clap::Error, command: &str) -> String {
+    // What comes before clap's `Usage:`, its lines joined (a list of missing arguments, a tip).
+    let rendered = e.render().to_string();
+    let said: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    // A line that ends in `:` introduces the next (a list of missing arguments).
+    let mut joined = String::new();
+    for line in said {
+        if !joined.is_empty() {
+            joined.push_str(if joined.ends_with(':') { " " } else { "; " });
+        }
+        joined.push_str(line);
+    }
+    let said = joined;
+    let first = said.strip_prefix("error: ").unwrap_or(&said);
+    let first = if first.is_empty() {
+        "invalid command line"
+    } else {
+        first
+    };
+    let help = if command == "hooklog" {
+        "hooklog --help".to_string()
+    } else {
+        format!("hooklog {command} --help")
+    };
+    format!("{first} (see '{help}')")
 }
 
 /// The subcommands.
@@ -220,6 +416,32 @@ pub enum Command {
         after_help = "Example (in the cluster, k8s/webhook/ or charts/hooklog):\n  hooklog webhook \\\n    --image registry.example.com/hooklog-sidecar:0.1.0\n\nServes POST /mutate (AdmissionReview admission.k8s.io/v1), /healthz and /readyz over TLS:\nits own CA in the MutatingWebhookConfiguration's caBundle and a certificate renewed in\nmemory (auto-TLS), or --tls-cert-file and --tls-key-file (cert-manager)."
     )]
     Webhook(WebhookArgs),
+}
+
+impl Command {
+    /// Every subcommand's name, in both builds (the sidecar has the first five).
+    pub const NAMES: [&'static str; 9] = [
+        "run", "hook", "sleep", "install", "emit", "check", "inject", "uninject", "webhook",
+    ];
+
+    /// The subcommand's name on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "run",
+            Command::Hook(_) => "hook",
+            Command::Sleep(_) => "sleep",
+            Command::Install(_) => "install",
+            Command::Emit(_) => "emit",
+            #[cfg(feature = "control")]
+            Command::Check(_) => "check",
+            #[cfg(feature = "control")]
+            Command::Inject(_) => "inject",
+            #[cfg(feature = "control")]
+            Command::Uninject(_) => "uninject",
+            #[cfg(feature = "control")]
+            Command::Webhook(_) => "webhook",
+        }
+    }
 }
 
 /// Where records go.

@@ -98,7 +98,7 @@ pub fn run(args: HookArgs) -> u8 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("hooklog: cannot start: {e}");
+            crate::cli::fatal(&format!("cannot start: {e}"));
             return EXIT_INTERNAL;
         }
     };
@@ -217,24 +217,22 @@ async fn run_async(args: HookArgs) -> u8 {
     // Last: its file copy waits until the daemon has read the output before it.
     reporter.send_last_everywhere(&Value::Object(finished).to_string());
     if result.outcome != "ok" {
-        crate::passthrough::own_stderr(
-            format!(
-                "hooklog: {} hook {}: {}\n",
-                args.hook_name, result.outcome, result.message
-            )
-            .into_bytes(),
+        let why = format!(
+            "{} hook {}: {}",
+            args.hook_name, result.outcome, result.message
         );
+        let line = crate::cli::diagnostic_line("ERROR", &why);
+        crate::passthrough::own_stderr(format!("{line}\n").into_bytes());
     }
     let delivery = reporter.finish(REPORT_FINISH);
     if delivery.unsent > 0 {
-        crate::passthrough::own_stderr(
-            format!(
-                "hooklog: {} records of this hook not reported: the file did not take them within {} ms\n",
-                delivery.unsent,
-                REPORT_FINISH.as_millis()
-            )
-            .into_bytes(),
+        let why = format!(
+            "{} records of this hook not reported: the file did not take them within {} ms",
+            delivery.unsent,
+            REPORT_FINISH.as_millis()
         );
+        let line = crate::cli::diagnostic_line("WARN", &why);
+        crate::passthrough::own_stderr(format!("{line}\n").into_bytes());
     }
     result.status
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use hooklog::cli::{Command, LogFormat};
+use hooklog::cli::{self, Command, LogFormat};
 use hooklog::config::RunConfig;
 use hooklog::{daemon, hook, lifecycle, tools};
 #[cfg(feature = "control")]
@@ -36,26 +36,31 @@ fn main() -> ExitCode {
     let cli = match hooklog::cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
-            // If even this cannot be printed, the exit code still tells.
-            let _ = e.print();
             lifecycle::signal::release();
-            if e.use_stderr()
-                && let Some(command) = hook_command(std::env::args_os().collect())
-            {
+            if !e.use_stderr() {
+                // --help and --version: clap's own text on stdout. If even this cannot be
+                // printed, the exit code still tells.
+                let _ = e.print();
+                return ExitCode::from(0);
+            }
+            // A usage error is a fatal error like any other: one line, in --log-format.
+            let args: Vec<OsString> = std::env::args_os().collect();
+            let command = cli::command_of(&cli::command(), &args);
+            cli::set_error_format(cli::log_format_of(&args), command);
+            cli::fatal(&cli::clap_message(&e, command));
+            if let Some(command) = hook_command(args) {
                 return ExitCode::from(run_unreported(&command));
             }
-            return ExitCode::from(code);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
+    cli::set_error_format(cli.log_format, cli.command.name());
     let default_level = if long_lived(&cli.command) {
         "info"
     } else {
         "warn"
     };
     init_tracing(cli.log_format, default_level);
-    #[cfg(feature = "control")]
-    manifest::set_log_format(cli.log_format);
     if !long_lived(&cli.command) && !matches!(cli.command, Command::Hook(_)) {
         lifecycle::signal::release();
     }
@@ -74,7 +79,7 @@ fn main() -> ExitCode {
                 0
             }
             Err(e) => {
-                eprintln!("hooklog: {e:#}");
+                cli::fatal(&format!("{e:#}"));
                 EXIT_FAILURE
             }
         },
@@ -129,13 +134,13 @@ fn run_unreported(command: &[OsString]) -> u8 {
     let Some((program, rest)) = command.split_first() else {
         return EXIT_USAGE;
     };
-    eprintln!(
-        "hooklog: running the hook unreported: {}",
-        program.to_string_lossy()
+    cli::diagnostic(
+        "WARN",
+        &format!("running the hook unreported: {}", program.to_string_lossy()),
     );
     let e = std::process::Command::new(program).args(rest).exec();
     let (status, why) = hook::spawn_failure(&e);
-    eprintln!("hooklog: {why}: {} ({e})", program.to_string_lossy());
+    cli::fatal(&format!("{why}: {} ({e})", program.to_string_lossy()));
     status
 }
 
@@ -143,7 +148,7 @@ fn run(args: hooklog::cli::RunArgs) -> u8 {
     let cfg = match RunConfig::from_args(args) {
         Ok(cfg) => cfg,
         Err(e) => {
-            eprintln!("hooklog: {e}");
+            cli::fatal(&e.to_string());
             return EXIT_USAGE;
         }
     };
@@ -158,7 +163,7 @@ fn serve_webhook(args: hooklog::cli::WebhookArgs) -> u8 {
     let cfg = match webhook::WebhookConfig::from_args(args) {
         Ok(cfg) => cfg,
         Err(e) => {
-            eprintln!("hooklog: {e:#}");
+            cli::fatal(&format!("{e:#}"));
             return EXIT_USAGE;
         }
     };
@@ -183,7 +188,7 @@ where
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("hooklog: cannot start the runtime: {e}");
+            cli::fatal(&format!("cannot start the runtime: {e}"));
             return EXIT_FAILURE;
         }
     };
@@ -193,7 +198,7 @@ where
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("hooklog: {e:#}");
+            cli::fatal(&format!("{e:#}"));
             EXIT_FAILURE
         }
     }

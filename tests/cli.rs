@@ -366,9 +366,14 @@ fn help_examples_never_wrap_at_80_100_or_120_columns() {
 
 #[test]
 fn log_format_help_says_what_it_shapes_in_every_subcommand() {
-    for sub in [
-        "run", "hook", "check", "inject", "uninject", "webhook", "emit",
-    ] {
+    // Every subcommand, from the CLI's own list: a new one cannot be missed.
+    let subs: Vec<String> = hooklog::cli::command()
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for sub in &subs {
         let help = help_at(Some(sub), 1000);
         let line = help
             .lines()
@@ -383,11 +388,20 @@ fn log_format_help_says_what_it_shapes_in_every_subcommand() {
             !line.contains("records always go to stdout"),
             "{sub}: {line}"
         );
+        let lower = line.to_lowercase();
         assert!(
-            line.contains("stderr") && line.contains("never of stdout"),
+            lower.contains("stderr")
+                && lower.contains("fatal error")
+                && lower.contains("never of stdout"),
             "{sub}: {line}"
         );
+        // Its own words: what this subcommand's stdout is.
+        assert!(
+            seen.insert(line.clone()),
+            "{sub}: the same help as another: {line}"
+        );
     }
+    assert!(subs.len() >= 9, "{subs:?}");
 }
 
 /// The flags docs/flags.md says are capped at 24h, and those it says are not, from its

@@ -651,10 +651,16 @@ fn a_misconfigured_hook_still_runs_its_command() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{flags:?}: {stderr}");
         assert!(marker.exists(), "{flags:?}: the command did not run");
+        // The usage error, in --log-format, names what is wrong.
+        let usage = stderr.lines().next().unwrap_or_default();
         assert!(
-            stderr.contains("error:"),
+            usage.contains("--container") || usage.contains("--timeout"),
             "{flags:?}: no usage error: {stderr}"
         );
+        if flags.contains(&"json") {
+            let v: serde_json::Value = serde_json::from_str(usage).expect("a JSON line");
+            assert_eq!(v["level"], "ERROR", "{stderr}");
+        }
     }
     let out = hooklog()
         .args(["hook", "--", "no-such-hook-command"])

@@ -44,3 +44,5 @@ mod cloudwatch;
 mod helm;
 // After helm and cli: uses their helpers.
 mod release;
+// After image: uses its helpers.
+mod log_format;

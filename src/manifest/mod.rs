@@ -43,28 +43,10 @@ pub const EXIT_FINDINGS: u8 = 1;
 /// `check --require-image` could not read an image (BSD sysexits EX_UNAVAILABLE).
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
-/// Whether `--log-format json` was given: `check`'s fatal errors are then JSON lines too.
-static LOG_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Says which `--log-format` stderr lines take (main sets it before running a subcommand).
-pub fn set_log_format(format: crate::cli::LogFormat) {
-    LOG_JSON.store(
-        format == crate::cli::LogFormat::Json,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-}
-
-/// A fatal error of `check` on stderr: `hooklog: MESSAGE`, or with `--log-format json` one
-/// JSON object `{"level": "ERROR", "message": MESSAGE}` as hooklog's JSON diagnostics have.
+/// A fatal error of `check`, `inject` or `uninject` on stderr, in `--log-format`
+/// ([`crate::cli::fatal`]).
 fn error_line(message: &str) {
-    if LOG_JSON.load(std::sync::atomic::Ordering::Relaxed) {
-        eprintln!(
-            "{}",
-            serde_json::json!({"level": "ERROR", "message": message})
-        );
-    } else {
-        eprintln!("hooklog: {message}");
-    }
+    crate::cli::fatal(message);
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
@@ -273,7 +255,7 @@ fn image_roots(args: &ImageArgs) -> Result<BTreeMap<String, check::image::ImageR
                 roots.insert(image.clone(), root);
             }
             Err(e) => {
-                eprintln!("hooklog: --image-root {image}={}: {e}", path.display());
+                error_line(&format!("--image-root {image}={}: {e}", path.display()));
                 return Err(EXIT_USAGE);
             }
         }
@@ -321,9 +303,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         return uninject_command(&args.paths);
     }
     let Some(image) = args.image else {
-        eprintln!(
-            "hooklog: inject needs --image (or HOOKLOG_INJECT_IMAGE): the hooklog image to run"
-        );
+        error_line("inject needs --image (or HOOKLOG_INJECT_IMAGE): the hooklog image to run");
         return EXIT_USAGE;
     };
     let requested = args.sidecar.map(|s| match s {
@@ -333,7 +313,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
     let mode = match inject::sidecar_mode(requested, args.kubernetes_version) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("hooklog: {e}");
+            error_line(&e.to_string());
             return EXIT_USAGE;
         }
     };
@@ -409,12 +389,12 @@ fn transform_command(
     let made = match transform(load::read_each(paths), &mut f, &mut observe) {
         Ok(made) => made,
         Err(e) => {
-            eprintln!("hooklog: {e}");
+            error_line(&e.to_string());
             return Err(EXIT_USAGE);
         }
     };
     if let Err(e) = write_stdout(&made.out) {
-        eprintln!("hooklog: cannot write the manifests: {e}");
+        error_line(&format!("cannot write the manifests: {e}"));
         return Err(EXIT_FINDINGS);
     }
     for line in &made.report {
