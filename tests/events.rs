@@ -219,6 +219,8 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     assert_eq!(e["involvedObject"]["kind"], "Pod");
     assert_eq!(e["involvedObject"]["name"], POD);
     assert_eq!(e["involvedObject"]["uid"], t.uid.as_str());
+    // The container, as the kubelet names it in its own hook Events (issue 29's leftover).
+    assert_eq!(e["involvedObject"]["fieldPath"], "spec.containers{envoy}");
     assert_eq!(e["reportingComponent"], "hooklog.dev/sidecar");
     assert_eq!(e["reportingInstance"], POD);
     let message = e["message"].as_str().unwrap();
@@ -678,6 +680,95 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
         })
         .unwrap();
     assert_eq!(String::from_utf8(back.stdout).unwrap(), original);
+}
+
+/// `inject --events` on what `inject` wrote gives what `inject --events` writes at once, for
+/// every manifest of tests/manifests that inject takes (issue 29's leftover: re-inject did not
+/// change the sidecar's args); a third run changes nothing, and `inject` without the flag does
+/// not take it away.
+#[test]
+fn inject_events_on_an_injected_file_adds_the_flag_as_a_first_inject_would() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/manifests");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let inject = |input: &[u8], events: bool| {
+        let mut cmd = hooklog();
+        cmd.args(["inject", "--image", "registry.example.com/hooklog:0.1.0"]);
+        if events {
+            cmd.arg("--events");
+        }
+        let mut child = cmd
+            .arg("-")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            // inject may refuse before reading it all.
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        (
+            out.status.success(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let mut tried = 0;
+    for file in &files {
+        let original = std::fs::read(file).unwrap();
+        let (ok, direct, _) = inject(&original, true);
+        let (plain_ok, plain, _) = inject(&original, false);
+        if !ok || !plain_ok || !String::from_utf8_lossy(&direct).contains("- --events") {
+            continue;
+        }
+        let name = file.display();
+        let (ok, again, report) = inject(&plain, true);
+        assert!(ok, "{name}: {report}");
+        assert_eq!(
+            String::from_utf8_lossy(&again),
+            String::from_utf8_lossy(&direct),
+            "{name}: inject --events on inject's output is not inject --events"
+        );
+        // Unless every pod of it had the flag already (a file injected with it).
+        if plain != direct {
+            assert!(report.contains("now with --events"), "{name}: {report}");
+        }
+        let (ok, third, report) = inject(&again, true);
+        assert!(
+            ok && third == again,
+            "{name}: a third inject changed it: {report}"
+        );
+        assert!(!report.contains("now with --events"), "{name}: {report}");
+        let (ok, without, _) = inject(&again, false);
+        assert!(
+            ok && without == again,
+            "{name}: inject without --events took it out"
+        );
+        tried += 1;
+    }
+    assert!(
+        tried >= 5,
+        "only {tried} manifests of {} tried",
+        files.len()
+    );
+    eprintln!("{tried} manifests of {}", files.len());
 }
 
 #[test]

@@ -659,6 +659,25 @@ fn micro_time(ms: i64) -> String {
     format!("{s}000Z")
 }
 
+/// Longest container name Kubernetes takes: a DNS label (RFC 1123), 63 bytes.
+const CONTAINER_NAME_MAX: usize = 63;
+
+/// The `fieldPath` naming the hook's container in the pod, as the kubelet writes it in its own
+/// `FailedPreStopHook` Events (`spec.containers{NAME}`, pkg/kubelet/container/ref.go), so
+/// `kubectl describe pod` shows which container: `None` for a name that cannot be a
+/// container's (a DNS label), which the path could not hold. A preStop hook is on a container
+/// of `spec.containers` but for a native sidecar's, which hooklog cannot tell apart from here.
+fn container_field_path(container: &str) -> Option<String> {
+    let label = !container.is_empty()
+        && container.len() <= CONTAINER_NAME_MAX
+        && container
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !container.starts_with('-')
+        && !container.ends_with('-');
+    label.then(|| format!("spec.containers{{{container}}}"))
+}
+
 /// The Event: type Warning, about the pod (with its uid), from [`REPORTING_CONTROLLER`] on
 /// this pod.
 fn event_object(pod: &PodRef, name: &str, post: &Post, now_ms: i64) -> Value {
@@ -670,6 +689,9 @@ fn event_object(pod: &PodRef, name: &str, post: &Post, now_ms: i64) -> Value {
     });
     if let Some(uid) = &pod.uid {
         regarding["uid"] = json!(uid);
+    }
+    if let Some(path) = container_field_path(&post.container) {
+        regarding["fieldPath"] = json!(path);
     }
     json!({
         "apiVersion": "events.k8s.io/v1",
@@ -804,12 +826,56 @@ mod tests {
         let e = event_object(&pod, "p.1", &post, 0);
         assert_eq!(e["regarding"]["uid"], "0f1e");
         assert_eq!(e["regarding"]["kind"], "Pod");
+        assert_eq!(e["regarding"]["fieldPath"], "spec.containers{envoy}");
         assert_eq!(e["type"], "Warning");
         assert_eq!(e["reportingController"], REPORTING_CONTROLLER);
         assert_eq!(
             e["reportingInstance"].as_str().unwrap().len(),
             REPORTING_INSTANCE_MAX
         );
+    }
+
+    #[test]
+    fn the_field_path_names_a_container_only_by_a_name_a_container_can_have() {
+        let longest = "a".repeat(CONTAINER_NAME_MAX);
+        for (name, want) in [
+            ("envoy", Some("spec.containers{envoy}".to_string())),
+            (
+                "api-server-2",
+                Some("spec.containers{api-server-2}".to_string()),
+            ),
+            ("0", Some("spec.containers{0}".to_string())),
+            (
+                longest.as_str(),
+                Some(format!("spec.containers{{{longest}}}")),
+            ),
+            ("", None),
+            ("-envoy", None),
+            ("envoy-", None),
+            ("Envoy", None),
+            ("env}oy", None),
+            ("env oy", None),
+            ("énvoy", None),
+        ] {
+            assert_eq!(container_field_path(name), want, "{name:?}");
+        }
+        assert_eq!(
+            container_field_path(&"a".repeat(CONTAINER_NAME_MAX + 1)),
+            None
+        );
+        // Without a name it can hold, the Event is about the pod alone.
+        let pod = PodRef {
+            name: "p".into(),
+            namespace: "shop".into(),
+            uid: None,
+        };
+        let post = Post {
+            container: "x}y".into(),
+            reason: "PreStopHookFailed",
+            note: "n".into(),
+        };
+        let e = event_object(&pod, "p.1", &post, 0);
+        assert!(e["regarding"].get("fieldPath").is_none(), "{e}");
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub enum Outcome {
     /// Injected before; these containers, added since, are wired now.
     Rewired(Vec<String>),
     AlreadyInjected,
+    /// Injected before, without `--events`; the sidecar has it now (`inject --events` again).
+    EventsAdded,
     Uninjected,
     NotInjected,
     Skipped,
@@ -90,6 +92,7 @@ pub fn report_line(kind: &str, name: &str, outcome: &Outcome) -> String {
         Outcome::Injected => "injected".to_string(),
         Outcome::Rewired(names) => format!("injected before, now wired: {}", names.join(", ")),
         Outcome::AlreadyInjected => "already injected, unchanged".to_string(),
+        Outcome::EventsAdded => "injected before, now with --events".to_string(),
         Outcome::Uninjected => "uninjected".to_string(),
         Outcome::NotInjected => "not injected, unchanged".to_string(),
         Outcome::Skipped => "skipped".to_string(),
@@ -306,7 +309,12 @@ fn inject_pod(
     let mut hook_notes = Vec::new();
     let survey = survey(&containers, mode, opts, &mut hook_notes);
     if installed.is_some() && survey.wraps.is_empty() {
-        // Nothing new: said when it was injected.
+        // Nothing new to wire: said when it was injected. `--events` asked for now is the one
+        // change to the sidecar an injected pod can take without uninject.
+        let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+        if opts.events && add_events(spec) {
+            return Ok(Outcome::EventsAdded);
+        }
         return Ok(Outcome::AlreadyInjected);
     }
     notes.extend(hook_notes);
@@ -334,6 +342,9 @@ fn inject_pod(
     }
     let outcome = if installed.is_some() {
         update_sidecar(spec, &survey.peers, plan.grace);
+        if opts.events {
+            add_events(spec);
+        }
         Outcome::Rewired(survey.wraps.iter().map(|w| w.container.clone()).collect())
     } else {
         add_hooklog(spec, opts, mode, &survey.peers, plan.grace, &mut record);
@@ -701,11 +712,9 @@ fn add_hooklog(
 }
 
 /// A pod injected before: the sidecar's `--peers` and `--grace` values, changed in place.
-fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
-    let Some(map) = spec.as_object_mut() else {
-        return;
-    };
-    let Some(args) = map
+/// The args of hooklog's sidecar in `spec`, if it has them.
+fn sidecar_args(spec: &mut Value) -> Option<&mut Vec<Value>> {
+    spec.as_object_mut()?
         .iter_mut()
         .filter(|(k, _)| *k == "initContainers" || *k == "containers")
         .filter_map(|(_, v)| v.as_array_mut())
@@ -713,7 +722,26 @@ fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
         .find(|c| c["name"] == SIDECAR)
         .and_then(|c| c.get_mut("args"))
         .and_then(Value::as_array_mut)
-    else {
+}
+
+/// Adds `--events` to hooklog's sidecar, last as [`sidecar`] puts it, unless it has it (or an
+/// `--events=...` of its own, left as the user set it); returns whether it added it.
+fn add_events(spec: &mut Value) -> bool {
+    let Some(args) = sidecar_args(spec) else {
+        return false;
+    };
+    let has = args
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|a| a == "--events" || a.starts_with("--events="));
+    if !has {
+        args.push(Value::String("--events".into()));
+    }
+    !has
+}
+
+fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
+    let Some(args) = sidecar_args(spec) else {
         return;
     };
     let mut set =
