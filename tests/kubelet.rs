@@ -551,10 +551,85 @@ fn yaml_documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A static Pod from a Deployment's pod template, as the tier runs it: hostNetwork, images
-/// mapped by `images` (original -> local; every image must be mapped, nothing is pulled),
-/// `imagePullPolicy: Never`, no `ports`, and the test's grace period.
-fn pod_from_deployment(deployment: &Value, name: &str, images: &[(&str, &str)]) -> Value {
+/// Which of the tier's local images stands for an image a manifest names.
+#[derive(Clone, Copy)]
+enum Local {
+    /// The hooklog image the test runs (the sidecar build, the release one, an old layout).
+    Hooklog,
+    /// A busybox image: a shell and coreutils.
+    Busybox,
+    /// An image with no shell, as distroless ones are.
+    ShellLess,
+}
+
+/// Every image the manifests the kubelet tests run name (k8s/'s and the incident's), with its
+/// stand-in: the one map of them (a manifest that names another fails, naming it). The image
+/// given to `inject` is the test's hooklog image itself.
+const TEST_IMAGES: &[(&str, Local)] = &[
+    (
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
+        Local::Hooklog,
+    ),
+    (
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api-server:1.4.2",
+        Local::Busybox,
+    ),
+    ("envoyproxy/envoy-distroless:v1.31.2", Local::ShellLess),
+    ("registry.example.com/shop/checkout:2.3.1", Local::Busybox),
+    ("envoyproxy/envoy-distroless:v1.31.0", Local::ShellLess),
+];
+
+/// The local image that stands for `image` in this tier, with `hooklog` as the hooklog image.
+fn local_image(tier: &Tier, hooklog: &str, image: &str) -> String {
+    if image == hooklog {
+        return hooklog.to_string();
+    }
+    let (_, local) = TEST_IMAGES
+        .iter()
+        .find(|(from, _)| *from == image)
+        .unwrap_or_else(|| panic!("no local image for {image}: add it to TEST_IMAGES"));
+    match local {
+        Local::Hooklog => hooklog.to_string(),
+        Local::Busybox => tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE"),
+        Local::ShellLess => tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE"),
+    }
+}
+
+/// The manifests the kubelet tests run, each in the form they run it (the incident after inject,
+/// whose image is the test's own).
+const KUBELET_MANIFESTS: [&str; 2] = [
+    "k8s/api-server-classic-sidecar.yaml",
+    "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+];
+
+/// Runs without the tier: every image the manifests name has its stand-in in [`TEST_IMAGES`], so
+/// a renamed image (the split's `hooklog-sidecar`) fails here at once rather than in the tier.
+#[test]
+fn every_image_the_kubelet_tests_run_has_a_stand_in() {
+    for file in KUBELET_MANIFESTS {
+        let yaml = std::fs::read_to_string(repo().join(file)).unwrap();
+        let mut named = 0;
+        for doc in yaml_documents(&yaml) {
+            let spec = &doc["spec"]["template"]["spec"];
+            for list in ["initContainers", "containers"] {
+                for c in spec[list].as_array().into_iter().flatten() {
+                    let image = c["image"].as_str().unwrap();
+                    assert!(
+                        TEST_IMAGES.iter().any(|(from, _)| *from == image),
+                        "{file}: {image} has no stand-in in TEST_IMAGES"
+                    );
+                    named += 1;
+                }
+            }
+        }
+        assert!(named >= 2, "{file}: {named} images");
+    }
+}
+
+/// A static Pod from a Deployment's pod template, as the tier runs it: hostNetwork, each image
+/// mapped to its stand-in ([`local_image`]: nothing is pulled) with `hooklog` as the hooklog
+/// image, `imagePullPolicy: Never`, no `ports`, and the test's grace period.
+fn pod_from_deployment(tier: &Tier, deployment: &Value, name: &str, hooklog: &str) -> Value {
     let template = &deployment["spec"]["template"];
     let mut spec = template["spec"].clone();
     spec["hostNetwork"] = json!(true);
@@ -562,12 +637,7 @@ fn pod_from_deployment(deployment: &Value, name: &str, images: &[(&str, &str)]) 
     for list in ["initContainers", "containers"] {
         for c in spec[list].as_array_mut().into_iter().flatten() {
             let image = c["image"].as_str().unwrap().to_string();
-            let local = images
-                .iter()
-                .find(|(from, _)| *from == image)
-                .unwrap_or_else(|| panic!("no local image for {image}"))
-                .1;
-            c["image"] = json!(local);
+            c["image"] = json!(local_image(tier, hooklog, &image));
             c["imagePullPolicy"] = json!("Never");
             // In hostNetwork every containerPort is a port of the node: two of the tests' pods
             // declaring the same one (they run at once) and the kubelet refuses the second
@@ -678,26 +748,10 @@ fn finished<'r>(records: &'r [Value], peer: &str) -> &'r Value {
 fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
     let Some(tier) = tier() else { return };
     let hooklog = hooklog_image(&tier);
-    let yaml = std::fs::read_to_string(repo().join("k8s/api-server-classic-sidecar.yaml")).unwrap();
+    let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[0])).unwrap();
     let deployment = yaml_documents(&yaml).remove(0);
-    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
-    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
     let name = format!("classic-{}", std::process::id());
-    let mut pod = pod_from_deployment(
-        &deployment,
-        &name,
-        &[
-            (
-                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
-                &hooklog,
-            ),
-            (
-                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api-server:1.4.2",
-                &busybox,
-            ),
-            ("envoyproxy/envoy-distroless:v1.31.2", &shell_less),
-        ],
-    );
+    let mut pod = pod_from_deployment(&tier, &deployment, &name, &hooklog);
     let spec = &mut pod["spec"];
     for v in spec["volumes"].as_array_mut().unwrap() {
         if v["name"] == "envoy-config" {
@@ -827,10 +881,7 @@ fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str) -> (Pod<'t>, Duratio
 /// inject's output for the seed incident (with checkout's failing hook added first), as a
 /// static pod with local images.
 fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) -> Pod<'t> {
-    let yaml = std::fs::read_to_string(
-        repo().join("tests/manifests/incidents/distroless-envoy-sleep.yaml"),
-    )
-    .unwrap();
+    let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[1])).unwrap();
     let mut deployment = yaml_documents(&yaml).remove(0);
     // The app whose hook fails: a heap-dump upload that prints its error and exits 3.
     container(&mut deployment["spec"]["template"]["spec"], "checkout")["lifecycle"] = json!({
@@ -853,17 +904,7 @@ fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) ->
     assert!(out.status.success(), "inject: {}", text(&out.stderr));
     let injected = yaml_documents(&text(&out.stdout)).remove(0);
     let name = format!("incident-{sidecar}-{}", std::process::id());
-    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
-    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
-    let pod = pod_from_deployment(
-        &injected,
-        &name,
-        &[
-            (hooklog, hooklog),
-            ("registry.example.com/shop/checkout:2.3.1", &busybox),
-            ("envoyproxy/envoy-distroless:v1.31.0", &shell_less),
-        ],
-    );
+    let pod = pod_from_deployment(tier, &injected, &name, hooklog);
     Pod::create(tier, pod)
 }
 
@@ -1001,28 +1042,12 @@ fn kubelet_events_without_an_api_change_nothing_and_the_termination_message_is_t
     use std::io::{Read, Seek};
     let Some(tier) = tier() else { return };
     let hooklog = release_image(&tier);
-    let yaml = std::fs::read_to_string(repo().join("k8s/api-server-classic-sidecar.yaml")).unwrap();
+    let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[0])).unwrap();
     let deployment = yaml_documents(&yaml).remove(0);
-    let busybox = tier.var("HOOKLOG_TEST_KUBELET_BUSYBOX_IMAGE");
-    let shell_less = tier.var("HOOKLOG_TEST_KUBELET_SHELL_LESS_IMAGE");
     let mut runs = Vec::new();
     for events in [false, true] {
         let name = format!("events-{events}-{}", std::process::id());
-        let mut pod = pod_from_deployment(
-            &deployment,
-            &name,
-            &[
-                (
-                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar:0.1.0",
-                    &hooklog,
-                ),
-                (
-                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api-server:1.4.2",
-                    &busybox,
-                ),
-                ("envoyproxy/envoy-distroless:v1.31.2", &shell_less),
-            ],
-        );
+        let mut pod = pod_from_deployment(&tier, &deployment, &name, &hooklog);
         let spec = &mut pod["spec"];
         for v in spec["volumes"].as_array_mut().unwrap() {
             if v["name"] == "envoy-config" {
