@@ -979,6 +979,12 @@ pub struct WebhookArgs {
     #[arg(long, env = "HOOKLOG_CERT_VALIDITY", default_value = "24h", value_parser = bounded_duration)]
     pub cert_validity: Duration,
 
+    /// How long a keep-alive connection may stay idle between reviews before the webhook closes
+    /// it: longer than the API server keeps it (90 s, net/http's default), so that the API
+    /// server gives it up first and never sends a review on a closing connection.
+    #[arg(long, env = "HOOKLOG_WEBHOOK_IDLE_TIMEOUT", default_value = "95s", value_parser = bounded_duration)]
+    pub idle_timeout: Duration,
+
     /// The hooklog image for the init container and the sidecar: the sidecar's
     /// (`hooklog-sidecar`, the Dockerfile's default stage).
     #[arg(long, env = "HOOKLOG_INJECT_IMAGE")]

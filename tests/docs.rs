@@ -1170,7 +1170,9 @@ fn eval_const(src: &str, expr: &str) -> Option<f64> {
 
 /// One factor of a constant's initializer: a literal, `A << B`, or a constant of `src`.
 fn factor(src: &str, f: &str) -> Option<f64> {
-    let f = f.trim();
+    let f = f.trim().trim_end_matches(',').trim();
+    // A `Duration` constant's seconds.
+    let f = f.strip_suffix(".as_secs()").unwrap_or(f);
     if let Some((a, b)) = f.split_once("<<") {
         return Some(factor(src, a)? * 2f64.powf(factor(src, b)?));
     }

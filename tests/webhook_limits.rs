@@ -242,3 +242,166 @@ fn slow_connections_do_not_block_real_reviews() {
         "{closed} of {SLOW} slow connections closed by the webhook"
     );
 }
+
+/// The webhook's bound for a request's headers and, before the first request, for a new
+/// connection's silence (src/webhook/server.rs `HEADER_TIMEOUT`).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle connections the webhook keeps at once (src/webhook/server.rs `MAX_IDLE_CONNECTIONS`).
+const MAX_IDLE_CONNECTIONS: usize = 100;
+/// Slack for a debug binary on a shared 2-core machine to notice a deadline (it looks every
+/// 100 ms).
+const NOTICE: Duration = Duration::from_secs(3);
+
+type Tls = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// Sends `GET /healthz` on a kept connection (keep-alive, the API server's way) and reads the
+/// one answer: its head, lowercased.
+fn healthz(tls: &mut Tls, port: u16) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    tls.write_all(format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())?;
+    tls.flush()?;
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        if tls.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&got).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body)?;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    Ok(head)
+}
+
+/// Whether the webhook closed `tls`: a read returns end of file (or a reset) within `wait`.
+fn closed_within(tls: &mut Tls, wait: Duration) -> bool {
+    use std::io::Read;
+    tls.sock.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    match tls.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("the webhook sent bytes unasked"),
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Issue 26's leftover: an idle keep-alive connection was closed by the 10 s header timeout,
+/// while the API server keeps idle connections 90 s and sends its next review on one (a POST
+/// it does not retry). It is kept past the header timeout and serves the next review; then, with
+/// `--idle-timeout`, it is closed once idle that long, and not before.
+#[test]
+fn an_idle_keep_alive_connection_outlives_the_header_timeout_and_ends_at_its_own_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
+    let head = healthz(&mut tls, w.port).unwrap();
+    assert!(!head.contains("connection: close"), "{head}");
+    // Idle past the header timeout: not closed.
+    assert!(
+        !closed_within(&mut tls, HEADER_TIMEOUT + NOTICE),
+        "closed while idle, before its idle bound"
+    );
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let head = healthz(&mut tls, w.port).expect("the kept connection serves the next request");
+    assert!(!head.contains("connection: close"), "{head}");
+    drop(w);
+
+    // Its own bound, set short: closed once idle that long, after each answer anew.
+    let idle = Duration::from_secs(2);
+    let w = Webhook::start(&certs, &["--sidecar", "classic", "--idle-timeout", "2s"]);
+    let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
+    healthz(&mut tls, w.port).unwrap();
+    let answered = std::time::Instant::now();
+    let early = idle - Duration::from_millis(500);
+    assert!(
+        !closed_within(&mut tls, early),
+        "closed before its idle bound"
+    );
+    assert!(
+        closed_within(&mut tls, NOTICE + Duration::from_millis(500)),
+        "not closed {:?} after the answer (--idle-timeout 2s)",
+        answered.elapsed()
+    );
+    assert!(answered.elapsed() >= early, "{:?}", answered.elapsed());
+    // A new connection that never sends a request is closed at the header timeout.
+    let mut silent = tls_client(&certs.ca_pem, w.port).unwrap();
+    use std::io::Write;
+    // rustls handshakes on the first write or read: an empty flush completes it.
+    silent.flush().unwrap();
+    let opened = std::time::Instant::now();
+    assert!(closed_within(&mut silent, HEADER_TIMEOUT + NOTICE + NOTICE));
+    assert!(
+        opened.elapsed() + Duration::from_millis(500) >= HEADER_TIMEOUT,
+        "{:?}",
+        opened.elapsed()
+    );
+}
+
+/// Idle connections take at most `MAX_IDLE_CONNECTIONS` of the webhook's slots: past it, an
+/// answer says `Connection: close` and the connection ends after it; once an idle one goes, a new
+/// connection is kept again.
+#[test]
+fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let mut kept = Vec::new();
+    for i in 0..MAX_IDLE_CONNECTIONS {
+        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let head = healthz(&mut tls, w.port).unwrap();
+        assert!(
+            !head.contains("connection: close"),
+            "connection {i}: {head}"
+        );
+        kept.push(tls);
+    }
+    for i in 0..3 {
+        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let head = healthz(&mut tls, w.port).unwrap();
+        assert!(
+            head.contains("connection: close"),
+            "over the cap, {i}: {head}"
+        );
+        assert!(
+            closed_within(&mut tls, NOTICE),
+            "over the cap, {i}: not closed"
+        );
+    }
+    // A kept one that sends again is still served, and kept (its slot is its own).
+    let head = healthz(&mut kept[0], w.port).unwrap();
+    assert!(!head.contains("connection: close"), "{head}");
+    // One goes away: a new connection is kept again, once the webhook has seen it go.
+    drop(kept.pop());
+    let again = crate::util::wait_until(Duration::from_secs(10), || {
+        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
+        tls.sock
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let head = healthz(&mut tls, w.port).unwrap();
+        let keep = !head.contains("connection: close");
+        if keep {
+            kept.push(tls);
+        }
+        keep
+    });
+    assert!(again, "no connection kept after one went");
+}

@@ -166,6 +166,8 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
         .with_context(|| format!("listen on {}", args.listen))?;
     let own_namespace = own_namespace(&args);
     let shared = Arc::new(server::Shared {
+        idle: Arc::new(server::IdleSlots::new(server::MAX_IDLE_CONNECTIONS)),
+        idle_timeout: args.idle_timeout,
         bodies: tokio::sync::Semaphore::new(server::BODY_BUDGET / 1024),
         reviews: tokio::sync::Semaphore::new(server::REVIEW_BUDGET / 1024),
         policy: review::Policy {

@@ -29,8 +29,27 @@ pub const MAX_DISCARD: usize = 4 * MAX_BODY;
 /// The whole TLS handshake. The API server's webhook timeout is 10 s here (`timeoutSeconds`):
 /// a handshake slower than that is answered by nobody.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Request headers, from the connection's first byte (or the previous response) on.
+/// Request headers, from their first byte on; and, on a new connection, from the handshake to
+/// the first request's first byte (the API server connects to send one).
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the API server keeps an idle connection to a webhook for its next review: net/http's
+/// `DefaultTransport.IdleConnTimeout`, 90 s, which k8s.io/apimachinery's `SetTransportDefaults`
+/// keeps for the webhook client.
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// What the webhook waits beyond [`CLIENT_IDLE_TIMEOUT`] before it closes an idle connection
+/// itself: the client gives it up first, so a review is never sent on a connection the webhook
+/// is closing (a POST is not retried: the API server would fail or admit by `failurePolicy`).
+pub const IDLE_MARGIN: Duration = Duration::from_secs(5);
+/// `webhook --idle-timeout`'s default: an idle keep-alive connection's own bound, between an
+/// answer and the next request's first byte (it was the 10 s [`HEADER_TIMEOUT`], so the webhook
+/// closed connections the API server still meant to use).
+pub const IDLE_TIMEOUT: Duration =
+    Duration::from_secs(CLIENT_IDLE_TIMEOUT.as_secs() + IDLE_MARGIN.as_secs());
+/// Idle keep-alive connections kept at once: client-go keeps 25 idle connections per host
+/// (`idleConnsPerHost`, k8s.io/client-go/transport/cache.go), so this holds four API servers'
+/// worth; past it an answer says `Connection: close` and the connection ends after it, so idle
+/// ones never take more than this of [`MAX_CONNECTIONS`].
+pub const MAX_IDLE_CONNECTIONS: usize = 100;
 /// The body, once the headers are in: the same 10 s the API server waits in all.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; the API server keeps a few open per replica, more wait.
@@ -65,12 +84,50 @@ const COST_PER_VALUE: usize = 512;
 /// The budgets count in KiB, so that a permit count fits the semaphore for any size.
 const KIB: usize = 1024;
 
-/// How fast a connection sends: the bytes of what it is sending now and since when. Idle (after
-/// an answer, before the next request's first byte) nothing is counted: hyper's
-/// `header_read_timeout` ([`HEADER_TIMEOUT`]) ends a connection idle that long.
+/// The idle connections kept ([`MAX_IDLE_CONNECTIONS`]), counted across connections.
+#[derive(Debug)]
+pub struct IdleSlots {
+    taken: std::sync::atomic::AtomicUsize,
+    max: usize,
+}
+
+impl IdleSlots {
+    pub fn new(max: usize) -> IdleSlots {
+        IdleSlots {
+            taken: std::sync::atomic::AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// Takes a slot if one is free.
+    fn take(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self) {
+        use std::sync::atomic::Ordering;
+        // Only a holder gives back: never below 0.
+        let _ = self
+            .taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
+/// How fast a connection sends: the bytes of what it is sending now and since when; and, idle
+/// (after the handshake or an answer, before the next request's first byte), since when and for
+/// how long at most ([`HEADER_TIMEOUT`] before the first request, the idle timeout after one).
 #[derive(Debug)]
 pub struct Pace {
     state: std::sync::Mutex<PaceState>,
+    /// Where an idle connection holds its slot.
+    slots: Arc<IdleSlots>,
+    /// How long a connection may stay idle between requests (`--idle-timeout`).
+    idle_timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -80,17 +137,33 @@ struct PaceState {
     bytes: u64,
     /// A request is being answered: the answer bounds its own wait ([`Pace::deadline`]).
     answering: bool,
+    /// Idle since then, for at most that long.
+    idle: Option<(Instant, Duration)>,
+    /// This connection holds one of the [`IdleSlots`].
+    holds_slot: bool,
+}
+
+impl Drop for Pace {
+    fn drop(&mut self) {
+        if self.with(|s| std::mem::take(&mut s.holds_slot)) {
+            self.slots.give_back();
+        }
+    }
 }
 
 impl Pace {
     /// A connection just accepted: its handshake's clock runs.
-    fn new() -> Pace {
+    fn new(slots: Arc<IdleSlots>, idle_timeout: Duration) -> Pace {
         Pace {
             state: std::sync::Mutex::new(PaceState {
                 since: Some(Instant::now()),
                 bytes: 0,
                 answering: false,
+                idle: None,
+                holds_slot: false,
             }),
+            slots,
+            idle_timeout,
         }
     }
 
@@ -103,19 +176,41 @@ impl Pace {
     }
 
     fn read(&self, n: usize) {
-        self.with(|s| {
+        let gave_back = self.with(|s| {
             s.since.get_or_insert_with(Instant::now);
             s.bytes = s.bytes.saturating_add(n as u64);
+            s.idle = None;
+            std::mem::take(&mut s.holds_slot)
         });
+        if gave_back {
+            self.slots.give_back();
+        }
     }
 
-    /// The handshake is done, or a request answered: idle until the next byte.
-    fn done(&self) {
+    /// The handshake is done: idle until the first request's first byte, for at most
+    /// [`HEADER_TIMEOUT`].
+    fn handshaken(&self) {
         self.with(|s| {
             s.since = None;
             s.bytes = 0;
             s.answering = false;
+            s.idle = Some((Instant::now(), HEADER_TIMEOUT));
         });
+    }
+
+    /// A request is answered: idle until the next request's first byte, for at most the idle
+    /// timeout, if `keep` (the client keeps the connection) and an idle slot is free. Returns
+    /// whether the connection is kept: if not, the answer must close it.
+    fn answered(&self, keep: bool) -> bool {
+        let kept = keep && self.slots.take();
+        self.with(|s| {
+            s.since = None;
+            s.bytes = 0;
+            s.answering = false;
+            s.idle = kept.then(|| (Instant::now(), self.idle_timeout));
+            s.holds_slot = kept;
+        });
+        kept
     }
 
     fn answering(&self) {
@@ -132,10 +227,19 @@ impl Pace {
         })
     }
 
-    /// Too slow, outside an answer (an answer reads its body against [`Pace::deadline`]).
+    /// Too slow, outside an answer (an answer reads its body against [`Pace::deadline`]): the
+    /// bytes arriving below [`MIN_RATE`], a request's headers not in within [`HEADER_TIMEOUT`],
+    /// or idle past its bound.
     fn too_slow(&self) -> bool {
-        let answering = self.with(|s| s.answering);
-        !answering && self.deadline().is_some_and(|d| Instant::now() > d)
+        let now = Instant::now();
+        let (answering, headers_late, idle_over) = self.with(|s| {
+            (
+                s.answering,
+                s.since.is_some_and(|t| now > t + HEADER_TIMEOUT),
+                s.idle.is_some_and(|(t, bound)| now > t + bound),
+            )
+        });
+        !answering && (headers_late || idle_over || self.deadline().is_some_and(|d| now > d))
     }
 
     /// Resolves once the connection is too slow.
@@ -213,6 +317,10 @@ pub struct Shared {
     /// Reviews answered, and the time spent on them (the webhook's own share of admission
     /// latency), logged at shutdown.
     pub stats: std::sync::Mutex<Stats>,
+    /// The idle connections kept ([`MAX_IDLE_CONNECTIONS`]).
+    pub idle: Arc<IdleSlots>,
+    /// How long an idle connection is kept (`--idle-timeout`, [`IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
 }
 
 /// Counters for the log.
@@ -256,7 +364,7 @@ pub async fn serve(
         let stop = stop.clone();
         tracker.spawn(async move {
             let _permit = permit;
-            let pace = Arc::new(Pace::new());
+            let pace = Arc::new(Pace::new(shared.idle.clone(), shared.idle_timeout));
             let tcp = Paced {
                 inner: tcp,
                 pace: pace.clone(),
@@ -279,20 +387,30 @@ pub async fn serve(
                     return;
                 }
             };
-            pace.done();
+            pace.handshaken();
             let watched = pace.clone();
-            let service = hyper::service::service_fn(move |req| {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (shared, pace) = (shared.clone(), pace.clone());
                 async move {
                     pace.answering();
-                    let r = handle(req, shared, &pace).await;
-                    pace.done();
+                    let keep = client_keeps(&req);
+                    let mut r = handle(req, shared, &pace).await;
+                    if !pace.answered(keep)
+                        && let Ok(answer) = &mut r
+                    {
+                        answer.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
+                        );
+                    }
                     r
                 }
             });
+            // The headers' and the idle connection's bounds are the pace's ([`Pace::too_slow`]):
+            // hyper's own header timeout would run through the idle time too.
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(None)
                 .serve_connection(TokioIo::new(tls), service);
             tokio::pin!(conn);
             tokio::select! {
@@ -310,6 +428,24 @@ pub async fn serve(
                 }
             }
         });
+    }
+}
+
+/// Whether the client means to send another request on this connection: HTTP/1.1 without
+/// `Connection: close` (HTTP/1.0 only with `Connection: keep-alive`).
+fn client_keeps(req: &Request<Incoming>) -> bool {
+    let says = |word: &str| {
+        req.headers()
+            .get_all(hyper::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(word))
+    };
+    if req.version() == hyper::Version::HTTP_10 {
+        says("keep-alive")
+    } else {
+        !says("close")
     }
 }
 
@@ -483,4 +619,37 @@ async fn read_body(mut body: Incoming, expected: usize) -> Result<Bytes, (Bytes,
         return Err((kept.freeze(), format!("body larger than {MAX_BODY} bytes")));
     }
     Ok(kept.freeze())
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+
+    #[test]
+    fn the_idle_timeout_flag_defaults_to_the_constant_and_outlasts_the_api_servers() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["hooklog", "webhook", "--image", "i:1"])
+            .expect("parses");
+        let crate::cli::Command::Webhook(args) = cli.command else {
+            panic!("not webhook");
+        };
+        assert_eq!(args.idle_timeout, IDLE_TIMEOUT);
+        assert!(IDLE_TIMEOUT > CLIENT_IDLE_TIMEOUT);
+        assert!(IDLE_TIMEOUT > HEADER_TIMEOUT);
+        assert!(MAX_IDLE_CONNECTIONS < MAX_CONNECTIONS);
+    }
+
+    #[test]
+    fn idle_slots_are_never_more_than_their_cap_nor_fewer_than_none() {
+        let slots = IdleSlots::new(2);
+        assert!(slots.take() && slots.take() && !slots.take());
+        slots.give_back();
+        assert!(slots.take() && !slots.take());
+        for _ in 0..5 {
+            slots.give_back();
+        }
+        assert!(slots.take() && slots.take() && !slots.take());
+        let none = IdleSlots::new(0);
+        assert!(!none.take());
+    }
 }
