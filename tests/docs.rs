@@ -1482,11 +1482,19 @@ fn stray_figures(page: &str, text: &str, figures: &[Figure]) -> Vec<String> {
                 let first = lower.split('|').nth(1).unwrap_or_default();
                 format!("{first} {cell}")
             } else {
-                before[before.floor_char_boundary(clause_start)..].to_string()
+                // The window's start on a character boundary (MSRV 1.85: no
+                // `floor_char_boundary`).
+                let start = (0..=clause_start)
+                    .rev()
+                    .find(|&k| before.is_char_boundary(k))
+                    .unwrap_or(0);
+                before[start..].to_string()
             };
-            let claimed = CLAIM_WORDS.iter().any(|w| window.contains(w))
-                && !(MEMORY_WORDS.iter().any(|w| window.contains(w)) && !budget);
-            if !(budget || claimed) || (measured && !budget) {
+            let memory = MEMORY_WORDS.iter().any(|w| window.contains(w));
+            let claimed = CLAIM_WORDS.iter().any(|w| window.contains(w)) && (budget || !memory);
+            // A measured region's numbers are results, its budgets still figures.
+            let checked = if measured { budget } else { budget || claimed };
+            if !checked {
                 continue;
             }
             if !figures.iter().any(|f| q.shows(f.value, f.dimension)) {

@@ -17,10 +17,13 @@ const BAD_VALUE: &str = "not-a-value";
 /// hooklog's usage error (BSD sysexits EX_USAGE).
 const EXIT_USAGE: i32 = 64;
 
+/// A failing invocation and its exit code, or why a subcommand has none.
+type Runtime = Result<(&'static [&'static str], i32), &'static str>;
+
 /// Per subcommand, an invocation that fails after the command line parsed (a missing file, a
 /// setting its configuration refuses), with its exit code; or why there is none. The test fails
 /// for a subcommand missing here.
-const RUNTIME: &[(&str, Result<(&[&str], i32), &str>)] = &[
+const RUNTIME: &[(&str, Runtime)] = &[
     (
         "run",
         Ok((&["run", "--file", "x.log", "--max-line-bytes", "10"], 64)),

@@ -634,9 +634,11 @@ mod idle_tests {
             panic!("not webhook");
         };
         assert_eq!(args.idle_timeout, IDLE_TIMEOUT);
-        assert!(IDLE_TIMEOUT > CLIENT_IDLE_TIMEOUT);
-        assert!(IDLE_TIMEOUT > HEADER_TIMEOUT);
-        assert!(MAX_IDLE_CONNECTIONS < MAX_CONNECTIONS);
+        const {
+            assert!(IDLE_TIMEOUT.as_secs() > CLIENT_IDLE_TIMEOUT.as_secs());
+            assert!(IDLE_TIMEOUT.as_secs() > HEADER_TIMEOUT.as_secs());
+            assert!(MAX_IDLE_CONNECTIONS < MAX_CONNECTIONS);
+        }
     }
 
     #[test]
