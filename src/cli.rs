@@ -300,13 +300,15 @@ pub fn diagnostic_line(level: &str, message: &str) -> String {
     let command = ERRORS_COMMAND.get().copied().unwrap_or("hooklog");
     if ERRORS_JSON.load(std::sync::atomic::Ordering::Relaxed) {
         let now = crate::timefmt::rfc3339_ms(crate::timefmt::now_ms());
-        serde_json::json!({
-            "timestamp": String::from_utf8_lossy(&now),
-            "level": level,
-            "message": message,
-            "command": command,
-        })
-        .to_string()
+        // Each value a JSON string, escaped by serde_json; the keys are fixed.
+        let quote = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into());
+        format!(
+            "{{\"timestamp\":{},\"level\":{},\"message\":{},\"command\":{}}}",
+            quote(&String::from_utf8_lossy(&now)),
+            quote(level),
+            quote(message),
+            quote(command)
+        )
     } else {
         let one: Vec<&str> = message.lines().filter(|l| !l.trim().is_empty()).collect();
         format!("hooklog: {}", one.join("; "))

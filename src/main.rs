@@ -46,8 +46,16 @@ fn main() -> ExitCode {
             // A usage error is a fatal error like any other: one line, in --log-format.
             let args: Vec<OsString> = std::env::args_os().collect();
             let command = cli::command_of(&cli::command(), &args);
-            cli::set_error_format(cli::log_format_of(&args), command);
-            cli::fatal(&cli::clap_message(&e, command));
+            let format = cli::log_format_of(&args);
+            cli::set_error_format(format, command);
+            if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                && format == LogFormat::Text
+            {
+                // A bare `hooklog`: its help is the answer, as clap prints it.
+                let _ = e.print();
+            } else {
+                cli::fatal(&cli::clap_message(&e, command));
+            }
             if let Some(command) = hook_command(args) {
                 return ExitCode::from(run_unreported(&command));
             }

@@ -1,6 +1,8 @@
 //! The docs stay true: every example README.md and docs/*.md show with its output is run with
-//! the real binary and compared (or listed here as not run, with the reason), and no relative
-//! link or `#anchor` in them is broken.
+//! the real binary and compared (or listed here as not run, with the reason), no relative
+//! link or `#anchor` in them is broken, and every size, budget and limit they state is a row of
+//! docs/figures.md, which is checked against its source ([`every_figure_holds_against_its_source`],
+//! [`no_page_states_a_size_or_budget_that_is_not_a_figure`]).
 //!
 //! An example is a fenced block that shows output: its info string is `console`, `json`,
 //! `text` or `diff`, or a line of it starts with `$ `. Each one must follow a marker
