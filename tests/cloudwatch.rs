@@ -1103,3 +1103,386 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "the held records (and the summary) count as adjusted"
     );
 }
+
+/// One request a [`CredServer`] received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    /// Header names lower-cased.
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+/// A credential source on 127.0.0.1 (STS, container credentials or IMDS, as `answer` plays
+/// it): real sockets, one request per connection, every request kept.
+struct CredServer {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+type Answer = (u16, String);
+
+impl CredServer {
+    fn start(answer: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> CredServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).is_err() || line.is_empty() {
+                    continue;
+                }
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or_default().to_string();
+                let path = parts.next().unwrap_or_default().to_string();
+                let mut headers = HashMap::new();
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                    }
+                }
+                let len: usize = headers
+                    .get("content-length")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                let _ = r.read_exact(&mut body);
+                let req = Seen {
+                    method,
+                    path,
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                };
+                let (status, text) = answer(&req);
+                kept.lock().unwrap().push(req);
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        CredServer { port, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// An RFC 3339 UTC time `from_now_s` seconds from now.
+fn rfc3339_from_now(from_now_s: i64) -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + from_now_s * 1000;
+    let s = String::from_utf8(hooklog::timefmt::rfc3339_ms(ms).to_vec()).unwrap();
+    format!("{}Z", &s[..19])
+}
+
+/// The JSON the container and instance metadata services answer with: the proxy's test key.
+fn metadata_json(expires_in_s: i64) -> String {
+    serde_json::json!({
+        "Code": "Success",
+        "AccessKeyId": "testing",
+        "SecretAccessKey": "testing",
+        "Token": "session-token-from-the-source",
+        "Expiration": rfc3339_from_now(expires_in_s),
+    })
+    .to_string()
+}
+
+/// Starts `hooklog run --output cloudwatch` to `endpoint` with only `aws` of the AWS
+/// variables (every other one the tests' environment has is removed).
+fn start_with_aws_env(dir: &Path, group: &str, endpoint: &str, aws: &[(&str, String)]) -> Daemon {
+    let file = dir.join("prestop.log");
+    let mut cmd = crate::util::hooklog();
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(["run", "--file"])
+        .arg(&file)
+        .args(["--output", "cloudwatch", "--log-group", group])
+        .args(["--flush-interval", "200ms", "--grace", "3s"])
+        .envs(POD_ENV.iter().copied())
+        .env("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", endpoint)
+        .env("AWS_REGION", "us-east-1");
+    for (k, v) in aws {
+        cmd.env(k, v);
+    }
+    Daemon::spawn(cmd)
+}
+
+/// Ships `n` records with the credentials `aws` points at and checks they all arrived,
+/// signed (the proxy checks every signature against the key the source gave).
+fn ships_with(moto: &str, name: &str, aws: &[(&str, String)], n: usize) -> Daemon {
+    let proxy = Proxy::start(moto);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique(name);
+    let mut d = start_with_aws_env(dir.path(), &group, &proxy.url(), aws);
+    let file = dir.path().join("prestop.log");
+    // In a few pieces, so that several calls are made.
+    let want = lines(name, n);
+    for chunk in want.chunks(n.div_ceil(3)) {
+        append(&file, chunk);
+        let before = read_back(moto, &group, STREAM).len();
+        d.expect(Duration::from_secs(20), "records did not arrive", || {
+            read_back(moto, &group, STREAM).len() >= before + chunk.len()
+        });
+    }
+    d.terminate();
+    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    assert_exactly_once(&count_messages(&read_back(moto, &group, STREAM)), &want);
+    assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
+    proxy.assert_no_invalid_requests();
+    d
+}
+
+/// IRSA: the projected token goes to STS's AssumeRoleWithWebIdentity (the XML answer's key
+/// signs every call), once for as long as the credentials are valid.
+#[test]
+fn web_identity_credentials_come_from_sts_once() {
+    let Some(moto) = moto() else { return };
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "eyJ.projected.token\n").unwrap();
+    let sts = CredServer::start(|_| {
+        (
+            200,
+            format!(
+                "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+                 <AssumeRoleWithWebIdentityResult><Credentials>\
+                 <AccessKeyId>testing</AccessKeyId><SecretAccessKey>testing</SecretAccessKey>\
+                 <SessionToken>sts-session-token</SessionToken><Expiration>{}</Expiration>\
+                 </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>",
+                rfc3339_from_now(3600)
+            ),
+        )
+    });
+    ships_with(
+        &moto,
+        "hooklog-irsa",
+        &[
+            (
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                token_file.display().to_string(),
+            ),
+            (
+                "AWS_ROLE_ARN",
+                "arn:aws:iam::123456789012:role/hooklog".into(),
+            ),
+            ("AWS_ROLE_SESSION_NAME", "pod-session".into()),
+            ("AWS_ENDPOINT_URL_STS", sts.url("/")),
+        ],
+        90,
+    );
+    let seen = sts.seen();
+    assert_eq!(
+        seen.len(),
+        1,
+        "one exchange for an hour's credentials: {seen:#?}"
+    );
+    let form: HashMap<&str, &str> = seen[0]
+        .body
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(form["Action"], "AssumeRoleWithWebIdentity");
+    assert_eq!(form["Version"], "2011-06-15");
+    assert_eq!(
+        form["RoleArn"],
+        "arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fhooklog"
+    );
+    assert_eq!(form["RoleSessionName"], "pod-session");
+    assert_eq!(form["WebIdentityToken"], "eyJ.projected.token");
+}
+
+/// EKS Pod Identity (and ECS): AWS_CONTAINER_CREDENTIALS_FULL_URI with the token file's
+/// authorization, read again at each fetch. Credentials within 5 minutes of their expiry are
+/// fetched again before the next call.
+#[test]
+fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry() {
+    let Some(moto) = moto() else { return };
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("eks-pod-identity-token");
+    std::fs::write(&token_file, "pod-identity-token").unwrap();
+    // Four minutes left: inside the refresh margin, so every call fetches again.
+    let server = CredServer::start(|req| match req.headers.get("authorization") {
+        Some(t) if t == "pod-identity-token" => (200, metadata_json(240)),
+        _ => (
+            401,
+            r#"{"code":"AccessDeniedException","message":"bad token"}"#.into(),
+        ),
+    });
+    let d = ships_with(
+        &moto,
+        "hooklog-podid",
+        &[
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                server.url("/v1/credentials"),
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                token_file.display().to_string(),
+            ),
+        ],
+        90,
+    );
+    let seen = server.seen();
+    assert!(
+        seen.iter()
+            .all(|s| s.method == "GET" && s.path == "/v1/credentials"),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.len() >= 3,
+        "fetched again before each call near expiry: {seen:#?}"
+    );
+    assert!(
+        !d.stderr
+            .lines()
+            .iter()
+            .any(|l| l.contains("cannot get credentials")),
+        "{:#?}",
+        d.stderr.lines()
+    );
+}
+
+/// EC2 / managed node groups: IMDSv2's session token, the role, its credentials.
+#[test]
+fn instance_metadata_credentials_use_an_imdsv2_session() {
+    let Some(moto) = moto() else { return };
+    let server = CredServer::start(|req| {
+        let token = req
+            .headers
+            .get("x-aws-ec2-metadata-token")
+            .map(String::as_str);
+        match (req.method.as_str(), req.path.as_str(), token) {
+            ("PUT", "/latest/api/token", _)
+                if req
+                    .headers
+                    .get("x-aws-ec2-metadata-token-ttl-seconds")
+                    .is_some() =>
+            {
+                (200, "imds-session".into())
+            }
+            ("GET", "/latest/meta-data/iam/security-credentials/", Some("imds-session")) => {
+                (200, "hooklog-node-role".into())
+            }
+            (
+                "GET",
+                "/latest/meta-data/iam/security-credentials/hooklog-node-role",
+                Some("imds-session"),
+            ) => (200, metadata_json(6 * 3600)),
+            _ => (401, String::new()),
+        }
+    });
+    ships_with(
+        &moto,
+        "hooklog-imds",
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url(""))],
+        60,
+    );
+    let paths: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "PUT /latest/api/token",
+            "GET /latest/meta-data/iam/security-credentials/",
+            "GET /latest/meta-data/iam/security-credentials/hooklog-node-role",
+        ],
+        "one fetch for six hours' credentials"
+    );
+}
+
+/// A source that answers badly (an error, garbage, credentials already expired): one clear
+/// warning, no panic, no busy loop (the fetches follow the sink's backoff), and the records
+/// still come out, on stdout at the shutdown.
+#[test]
+fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
+    let Some(moto) = moto() else { return };
+    let cases: [(&str, Answer); 4] = [
+        ("expired", (200, metadata_json(-60))),
+        ("error", (500, "internal error".into())),
+        ("garbage", (200, "<html>captive portal</html>".into())),
+        ("no-secret", (200, r#"{"AccessKeyId":"testing"}"#.into())),
+    ];
+    for (name, answer) in cases {
+        let proxy = Proxy::start(&moto);
+        let server = CredServer::start(move |_| answer.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let group = unique("hooklog-badcreds");
+        let mut d = start_with_aws_env(
+            dir.path(),
+            &group,
+            &proxy.url(),
+            &[("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds"))],
+        );
+        let want = lines(name, 20);
+        append(&dir.path().join("prestop.log"), &want);
+        d.expect(Duration::from_secs(10), "the credentials warning", || {
+            d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("cannot get credentials"))
+        });
+        // Three seconds of retrying: the backoff spaces the fetches (100 ms, then doubling).
+        let before = server.seen().len();
+        std::thread::sleep(Duration::from_secs(3));
+        let fetches = server.seen().len() - before;
+        assert!(fetches <= 8, "{name}: {fetches} fetches in 3 s");
+        d.terminate();
+        let st = d.wait_exit(Duration::from_secs(15));
+        assert!(
+            st.success(),
+            "{name}: exit {st}; stderr: {:#?}",
+            d.stderr.lines()
+        );
+        let warnings = d
+            .stderr
+            .lines()
+            .iter()
+            .filter(|l| l.contains("cannot get credentials"))
+            .count();
+        assert_eq!(warnings, 1, "{name}: {:#?}", d.stderr.lines());
+        let detail = match name {
+            "expired" => "expired at",
+            "error" => "HTTP 500",
+            "garbage" => "not JSON",
+            _ => "no SecretAccessKey",
+        };
+        assert!(
+            d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("cannot get credentials") && l.contains(detail)),
+            "{name}: the warning says why ({detail}): {:#?}",
+            d.stderr.lines()
+        );
+        assert!(!d.stderr.lines().iter().any(|l| l.contains("panicked")));
+        assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+        assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
+    }
+}

@@ -1,5 +1,6 @@
 //! (the sidecar) The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
-//! ([`batch`]), sends them ([`client`]) and retries what may succeed later ([`retry`]).
+//! ([`batch`]), sends them ([`client`], on [`http`], signed by [`sigv4`] with [`credentials`])
+//! and retries what may succeed later ([`retry`]).
 //!
 //! Nothing is dropped. While a request is being sent or retried the sink reads no more batches,
 //! so its bounded queue fills and the inputs wait. A batch is acknowledged only once CloudWatch
@@ -16,8 +17,11 @@
 pub mod batch;
 pub mod client;
 pub mod clock;
+pub mod credentials;
 pub mod emf;
+pub mod http;
 pub mod retry;
+pub mod sigv4;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
