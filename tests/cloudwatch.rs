@@ -58,13 +58,26 @@ fn unique(prefix: &str) -> String {
 struct Proxy {
     child: Child,
     port: u16,
+    /// It answers HTTPS.
+    https: bool,
     /// The proxy's stdout, where it says `listening PORT` once it listens.
     out: BufReader<std::process::ChildStdout>,
 }
 
 impl Proxy {
     fn start(upstream: &str) -> Proxy {
-        let mut p = Proxy::spawn(upstream, false);
+        let mut p = Proxy::spawn(upstream, false, None);
+        p.expect_line("listening");
+        p
+    }
+
+    /// A proxy that answers HTTPS with `cert` and `key` (PEM files).
+    fn start_tls(upstream: &str, cert: &Path, key: &Path) -> Proxy {
+        let mut p = Proxy::spawn(
+            upstream,
+            false,
+            Some(format!("{}:{}", cert.display(), key.display())),
+        );
         p.expect_line("listening");
         p
     }
@@ -73,17 +86,21 @@ impl Proxy {
     /// [`Proxy::listen`]: the port is the one the proxy bound, so nothing else takes it between
     /// (a port found free, released and bound again later could be).
     fn start_refusing(upstream: &str) -> Proxy {
-        let mut p = Proxy::spawn(upstream, true);
+        let mut p = Proxy::spawn(upstream, true, None);
         p.expect_line("bound");
         p
     }
 
-    fn spawn(upstream: &str, refusing: bool) -> Proxy {
+    fn spawn(upstream: &str, refusing: bool, tls: Option<String>) -> Proxy {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cwproxy.py");
         let mut cmd = Command::new("python3");
         cmd.arg(&script).args(["--upstream", upstream]);
         if refusing {
             cmd.arg("--listen-on-stdin");
+        }
+        let https = tls.is_some();
+        if let Some(tls) = tls {
+            cmd.args(["--tls", &tls]);
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -94,6 +111,7 @@ impl Proxy {
         Proxy {
             child,
             port: 0,
+            https,
             out,
         }
     }
@@ -123,10 +141,14 @@ impl Proxy {
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     fn http(&self, method: &str, path: &str, body: &str) -> Value {
+        if self.https {
+            return self.https_control(method, path, body);
+        }
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,
@@ -161,6 +183,24 @@ impl Proxy {
         let (_, json) = resp.split_once("\r\n\r\n").expect("an HTTP answer");
         let v: Value = serde_json::from_str(json).unwrap();
         (status, v["__type"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// The control calls of an HTTPS proxy, by python (no TLS client in the tests otherwise).
+    fn https_control(&self, method: &str, path: &str, body: &str) -> Value {
+        let script = "import json, ssl, sys, urllib.request\n\
+            ctx = ssl._create_unverified_context()\n\
+            req = urllib.request.Request(sys.argv[1], data=sys.argv[3].encode() or None, method=sys.argv[2])\n\
+            print(urllib.request.urlopen(req, context=ctx).read().decode())";
+        let out = Command::new("python3")
+            .args(["-c", script, &format!("{}{path}", self.url()), method, body])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
     }
 
     fn faults(&self, json: &str) {
@@ -1643,4 +1683,54 @@ json.dump(out, sys.stdout)
             "seed {seed}: botocore signs otherwise: {case:#}"
         );
     }
+}
+
+/// `https` endpoints: TLS (rustls, ring) trusting the roots the AWS SDK trusted, here
+/// `SSL_CERT_FILE` naming the test CA. Without it (the system's roots, which do not hold the test
+/// CA) the certificate is refused: nothing is sent, the records go to stdout at shutdown.
+#[test]
+fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
+    let Some(moto) = moto() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tls = crate::registry::make_tls(dir.path());
+    let proxy = Proxy::start_tls(&moto, &tls.cert, &tls.key);
+    let keys = [
+        ("AWS_ACCESS_KEY_ID", "testing".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".to_string()),
+    ];
+    for trusted in [true, false] {
+        let group = unique("hooklog-tls");
+        let mut aws = keys.to_vec();
+        if trusted {
+            aws.push(("SSL_CERT_FILE", tls.ca.display().to_string()));
+        }
+        let work = tempfile::tempdir().unwrap();
+        let mut d = start_with_aws_env(work.path(), &group, &proxy.url(), &aws);
+        let want = lines(if trusted { "tls" } else { "untrusted" }, 50);
+        append(&work.path().join("prestop.log"), &want);
+        if trusted {
+            d.expect(
+                Duration::from_secs(20),
+                "records did not arrive over TLS",
+                || read_back(&moto, &group, STREAM).len() >= want.len(),
+            );
+        } else {
+            d.expect(Duration::from_secs(10), "the TLS failure", || {
+                d.stderr
+                    .lines()
+                    .iter()
+                    .any(|l| l.contains("retrying") && l.contains("TLS"))
+            });
+        }
+        d.terminate();
+        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        if trusted {
+            assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+            assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
+        } else {
+            assert!(read_back(&moto, &group, STREAM).is_empty());
+            assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+        }
+    }
+    proxy.assert_no_invalid_requests();
 }
