@@ -1419,8 +1419,7 @@ fn instance_metadata_credentials_use_an_imdsv2_session() {
             ("PUT", "/latest/api/token", _)
                 if req
                     .headers
-                    .get("x-aws-ec2-metadata-token-ttl-seconds")
-                    .is_some() =>
+                    .contains_key("x-aws-ec2-metadata-token-ttl-seconds") =>
             {
                 (200, "imds-session".into())
             }
