@@ -84,7 +84,7 @@ enum Source {
         /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`, read for each fetch.
         token_file: Option<PathBuf>,
         /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`.
-        token: Option<String>,
+        token: Option<Secret>,
     },
     /// IMDSv2.
     Imds {
@@ -95,6 +95,16 @@ enum Source {
     Broken(String),
     /// Nothing configured.
     Nothing,
+}
+
+/// A token never shown in `Debug`.
+#[derive(Clone)]
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// The credentials in use and whether the source is failing.
@@ -310,7 +320,7 @@ fn pick(env: &impl Fn(&str) -> Option<String>, region: Option<&str>) -> Source {
         return Source::Container {
             url,
             token_file: nonempty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").map(PathBuf::from),
-            token: nonempty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+            token: nonempty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").map(Secret),
         };
     }
     if nonempty(env, "AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
@@ -618,6 +628,26 @@ mod tests {
             panic!("{p:?}")
         };
         assert_eq!(sts.port, 2);
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let p = Provider::from_env(
+            env(&[
+                ("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1/c"),
+                ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "TOKEN-SECRET"),
+            ]),
+            None,
+        );
+        let p2 = Provider::from_env(
+            env(&[
+                ("AWS_ACCESS_KEY_ID", "a"),
+                ("AWS_SECRET_ACCESS_KEY", "KEY-SECRET"),
+            ]),
+            None,
+        );
+        let shown = format!("{p:?} {p2:?}");
+        assert!(!shown.contains("SECRET"), "{shown}");
     }
 
     #[test]
