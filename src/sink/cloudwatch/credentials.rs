@@ -255,7 +255,15 @@ impl Provider {
                 url,
                 token_file,
                 token,
-            } => container(client, url, token_file.as_ref(), token.as_deref()).await,
+            } => {
+                container(
+                    client,
+                    url,
+                    token_file.as_ref(),
+                    token.as_ref().map(|t| t.0.as_str()),
+                )
+                .await
+            }
             Source::Imds { base } => imds(client, base).await,
             Source::Broken(why) => Err(why.clone()),
             Source::Nothing => {
