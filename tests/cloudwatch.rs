@@ -1506,6 +1506,15 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             .filter(|l| l.contains("cannot get credentials"))
             .count();
         assert_eq!(warnings, 1, "{name}: {:#?}", d.stderr.lines());
+        // ...and no retry warning repeating it.
+        assert!(
+            !d.stderr
+                .lines()
+                .iter()
+                .any(|l| l.contains("cloudwatch call failed")),
+            "{name}: {:#?}",
+            d.stderr.lines()
+        );
         let detail = match name {
             "expired" => "expired at",
             "error" => "HTTP 500",

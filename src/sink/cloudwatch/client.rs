@@ -223,7 +223,7 @@ impl LogsClient {
             .credentials
             .credentials(&self.http, self.clock.now_ms())
             .await
-            .map_err(|e| CallError::new(Failure::Dispatch, e))?;
+            .map_err(|e| CallError::new(Failure::Credentials, e))?;
         let date = sigv4::amz_date(self.clock.now_ms());
         let host = endpoint.authority();
         let target = format!("{TARGET_PREFIX}{operation}");

@@ -250,7 +250,10 @@ impl Sink {
                 continue;
             }
             Counters::add(&self.counters.cloudwatch_retried, 1);
-            if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
+            if *failure == retry::Failure::Credentials {
+                // The credential provider said it once, with the reason.
+                tracing::debug!(error = %err.detail, attempt, "cloudwatch: no credentials yet: retrying");
+            } else if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
                 tracing::warn!(error = %err.detail, attempt, wait_ms = wait.as_millis() as u64, "cloudwatch call failed: retrying");
             }
             // Wake early if the shutdown begins meanwhile: the deadline changes the rules.

@@ -50,6 +50,9 @@ pub enum Failure {
     Timeout,
     /// The request could not be sent or the connection broke (server down, DNS, TLS).
     Dispatch,
+    /// No credentials to sign with (the source failed or gave expired ones): the credential
+    /// provider has warned already; worth another try, as the source may recover.
+    Credentials,
     /// An answer came but could not be read.
     Response,
     /// CloudWatch answered with an error.
@@ -104,7 +107,7 @@ impl CallError {
 pub fn is_retriable(f: &Failure) -> bool {
     match f {
         Failure::Construction => false,
-        Failure::Timeout | Failure::Dispatch | Failure::Response => true,
+        Failure::Timeout | Failure::Dispatch | Failure::Credentials | Failure::Response => true,
         Failure::Service { status, code } => {
             *status >= 500
                 || *status == 429
@@ -161,6 +164,7 @@ mod tests {
     fn connection_problems_are_retried() {
         assert!(is_retriable(&Failure::Timeout));
         assert!(is_retriable(&Failure::Dispatch));
+        assert!(is_retriable(&Failure::Credentials));
         assert!(is_retriable(&Failure::Response));
     }
 
