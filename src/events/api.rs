@@ -3,9 +3,9 @@
 //! again for every call (the kubelet rotates projected tokens, about hourly). Every call has a
 //! deadline of its caller's.
 //!
-//! A copy of the few lines of `webhook::apiserver::Client` it needs (hyper 1's HTTP/1.1 client
-//! half over tokio-rustls with ring), not an import: the sidecar imports nothing of the control
-//! plane.
+//! hyper 1's HTTP/1.1 client half over tokio-rustls with ring. The control plane's
+//! `webhook::apiserver::Client` is this client with its own deadline and answer size (imports
+//! run that way: the sidecar imports nothing of the control plane).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,9 +64,19 @@ impl Client {
     /// The in-cluster client, from `env` (`KUBERNETES_SERVICE_HOST`/`_PORT`) and `dir`'s
     /// `ca.crt` and `token`.
     pub fn in_cluster(env: impl Fn(&str) -> Option<String>, dir: &Path) -> Result<Client> {
+        Self::in_cluster_as(env, dir, "no API server to post to")
+    }
+
+    /// [`Client::in_cluster`], saying `unset` in parentheses when `KUBERNETES_SERVICE_HOST` is
+    /// not set (what its absence means to the caller).
+    pub fn in_cluster_as(
+        env: impl Fn(&str) -> Option<String>,
+        dir: &Path,
+        unset: &str,
+    ) -> Result<Client> {
         let host = env("KUBERNETES_SERVICE_HOST")
             .filter(|h| !h.is_empty())
-            .context("KUBERNETES_SERVICE_HOST is not set (no API server to post to)")?;
+            .with_context(|| format!("KUBERNETES_SERVICE_HOST is not set ({unset})"))?;
         let port = env("KUBERNETES_SERVICE_PORT").unwrap_or_else(|| DEFAULT_PORT.into());
         let ca = dir.join("ca.crt");
         let mut roots = rustls::RootCertStore::empty();
@@ -111,7 +121,7 @@ impl Client {
         let started = Instant::now();
         let answer = tokio::time::timeout_at(
             deadline,
-            self.call_unbounded(method, path, content_type, body),
+            self.request_unbounded(method, path, Some(content_type), body, MAX_ANSWER),
         )
         .await
         .map_err(|_| {
@@ -132,12 +142,16 @@ impl Client {
             .map_err(CallError::Other)
     }
 
-    async fn call_unbounded(
+    /// `method path` with `body` (of `content_type`, if any), on a connection of its own, with
+    /// no deadline: the caller sets one. The status and at most `max_answer` bytes of the
+    /// answer.
+    pub async fn request_unbounded(
         &self,
         method: Method,
         path: &str,
-        content_type: &str,
+        content_type: Option<&str>,
         body: Vec<u8>,
+        max_answer: usize,
     ) -> Result<(StatusCode, Bytes)> {
         let token = std::fs::read_to_string(&self.token)
             .with_context(|| format!("{}", self.token.display()))?;
@@ -153,7 +167,7 @@ impl Client {
             .context("HTTP/1.1")?;
         // Ends with the answer (one call per connection); the caller's deadline bounds it.
         let driver = tokio::spawn(conn);
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, &self.addr)
@@ -161,13 +175,16 @@ impl Client {
                 hyper::header::AUTHORIZATION,
                 format!("Bearer {}", token.trim()),
             )
-            .header(hyper::header::ACCEPT, "application/json")
-            .header(hyper::header::CONTENT_TYPE, content_type)
+            .header(hyper::header::ACCEPT, "application/json");
+        if let Some(ct) = content_type {
+            req = req.header(hyper::header::CONTENT_TYPE, ct);
+        }
+        let req = req
             .body(Full::new(Bytes::from(body)))
             .context("the request")?;
         let answer = sender.send_request(req).await.context("send")?;
         let status = answer.status();
-        let bytes = Limited::new(answer.into_body(), MAX_ANSWER)
+        let bytes = Limited::new(answer.into_body(), max_answer)
             .collect()
             .await
             .map_err(|e| anyhow::anyhow!("the answer: {e}"))?

@@ -10,8 +10,10 @@ then follow that clock, as AWS's do. moto checks the same window on the machine'
 from the machine's clock can be stored at all.
 
     python3 cwproxy.py --upstream http://127.0.0.1:PORT [--port 0] [--listen-on-stdin]
+                       [--tls CERT.pem:KEY.pem]
 
-Prints "listening PORT" on stdout once ready. With --listen-on-stdin it prints "bound PORT"
+With --tls it answers HTTPS with that certificate (the client must trust its CA). Prints
+"listening PORT" on stdout once ready. With --listen-on-stdin it prints "bound PORT"
 instead and only binds the port (a connection to it is refused, as to a server that is down)
 until a line arrives on stdin: then it listens and prints "listening PORT". The port stays its
 own all along, so nothing else can take it in between. Control, on the same port:
@@ -354,6 +356,7 @@ def main():
     ap.add_argument("--upstream", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--listen-on-stdin", action="store_true")
+    ap.add_argument("--tls", default=None, help="CERT.pem:KEY.pem: answer HTTPS")
     ap.add_argument("--keys", default="testing:testing",
                     help="ACCESS_KEY:SECRET[,...]: the keys requests may be signed with")
     args = ap.parse_args()
@@ -369,6 +372,12 @@ def main():
         print(f"bound {server.server_address[1]}", flush=True)
         sys.stdin.readline()
     server.server_activate()
+    if args.tls:
+        import ssl
+        cert, _, key = args.tls.partition(":")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print(f"listening {server.server_address[1]}", flush=True)
     server.serve_forever()
 

@@ -1,5 +1,6 @@
 //! (the sidecar) The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
-//! ([`batch`]), sends them ([`client`]) and retries what may succeed later ([`retry`]).
+//! ([`batch`]), sends them ([`client`], on [`http`], signed by [`sigv4`] with [`credentials`])
+//! and retries what may succeed later ([`retry`]).
 //!
 //! Nothing is dropped. While a request is being sent or retried the sink reads no more batches,
 //! so its bounded queue fills and the inputs wait. A batch is acknowledged only once CloudWatch
@@ -16,8 +17,11 @@
 pub mod batch;
 pub mod client;
 pub mod clock;
+pub mod credentials;
 pub mod emf;
+pub mod http;
 pub mod retry;
+pub mod sigv4;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -246,7 +250,10 @@ impl Sink {
                 continue;
             }
             Counters::add(&self.counters.cloudwatch_retried, 1);
-            if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
+            if *failure == retry::Failure::Credentials {
+                // The credential provider said it once, with the reason.
+                tracing::debug!(error = %err.detail, attempt, "cloudwatch: no credentials yet: retrying");
+            } else if attempt == 1 || attempt % WARN_EVERY_RETRIES == 0 {
                 tracing::warn!(error = %err.detail, attempt, wait_ms = wait.as_millis() as u64, "cloudwatch call failed: retrying");
             }
             // Wake early if the shutdown begins meanwhile: the deadline changes the rules.

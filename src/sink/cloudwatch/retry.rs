@@ -1,12 +1,9 @@
 //! (the sidecar) Which CloudWatch failures are worth another try, and how long to wait before it.
 //!
-//! The SDK's own retries are off (see `client.rs`): the sink retries itself, so it can count the
+//! The client (`client.rs`) makes one try per call: the sink retries itself, so it can count the
 //! retries, keep inputs waiting while CloudWatch is down, and stop in time for the grace deadline.
 
 use std::time::Duration;
-
-use aws_sdk_cloudwatchlogs::config::http::HttpResponse;
-use aws_sdk_cloudwatchlogs::error::{ProvideErrorMetadata, SdkError};
 
 /// First wait before a retry.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
@@ -53,6 +50,9 @@ pub enum Failure {
     Timeout,
     /// The request could not be sent or the connection broke (server down, DNS, TLS).
     Dispatch,
+    /// No credentials to sign with (the source failed or gave expired ones): the credential
+    /// provider has warned already; worth another try, as the source may recover.
+    Credentials,
     /// An answer came but could not be read.
     Response,
     /// CloudWatch answered with an error.
@@ -65,22 +65,6 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// Classifies an SDK error of any operation.
-    pub fn of<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> Failure {
-        match e {
-            SdkError::ConstructionFailure(_) => Failure::Construction,
-            SdkError::TimeoutError(_) => Failure::Timeout,
-            SdkError::DispatchFailure(d) if d.is_user() => Failure::Construction,
-            SdkError::DispatchFailure(_) => Failure::Dispatch,
-            SdkError::ResponseError(_) => Failure::Response,
-            SdkError::ServiceError(s) => Failure::Service {
-                status: s.raw().status().as_u16(),
-                code: s.err().code().map(str::to_string),
-            },
-            _ => Failure::Response,
-        }
-    }
-
     /// The AWS error code, when CloudWatch answered.
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -90,8 +74,8 @@ impl Failure {
     }
 }
 
-/// A failed call: its classification, and the SDK's full description for the logs (such as
-/// "no credentials" behind a dispatch failure).
+/// A failed call: its classification, and a full description for the logs (such as "no
+/// credentials" behind a dispatch failure).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallError {
     /// What decides a retry.
@@ -101,13 +85,11 @@ pub struct CallError {
 }
 
 impl CallError {
-    /// From an SDK error of any operation.
-    pub fn of<E: ProvideErrorMetadata + std::error::Error + 'static>(
-        e: &SdkError<E, HttpResponse>,
-    ) -> CallError {
+    /// A failure of `failure`'s kind, described by `detail`.
+    pub fn new(failure: Failure, detail: impl Into<String>) -> CallError {
         CallError {
-            failure: Failure::of(e),
-            detail: aws_smithy_types::error::display::DisplayErrorContext(e).to_string(),
+            failure,
+            detail: detail.into(),
         }
     }
 
@@ -125,7 +107,7 @@ impl CallError {
 pub fn is_retriable(f: &Failure) -> bool {
     match f {
         Failure::Construction => false,
-        Failure::Timeout | Failure::Dispatch | Failure::Response => true,
+        Failure::Timeout | Failure::Dispatch | Failure::Credentials | Failure::Response => true,
         Failure::Service { status, code } => {
             *status >= 500
                 || *status == 429
@@ -182,6 +164,7 @@ mod tests {
     fn connection_problems_are_retried() {
         assert!(is_retriable(&Failure::Timeout));
         assert!(is_retriable(&Failure::Dispatch));
+        assert!(is_retriable(&Failure::Credentials));
         assert!(is_retriable(&Failure::Response));
     }
 
@@ -203,22 +186,6 @@ mod tests {
         assert!(!is_clock_skew(&service(400, "ThrottlingException")));
         assert!(!is_clock_skew(&service(400, "InvalidParameterException")));
         assert!(!is_clock_skew(&Failure::Timeout));
-    }
-
-    #[test]
-    fn classifies_real_sdk_errors() {
-        use aws_sdk_cloudwatchlogs::operation::put_log_events::PutLogEventsError;
-        use aws_smithy_types::body::SdkBody;
-        use aws_smithy_types::error::ErrorMetadata;
-        let meta = ErrorMetadata::builder().code("ThrottlingException").build();
-        let raw = HttpResponse::new(400.try_into().unwrap(), SdkBody::empty());
-        let e: SdkError<PutLogEventsError, HttpResponse> =
-            SdkError::service_error(PutLogEventsError::generic(meta), raw);
-        assert_eq!(Failure::of(&e), service(400, "ThrottlingException"));
-        let t: SdkError<PutLogEventsError, HttpResponse> = SdkError::timeout_error("slow");
-        assert_eq!(Failure::of(&t), Failure::Timeout);
-        let c: SdkError<PutLogEventsError, HttpResponse> = SdkError::construction_failure("bad");
-        assert_eq!(Failure::of(&c), Failure::Construction);
     }
 
     #[test]
