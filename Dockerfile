@@ -108,6 +108,13 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # registries `check` reads); no shell, no libc.
 FROM scratch AS hooklog
 COPY --from=build /out/ /
+# The labels scripts/release.sh's images carry too (it passes both build arguments; scripts/oci.py
+# reads these lines): the source is Cargo.toml's `repository`, hooklog's one home.
+ARG HOOKLOG_VERSION=unknown
+ARG HOOKLOG_COMMIT=unknown
+LABEL org.opencontainers.image.source="https://github.com/hooklog/hooklog" \
+      org.opencontainers.image.version="$HOOKLOG_VERSION" \
+      org.opencontainers.image.revision="$HOOKLOG_COMMIT"
 # 65532 is distroless's "nonroot"; numeric so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hooklog"]
@@ -120,6 +127,11 @@ CMD ["run"]
 # 16). Nothing in this root is under a path inject mounts.
 FROM scratch AS hooklog-sidecar
 COPY --from=build-sidecar /out/ /
+ARG HOOKLOG_VERSION=unknown
+ARG HOOKLOG_COMMIT=unknown
+LABEL org.opencontainers.image.source="https://github.com/hooklog/hooklog" \
+      org.opencontainers.image.version="$HOOKLOG_VERSION" \
+      org.opencontainers.image.revision="$HOOKLOG_COMMIT"
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hooklog"]
 CMD ["run"]

@@ -586,3 +586,98 @@ fn pre_commit_refuses_a_commit_with_the_seed_incident_and_passes_a_clean_one() {
         "checkout, injected"
     );
 }
+
+/// The places in `text` that name a home of hooklog other than `home`: a `github.com/<owner>/hooklog`
+/// whose URL is not `home`'s, and the placeholder word `OWNER`.
+fn other_homes(text: &str, home: &str) -> Vec<String> {
+    let placeholder = concat!("OWN", "ER");
+    let name_char = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("github.com/") {
+        let rest = &text[at + "github.com/".len()..];
+        let owner: String = rest.chars().take_while(|&c| name_char(c)).collect();
+        let after = &rest[owner.len()..];
+        let Some(repo) = after.strip_prefix('/') else {
+            continue;
+        };
+        let name: String = repo.chars().take_while(|&c| name_char(c)).collect();
+        let url = format!("https://github.com/{owner}/{name}");
+        if name.eq_ignore_ascii_case("hooklog") && url != home {
+            found.push(url);
+        }
+    }
+    for (at, _) in text.match_indices(placeholder) {
+        let before = text[..at].chars().next_back();
+        let after = text[at + placeholder.len()..].chars().next();
+        if !before.is_some_and(name_char) && !after.is_some_and(name_char) {
+            let line = text[..at].lines().count().max(1);
+            found.push(format!("{placeholder} (line {line})"));
+        }
+    }
+    found
+}
+
+#[test]
+fn other_homes_finds_a_placeholder_and_another_owner_but_not_the_home() {
+    let home = "https://github.com/hooklog/hooklog";
+    let owner = concat!("OWN", "ER");
+    for (text, want) in [
+        (format!("see {home}/releases"), 0),
+        (format!("git clone {home}.git"), 0),
+        (format!("- repo: https://github.com/{owner}/hooklog\n"), 2),
+        ("curl https://github.com/acme/hooklog/x".to_string(), 1),
+        ("https://github.com/acme/HOOKLOG".to_string(), 1),
+        ("https://github.com/hooklog/hooklog-extra".to_string(), 0),
+        ("ISTIO_META_OWNER and OWNERS and owner".to_string(), 0),
+        (format!("{owner}/hooklog"), 1),
+        ("github.com/".to_string(), 0),
+    ] {
+        assert_eq!(other_homes(&text, home).len(), want, "{text}");
+    }
+}
+
+/// Issue 28: hooklog has one home, Cargo.toml's `repository`. SARIF's rule links derive from it,
+/// release.sh's URLs and the images' source label name it, and no tracked file names another
+/// (README, docs, .pre-commit-hooks.yaml, the scripts said `OWNER/hooklog`).
+#[test]
+fn every_file_names_cargo_tomls_repository_as_hooklogs_home() {
+    let home = env!("CARGO_PKG_REPOSITORY");
+    assert_eq!(home, "https://github.com/hooklog/hooklog");
+    assert!(
+        hooklog::manifest::report::RULES_DOC.starts_with(&format!("{home}/blob/main/docs/")),
+        "{}",
+        hooklog::manifest::report::RULES_DOC
+    );
+    let dockerfile = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let source = format!("org.opencontainers.image.source=\"{home}\"");
+    assert_eq!(dockerfile.matches(&source).count(), 2, "both images' label");
+    let out = Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut bad = Vec::new();
+    let mut read = 0;
+    for name in text(&out.stdout).split('\0').filter(|n| !n.is_empty()) {
+        let Ok(content) = std::fs::read_to_string(root().join(name)) else {
+            continue; // binary, or deleted in the working tree
+        };
+        read += 1;
+        for other in other_homes(&content, home) {
+            bad.push(format!("{name}: {other}"));
+        }
+    }
+    assert!(read > 100, "only {read} files read");
+    assert!(
+        bad.is_empty(),
+        "another home than {home}:\n{}",
+        bad.join("\n")
+    );
+}
