@@ -8,7 +8,8 @@ into that binary (`cargo tree -e normal --prefix none --format '{p}'`, one `NAME
 line). cargo-cyclonedx reads `cargo metadata`, whose features are unified with the
 dev-dependencies' and the build's host side: it listed crates the binary does not link
 (time-macros, and aho-corasick in the full CLI), which cargo's own resolver (resolver 2, cargo
-tree's) leaves out. Those are taken out here, with the dependency edges that name them, and
+tree's) leaves out (its open issue 760, "Support Cargo resolver v2": cargo metadata cannot tell
+it). Those are taken out here, with the dependency edges that name them, and
 listed in the property `hooklog:not-linked`; a crate the binary links and the SBOM lacks is an
 error, and so is an SBOM that does not describe hooklog VERSION.
 
