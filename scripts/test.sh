@@ -71,8 +71,8 @@ for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
 done
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # cargo-cyclonedx for the release's SBOMs (scripts/release.sh, tests/release.rs), pinned and cached
-# under ~/.cache/hooklog by scripts/cyclonedx.sh. Cold: a `cargo install` of about 150 crates,
-# 9 min on this 2-core machine beside other builds (docs/testing.md); warm: nothing.
+# under ~/.cache/hooklog by scripts/cyclonedx.sh. Cold: a `cargo install` of 123 crates,
+# 6 min (3 CPU-min) on this 2-core machine beside other builds; warm: nothing.
 log "cargo-cyclonedx (scripts/cyclonedx.sh)"
 HOOKLOG_CYCLONEDX=$(bash scripts/cyclonedx.sh)
 export HOOKLOG_CYCLONEDX
