@@ -8,6 +8,12 @@
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/hooklog-sidecar:0.1.0 --push .
 #   docker buildx build --platform linux/amd64,linux/arm64 --target hooklog -t REGISTRY/hooklog:0.1.0 --push .
 #
+# (add --build-arg HOOKLOG_VERSION=0.1.0 --build-arg HOOKLOG_COMMIT=$(git rev-parse --short=12 HEAD)
+# for the version and revision labels.) A release does not build this file: scripts/release.sh
+# writes both images as OCI archives from its binaries (scripts/oci.py reads the two last stages'
+# lines, so they hold only ARG, COPY --from=... /out/ /, LABEL, USER, ENTRYPOINT and CMD), and
+# tests/release.rs compares those with podman's build of this file.
+#
 # podman (4.3 tested) does not fill in $BUILDPLATFORM in a FROM line as BuildKit does: name the
 # builder's platform yourself, once per target platform (README, Deploy, shows the whole thing):
 #
