@@ -8,6 +8,12 @@
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/hooklog-sidecar:0.1.0 --push .
 #   docker buildx build --platform linux/amd64,linux/arm64 --target hooklog -t REGISTRY/hooklog:0.1.0 --push .
 #
+# (add --build-arg HOOKLOG_VERSION=0.1.0 --build-arg HOOKLOG_COMMIT=$(git rev-parse --short=12 HEAD)
+# for the version and revision labels.) A release does not build this file: scripts/release.sh
+# writes both images as OCI archives from its binaries (scripts/oci.py reads the two last stages'
+# lines, so they hold only ARG, COPY --from=... /out/ /, LABEL, USER, ENTRYPOINT and CMD), and
+# tests/release.rs compares those with podman's build of this file.
+#
 # podman (4.3 tested) does not fill in $BUILDPLATFORM in a FROM line as BuildKit does: name the
 # builder's platform yourself, once per target platform (README, Deploy, shows the whole thing):
 #
@@ -108,6 +114,13 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # registries `check` reads); no shell, no libc.
 FROM scratch AS hooklog
 COPY --from=build /out/ /
+# The labels scripts/release.sh's images carry too (it passes both build arguments; scripts/oci.py
+# reads these lines): the source is Cargo.toml's `repository`, hooklog's one home.
+ARG HOOKLOG_VERSION=unknown
+ARG HOOKLOG_COMMIT=unknown
+LABEL org.opencontainers.image.source="https://github.com/hooklog/hooklog" \
+      org.opencontainers.image.version="$HOOKLOG_VERSION" \
+      org.opencontainers.image.revision="$HOOKLOG_COMMIT"
 # 65532 is distroless's "nonroot"; numeric so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hooklog"]
@@ -120,6 +133,11 @@ CMD ["run"]
 # 16). Nothing in this root is under a path inject mounts.
 FROM scratch AS hooklog-sidecar
 COPY --from=build-sidecar /out/ /
+ARG HOOKLOG_VERSION=unknown
+ARG HOOKLOG_COMMIT=unknown
+LABEL org.opencontainers.image.source="https://github.com/hooklog/hooklog" \
+      org.opencontainers.image.version="$HOOKLOG_VERSION" \
+      org.opencontainers.image.revision="$HOOKLOG_COMMIT"
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hooklog"]
 CMD ["run"]

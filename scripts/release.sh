@@ -3,9 +3,19 @@
 #   bash scripts/release.sh
 # Nothing is published: .github/workflows/release.yml uploads what this leaves in dist/.
 #
-#   hooklog-VERSION-x86_64-unknown-linux-musl    static binaries; `--version` names VERSION,
-#   hooklog-VERSION-aarch64-unknown-linux-musl   the commit and the target (checked: x86_64 run,
-#                                                aarch64 under qemu-aarch64-static when present)
+#   hooklog-VERSION-x86_64-unknown-linux-musl    the full CLI, static binaries; `--version` names
+#   hooklog-VERSION-aarch64-unknown-linux-musl   VERSION, the commit and the target (checked:
+#                                                x86_64 run, aarch64 under qemu-aarch64-static
+#                                                when present); `check` is one of its subcommands
+#   hooklog-sidecar-VERSION-TARGET               the sidecar (`--no-default-features`), the binary
+#                                                pods run and `hooklog install` copies; checked
+#                                                alike, and that it has no `check`
+#   hooklog-VERSION-TARGET.cdx.json              CycloneDX SBOMs of each binary above: the crates it
+#   hooklog-sidecar-VERSION-TARGET.cdx.json      links (cargo-cyclonedx, scripts/cyclonedx.sh, and
+#                                                scripts/sbom.py: checked against cargo tree)
+#   hooklog-VERSION.oci.tar                      the images as OCI archives (scripts/oci.py): each an
+#   hooklog-sidecar-VERSION.oci.tar              index of linux/amd64 and linux/arm64, built from the
+#                                                binaries above as the Dockerfile's stages say
 #   kubectl-hooklog-VERSION-TARGET.tar.gz        the kubectl plugin: the binary as kubectl-hooklog
 #   hooklog.krew.yaml                            its krew manifest, with the archives' sha256
 #   hooklog-VERSION.tgz                          the Helm chart (linted strictly, packaged by Helm)
@@ -14,9 +24,12 @@
 #   hooklog-VERSION-man.tar.gz                   man pages (hooklog.1, hooklog-run.1, ...)
 #   SHA256SUMS                                   sha256sum of every file above
 #
-# HOOKLOG_RELEASE_BIN / HOOKLOG_AARCH64_BIN: binaries already built from this commit (as
+# HOOKLOG_RELEASE_BIN / HOOKLOG_AARCH64_BIN (the full CLI) and HOOKLOG_SIDECAR_BIN /
+# HOOKLOG_SIDECAR_AARCH64_BIN (the sidecar): binaries already built from this commit (as
 # scripts/test.sh builds them) are used instead of building again, if their --version names this
 # commit. HOOKLOG_RELEASE_ALLOW_DIRTY=1 skips the clean-checkout check (the tests use it).
+# The release's home is Cargo.toml's `repository`: in a workflow (GITHUB_REPOSITORY) of another
+# repository, it refuses (a fork changes that one line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,57 +49,87 @@ done
 if [ "${HOOKLOG_RELEASE_ALLOW_DIRTY:-}" != 1 ] && [ -n "$(git status --porcelain)" ]; then
   die "the checkout has changes (git status): a release is made from a commit"
 fi
+# The release's home, hooklog's one: Cargo.toml's `repository` (the krew manifest's URLs, the
+# images' source label; tests/release.rs holds every file to it).
+home=$(sed -n 's/^repository = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+case $home in
+  https://github.com/*/*) ;;
+  *) die "Cargo.toml's repository is '$home', not https://github.com/<owner>/<name>" ;;
+esac
+if [ -n "${GITHUB_REPOSITORY:-}" ] && [ "$(echo "$GITHUB_REPOSITORY" | tr '[:upper:]' '[:lower:]')" != \
+     "$(echo "${home#https://github.com/}" | tr '[:upper:]' '[:lower:]')" ]; then
+  die "the workflow runs in $GITHUB_REPOSITORY, but Cargo.toml's repository is $home: a release names one home (a fork changes that line)"
+fi
 commit=$(git rev-parse --short=12 HEAD)
 export HOOKLOG_COMMIT=$commit
+# Every time in the archives and images: the commit's, so that a rebuild gives the same bytes.
+epoch=$(git log -1 --format=%ct HEAD)
 dist=${HOOKLOG_DIST:-$PWD/dist}
 rm -rf "$dist" && mkdir -p "$dist"
 log "hooklog $version, commit $commit, into $dist"
 
 # --- binaries ---------------------------------------------------------------------------------
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
-binary() { # TARGET PREBUILT -> the path of a static binary of this commit for TARGET
-  local target=$1 prebuilt=$2
+targets="x86_64-unknown-linux-musl aarch64-unknown-linux-musl"
+binary() { # NAME TARGET PREBUILT [CARGO FLAGS] -> $dist/NAME-$version-TARGET, a static binary of this commit
+  local name=$1 target=$2 prebuilt=$3 out
+  shift 3
+  out="$dist/$name-$version-$target"
   if [ -n "$prebuilt" ] && [ -x "$prebuilt" ]; then
-    log "using $prebuilt for $target"
-    printf '%s\n' "$prebuilt"
-    return
-  fi
-  log "cargo build --release --target $target"
-  if [ "$target" = aarch64-unknown-linux-musl ]; then
-    CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
-    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
-      cargo build --release --locked --target "$target" >&2
+    log "using $prebuilt for $name on $target"
   else
-    cargo build --release --locked --target "$target" >&2
+    log "cargo build --release --target $target $*"
+    if [ "$target" = aarch64-unknown-linux-musl ]; then
+      CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
+      CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
+        cargo build --release --locked --target "$target" "$@" >&2
+    else
+      cargo build --release --locked --target "$target" "$@" >&2
+    fi
+    # Both kinds build into the same path: copied out before the other is built.
+    prebuilt="$target_dir/$target/release/hooklog"
   fi
-  printf '%s\n' "$target_dir/$target/release/hooklog"
+  cp "$prebuilt" "$out"
+  chmod 0755 "$out"
 }
-check_version() { # BINARY TARGET [RUNNER]
-  local bin=$1 target=$2 runner=${3:-} want printed
-  want="hooklog $version (commit $commit, $target)"
-  printed=$($runner "$bin" --version)
-  [ "$printed" = "$want" ] || die "$bin --version says '$printed', not '$want' (built from another commit?)"
-}
-for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
+check_binary() { # FILE TARGET KIND (full|sidecar)
+  local bin=$1 target=$2 kind=$3 machine runner= want printed description
   case $target in
-    x86_64*) bin=$(binary "$target" "${HOOKLOG_RELEASE_BIN:-}"); machine=x86-64; runner= ;;
-    *) bin=$(binary "$target" "${HOOKLOG_AARCH64_BIN:-}"); machine=aarch64; runner=qemu-aarch64-static ;;
+    x86_64*) machine=x86-64 ;;
+    *) machine=aarch64; runner=qemu-aarch64-static ;;
   esac
   description=$(file -b "$bin")
   case $description in
     *"$machine"*static*|*"$machine"*"statically linked"*) ;;
     *) die "$bin is not a static $machine binary: $description" ;;
   esac
-  if [ -z "$runner" ] || command -v "$runner" >/dev/null 2>&1; then
-    check_version "$bin" "$target" $runner
-  else
+  if [ -n "$runner" ] && ! command -v "$runner" >/dev/null 2>&1; then
     log "no $runner: the $target binary's --version is not run"
+    return
   fi
-  cp "$bin" "$dist/hooklog-$version-$target"
+  want="hooklog $version (commit $commit, $target)"
+  printed=$($runner "$bin" --version)
+  [ "$printed" = "$want" ] || die "$bin --version says '$printed', not '$want' (built from another commit?)"
+  # The kind, by what it can do: the control plane's `check` is in the full CLI only.
+  if $runner "$bin" check --help >/dev/null 2>&1; then
+    [ "$kind" = full ] || die "$bin has \`check\`: a full CLI, not the sidecar (--no-default-features)"
+  else
+    [ "$kind" = sidecar ] || die "$bin has no \`check\`: the sidecar, not the full CLI"
+  fi
+}
+for target in $targets; do
+  case $target in
+    x86_64*) full=${HOOKLOG_RELEASE_BIN:-}; sidecar=${HOOKLOG_SIDECAR_BIN:-} ;;
+    *) full=${HOOKLOG_AARCH64_BIN:-}; sidecar=${HOOKLOG_SIDECAR_AARCH64_BIN:-} ;;
+  esac
+  binary hooklog-sidecar "$target" "$sidecar" --no-default-features
+  check_binary "$dist/hooklog-sidecar-$version-$target" "$target" sidecar
+  binary hooklog "$target" "$full"
+  check_binary "$dist/hooklog-$version-$target" "$target" full
   # The kubectl plugin: kubectl runs kubectl-hooklog from PATH as `kubectl hooklog ...`; it is
-  # the binary itself under that name (the CLI does not depend on its argv[0]).
+  # the full CLI itself under that name (the CLI does not depend on its argv[0]).
   stage=$(mktemp -d)
-  cp "$bin" "$stage/kubectl-hooklog"
+  cp "$dist/hooklog-$version-$target" "$stage/kubectl-hooklog"
   cp LICENSE "$stage/LICENSE"
   chmod 0755 "$stage/kubectl-hooklog"
   tar -C "$stage" --owner=0 --group=0 --mtime=@0 --sort=name -czf "$dist/kubectl-hooklog-$version-$target.tar.gz" \
@@ -94,13 +137,50 @@ for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   rm -rf "$stage"
 done
 
+# --- SBOMs: the crates each binary links -------------------------------------------------------
+# cargo-cyclonedx (the CycloneDX project's cargo plugin, pinned in scripts/cyclonedx.sh) from
+# `cargo metadata` with the binary's features and target, without dev- and build-dependencies
+# (nothing of them is in the binary; proc-macro crates, normal dependencies that run in the
+# compiler, are listed as cargo lists them); scripts/sbom.py takes out what cargo metadata lists
+# beyond what cargo tree says the binary links, and checks the rest. One SBOM a binary: the
+# targets' dependency edges differ.
+cyclonedx=${HOOKLOG_CYCLONEDX:-$(bash scripts/cyclonedx.sh)}
+# It writes beside Cargo.toml: it runs on a copy of what cargo metadata reads, not in the checkout.
+sbom_work=$(mktemp -d)
+cp -r Cargo.toml Cargo.lock build.rs src examples vendor "$sbom_work/"
+for kind in hooklog hooklog-sidecar; do
+  flags=()
+  [ "$kind" = hooklog-sidecar ] && flags=(--no-default-features)
+  for target in $targets; do
+    # SOURCE_DATE_EPOCH: the SBOM's timestamp is the commit's, not now.
+    (cd "$sbom_work" && SOURCE_DATE_EPOCH=$epoch "$cyclonedx" cyclonedx --format json --spec-version 1.5 \
+        --target "$target" --no-build-deps "${flags[@]}" --override-filename sbom -q) \
+      || die "cargo cyclonedx for $kind on $target failed"
+    (cd "$sbom_work" && cargo tree --locked -e normal --target "$target" "${flags[@]}" --prefix none --format '{p}') \
+      > "$sbom_work/linked.txt" || die "cargo tree for $kind on $target failed"
+    python3 scripts/sbom.py "$version" "$commit" "$sbom_work" "$home" "$sbom_work/sbom.json" "$sbom_work/linked.txt" \
+      > "$dist/$kind-$version-$target.cdx.json" || die "no SBOM of $kind for $target (scripts/sbom.py)"
+  done
+done
+rm -rf "$sbom_work"
+
+# --- the images as OCI archives: linux/amd64 and linux/arm64 of each Dockerfile stage -----------
+# From the binaries above (no build under emulation): scripts/oci.py reads the stage's user,
+# entrypoint, command and labels from the Dockerfile; the CA bundle is this machine's (Debian's
+# ca-certificates, as in the Dockerfile's rust:*-bookworm build stage; the workflow runs in it).
+epoch_args=(--epoch "$epoch" --ca-bundle "${HOOKLOG_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+            --build-arg "HOOKLOG_VERSION=$version" --build-arg "HOOKLOG_COMMIT=$commit")
+for kind in hooklog hooklog-sidecar; do
+  python3 scripts/oci.py --stage "$kind" "${epoch_args[@]}" --ref-name "$kind:$version" \
+    --binary "amd64=$dist/$kind-$version-x86_64-unknown-linux-musl" \
+    --binary "arm64=$dist/$kind-$version-aarch64-unknown-linux-musl" \
+    --out "$dist/$kind-$version.oci.tar"
+done
+
 # --- the krew manifest ------------------------------------------------------------------------
 sha() { sha256sum "$1" | cut -d' ' -f1; }
-# The repository the release is published from: the workflow's GITHUB_REPOSITORY.
-repository=${GITHUB_REPOSITORY:-OWNER/hooklog}
-[ -n "${GITHUB_REPOSITORY:-}" ] || log "GITHUB_REPOSITORY is not set: the krew manifest names $repository"
-url_base=https://github.com/$repository/releases/download/v$version
-sed -e "s|@VERSION@|$version|g" -e "s|@URL@|$url_base|g" -e "s|@HOME@|https://github.com/$repository|g" \
+url_base=$home/releases/download/v$version
+sed -e "s|@VERSION@|$version|g" -e "s|@URL@|$url_base|g" -e "s|@HOME@|$home|g" \
     -e "s|@SHA_X86_64@|$(sha "$dist/kubectl-hooklog-$version-x86_64-unknown-linux-musl.tar.gz")|" \
     -e "s|@SHA_AARCH64@|$(sha "$dist/kubectl-hooklog-$version-aarch64-unknown-linux-musl.tar.gz")|" \
     krew/hooklog.yaml > "$dist/hooklog.krew.yaml"

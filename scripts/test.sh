@@ -13,7 +13,7 @@ need_apt=()
 for pair in musl-gcc:musl-tools busybox:busybox podman:podman runc:runc unshare:util-linux update-ca-certificates:ca-certificates \
             qemu-aarch64-static:qemu-user-static aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu file:file \
             mmdebstrap:mmdebstrap flock:util-linux gzip:gzip etcd:etcd-server openssl:openssl curl:curl \
-            docker-registry:docker-registry htpasswd:apache2-utils zstd:zstd; do
+            docker-registry:docker-registry htpasswd:apache2-utils zstd:zstd skopeo:skopeo; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -70,6 +70,12 @@ for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   fi
 done
 command -v cargo-nextest >/dev/null 2>&1 || cargo install --locked cargo-nextest
+# cargo-cyclonedx for the release's SBOMs (scripts/release.sh, tests/release.rs), pinned and cached
+# under ~/.cache/hooklog by scripts/cyclonedx.sh. Cold: a `cargo install` of 123 crates,
+# 6 min (3 CPU-min) on this 2-core machine beside other builds; warm: nothing.
+log "cargo-cyclonedx (scripts/cyclonedx.sh)"
+HOOKLOG_CYCLONEDX=$(bash scripts/cyclonedx.sh)
+export HOOKLOG_CYCLONEDX
 
 # --- services ---------------------------------------------------------------------------------
 # moto's CloudWatch Logs server on a free 127.0.0.1 port, for tests/cloudwatch.rs
@@ -117,6 +123,17 @@ CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
   cargo build --release --locked --target aarch64-unknown-linux-musl
 export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release/hooklog"
+# The arm64 sidecar, a release artifact too (tests/release.rs): built after the full CLI and
+# copied aside, as for x86_64; the full CLI's binary is copied aside first for the same reason.
+log "static arm64 release build of the sidecar (--no-default-features)"
+arm_dir="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release"
+cp "$arm_dir/hooklog" "$arm_dir/hooklog-full"
+export HOOKLOG_AARCH64_BIN="$arm_dir/hooklog-full"
+CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
+  cargo build --release --locked --target aarch64-unknown-linux-musl --no-default-features
+cp "$arm_dir/hooklog" "$arm_dir/hooklog-sidecar"
+export HOOKLOG_SIDECAR_AARCH64_BIN="$arm_dir/hooklog-sidecar"
 # tests/dockerfile.rs builds the real Dockerfile for both platforms with podman, on a stand-in for
 # rust:<version>-bookworm that tests/support/rust-standin.sh makes with mmdebstrap. Cold, on this
 # 2-core machine shared with other builds: the stand-in about 8 min, each platform's release

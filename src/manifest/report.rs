@@ -14,8 +14,12 @@ pub const JSON_VERSION: u32 = 1;
 const SARIF_VERSION: &str = "2.1.0";
 const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 /// Where each rule's section is: `#<rule id>` is its heading's anchor (a test checks that every
-/// rule has one). SARIF's `helpUri` must be absolute.
-pub const RULES_DOC: &str = "https://github.com/hooklog/hooklog/blob/main/docs/check-and-inject.md";
+/// rule has one). SARIF's `helpUri` must be absolute. The repository is Cargo.toml's, hooklog's
+/// one home.
+pub const RULES_DOC: &str = concat!(
+    env!("CARGO_PKG_REPOSITORY"),
+    "/blob/main/docs/check-and-inject.md"
+);
 
 /// The link to a rule's section of docs/check-and-inject.md.
 pub fn help_uri(rule: &Rule) -> String {
