@@ -254,9 +254,9 @@ const READ_PIECE_BYTES: usize = 1024 * 1024;
 /// as stdin is.
 fn read_file_limited(mut file: std::fs::File, name: &str) -> Result<String, LoadError> {
     if left_in(&mut file).is_some_and(|n| n > MAX_INPUT_BYTES) {
-        return Err(too_large(name));
+        return Err(too_large(name, MAX_INPUT_BYTES));
     }
-    read_limited(file, name)
+    read_limited(file, name, MAX_INPUT_BYTES)
 }
 
 /// Stdin's whole text, refused at once as [`read_file_limited`] refuses a file when it is a
@@ -268,9 +268,9 @@ fn read_stdin_limited() -> Result<String, LoadError> {
     if let Ok(fd) = stdin.as_fd().try_clone_to_owned()
         && left_in(&mut std::fs::File::from(fd)).is_some_and(|n| n > MAX_INPUT_BYTES)
     {
-        return Err(too_large("-"));
+        return Err(too_large("-", MAX_INPUT_BYTES));
     }
-    read_limited(stdin.lock(), "-")
+    read_limited(stdin.lock(), "-", MAX_INPUT_BYTES)
 }
 
 /// How many bytes are left to read in `file` when it is a regular file (its length past its
@@ -282,14 +282,15 @@ fn left_in(file: &mut std::fs::File) -> Option<u64> {
     Some(meta.len().saturating_sub(at))
 }
 
-fn too_large(name: &str) -> LoadError {
-    read_error(name, format!("larger than {MAX_INPUT_BYTES} bytes"))
+fn too_large(name: &str, limit: u64) -> LoadError {
+    read_error(name, format!("larger than {limit} bytes"))
 }
 
-/// Reads `r` to its end, at most [`MAX_INPUT_BYTES`] (one byte more is the refusal), in pieces
-/// of [`READ_PIECE_BYTES`] joined once: what is held is the input read so far and one piece.
-fn read_limited(r: impl Read, name: &str) -> Result<String, LoadError> {
-    let mut r = r.take(MAX_INPUT_BYTES + 1);
+/// Reads `r` to its end, at most `limit` bytes ([`MAX_INPUT_BYTES`]; one byte more is the
+/// refusal), in pieces of [`READ_PIECE_BYTES`] joined once: what is held is the input read so
+/// far and one piece.
+fn read_limited(r: impl Read, name: &str, limit: u64) -> Result<String, LoadError> {
+    let mut r = r.take(limit + 1);
     let mut pieces: Vec<Vec<u8>> = Vec::new();
     let mut total = 0usize;
     loop {
@@ -300,8 +301,8 @@ fn read_limited(r: impl Read, name: &str) -> Result<String, LoadError> {
             .read_to_end(&mut piece)
             .map_err(|e| read_error(name, e))?;
         total += n;
-        if total as u64 > MAX_INPUT_BYTES {
-            return Err(too_large(name));
+        if total as u64 > limit {
+            return Err(too_large(name, limit));
         }
         if n == 0 {
             break;
@@ -444,6 +445,33 @@ pub(crate) fn add_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read in pieces, joined: the same bytes at every length around a piece's, and one byte
+    /// over the limit refused, not read further.
+    #[test]
+    fn read_limited_joins_its_pieces_and_refuses_past_the_limit() {
+        let piece = READ_PIECE_BYTES;
+        for len in [0, 1, piece - 1, piece, piece + 1, 3 * piece + 7] {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let limit = len as u64;
+            let read = read_limited(text.as_bytes(), "t", limit).unwrap();
+            assert!(read == text, "{len} bytes read back otherwise");
+            let over = format!("{text}z");
+            let e = read_limited(over.as_bytes(), "t", limit).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("t: cannot read: larger than {limit} bytes")
+            );
+            // A source far longer than the limit is read to one byte past it, no further.
+            let mut long = std::io::repeat(b'a').take(limit + 10 * piece as u64);
+            assert!(read_limited(&mut long, "t", limit).is_err());
+            assert_eq!(long.limit(), 10 * piece as u64 - 1, "{len}");
+        }
+        let e = read_limited(&b"a\xffb"[..], "t", 10).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+    }
 
     #[test]
     fn multi_document_yaml_with_lines() {
