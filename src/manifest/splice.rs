@@ -316,7 +316,19 @@ impl<'t> Applier<'t> {
         self.at = e.end;
     }
 
-    /// The text with every edit applied, as [`apply`] writes it.
+    /// How much of the output is written and not yet taken.
+    pub fn written_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The output written so far, not to be held here any longer (the caller writes it out):
+    /// [`Applier::finish`] then gives only what follows it.
+    pub fn take_written(&mut self) -> String {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The text with every edit applied, as [`apply`] writes it (less what
+    /// [`Applier::take_written`] took).
     pub fn finish(mut self) -> Result<Applied, SpliceError> {
         if self.unordered {
             return Ok(Applied::Unordered);
