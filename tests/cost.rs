@@ -1,162 +1,294 @@
-//! Issue 24 §4: `inject`, `uninject` and `check` hold about one document at a time, so their
-//! memory stays within about 20 times their input's size. Measured on the real binary as
-//! bench/manifest.py does (its Deployments, its commands), at 1 MB rather than 10 (a debug
-//! build, beside the other tests): main held 120 to 160 times the input, every document of the
-//! stream at once as a value tree and a text tree. The figures for 1, 10 and 100 MB with a
-//! release build are bench/manifest.py's, in docs/performance.md.
+//! Issue 24 §4: what `inject`, `uninject` and `check` hold. A stream holds about one document at
+//! a time, one large document (a `kind: List`) about 20 times its bytes, and an input over the
+//! 256 MiB limit is refused without being held twice over. Measured on the real binary with
+//! bench/manifest.py's input (bench/gen_manifests.py makes it for both) at 1 MB rather than 10 (a
+//! debug build, beside the other tests), each peak RSS taken by wait4 (tests/support/maxrss.py).
+//! Memory only: the time figures are bench/manifest.py's, in docs/performance.md.
 
-use std::io::Write;
-use std::process::Stdio;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::util::{hooklog, wait_until};
+use crate::util::{hooklog_bin, wait_until};
 
-/// bench/manifest.py's Deployment: two containers, a preStop hook, env, labels, an annotation,
-/// flow and block style (about 725 bytes).
-const DEPLOYMENT: &str = r#"---
-# deployment {n}
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: app-{n}
-  labels: {app: app-{n}, tier: "web"}
-  annotations:
-    example.com/owner: 'team {n}'
-spec:
-  replicas: 3
-  selector:
-    matchLabels:
-      app: app-{n}
-  template:
-    metadata:
-      labels:
-        app: app-{n}
-    spec:
-      terminationGracePeriodSeconds: 60
-      containers:
-      - name: web
-        image: nginx:1.25
-        ports: [{containerPort: 80}]
-        env:
-        - {name: MODE, value: "production"}
-        lifecycle:
-          preStop:
-            exec:
-              command: ["sh", "-c", "nginx -s quit; sleep 5"]
-      - name: log
-        image: busybox:1.36
-        args: [sh, -c, 'tail -F /var/log/app.log']
-"#;
-
-/// The two inputs inject reads: what is held per byte of input is the difference of their
-/// peaks over the difference of their sizes (the binary's own RSS, about 20 MB of a debug
-/// build, cancels out). Large enough that the difference dwarfs the noise, small enough for a
-/// debug build beside the other tests.
+/// The two sizes of each input: what is held per byte of input is the difference of their peaks
+/// over the difference of their sizes (the binary's own RSS, about 20 MB of a debug build, cancels
+/// out). Large enough that the difference dwarfs the noise, small enough for a debug build beside
+/// the other tests.
 const SMALL_BYTES: usize = 512 * 1024;
 const LARGE_BYTES: usize = 3 * SMALL_BYTES;
-/// Issue 24 §4: "within about 20 times the input's size in memory".
+/// Issue 24 §4: "within about 20 times the input's size in memory", for one large document.
 const TIMES_INPUT: u64 = 20;
+/// A stream of small documents: each command holds its input's text once, one document at a
+/// time and none of its output (inject's goes to a temporary file), so a byte more of input is
+/// about a byte more held (the debug build measured 0.5 to 1.2); 3 leaves the allocator its
+/// slack. main held inject's whole output (5.3 times its input) besides.
+const STREAM_TIMES_INPUT: u64 = 3;
 /// How long one run may take: a debug build on a loaded 2-core machine (about 6 s alone).
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// src/manifest/load.rs's `MAX_INPUT_BYTES`: the largest input one file or stdin may be.
+const MAX_INPUT_BYTES: u64 = 256 * 1024 * 1024;
+/// What the refusal of an input over the limit may hold: the limit once (stdin's bytes, which
+/// cannot be known without reading them) and the binary with the pieces in flight. main read it
+/// with `read_to_end`, whose doubling took 772 MB (a release build).
+const OVER_LIMIT_STDIN_PEAK: u64 = MAX_INPUT_BYTES + 96 * 1024 * 1024;
+/// A regular file's length is known before it is read: its refusal holds no more than the
+/// binary itself (a debug build and the runner's fork, about 20 MB).
+const OVER_LIMIT_FILE_PEAK: u64 = 64 * 1024 * 1024;
+const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
-fn deployments(bytes: usize) -> String {
-    let mut out = String::new();
-    let mut n = 0;
-    while out.len() < bytes {
-        out.push_str(&DEPLOYMENT.replace("{n}", &n.to_string()));
-        n += 1;
+/// The binary measured: the one under test, or `HOOKLOG_COST_BIN` (another build, main's, to see
+/// these tests fail on it).
+fn binary() -> PathBuf {
+    std::env::var_os("HOOKLOG_COST_BIN").map_or_else(hooklog_bin, PathBuf::from)
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// bench/gen_manifests.py's Deployments, at least `bytes` of them: a stream, or one `kind: List`.
+fn deployments(bytes: usize, list: bool) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo().join("bench/gen_manifests.py"))
+        .args(["--bytes", &bytes.to_string()]);
+    if list {
+        cmd.arg("--list");
     }
-    out
-}
-
-/// VmHWM of process `pid` in bytes, while it runs.
-fn peak_rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
-}
-
-/// Runs `hooklog ARGS` on `input`: its stdout, and its peak RSS (VmHWM, read from /proc as it
-/// runs; a high-water mark, so only the last moments before it exits can be missed).
-fn run(args: &[&str], input: &str) -> (String, u64) {
-    let mut child = hooklog()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let out = cmd
         .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut stdin = child.stdin.take().unwrap();
-    let text = input.to_string();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(text.as_bytes());
+        .output()
+        .expect("python3 runs bench/gen_manifests.py");
+    assert!(out.status.success(), "bench/gen_manifests.py failed");
+    String::from_utf8(out.stdout).expect("the generator writes UTF-8")
+}
+
+/// How a run ended.
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    /// Peak RSS in bytes (wait4's ru_maxrss).
+    peak: u64,
+}
+
+/// Where the runner's stdin comes from.
+enum Input<'a> {
+    /// Written into a pipe by a thread; a reader that goes away ends it.
+    Text(&'a str),
+    /// `len` bytes of comment lines into a pipe, counted as they go.
+    Comments(u64),
+    File(&'a Path),
+}
+
+/// Runs `hooklog ARGS` under tests/support/maxrss.py on `input`.
+fn run(args: &[&str], input: Input) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let peak_file = dir.path().join("peak");
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo().join("tests/support/maxrss.py"))
+        .arg(&peak_file)
+        .arg("--")
+        .arg(binary())
+        .args(args)
+        .env("HOOKLOG_OFFLINE", "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match &input {
+        Input::File(path) => cmd.stdin(std::fs::File::open(path).unwrap()),
+        _ => cmd.stdin(Stdio::piped()),
+    };
+    let mut child = cmd.spawn().expect("python3 runs tests/support/maxrss.py");
+    let writer = child.stdin.take().map(|mut stdin| {
+        let bytes: Vec<u8> = match input {
+            Input::Text(t) => t.as_bytes().to_vec(),
+            _ => Vec::new(),
+        };
+        let comments = match input {
+            Input::Comments(n) => n,
+            _ => 0,
+        };
+        std::thread::spawn(move || {
+            // A reader that stops (a refusal) ends the write: its error is the expected end.
+            let _ = stdin.write_all(&bytes);
+            // 64 KiB of comment lines at a time (Linux's default pipe size).
+            let line =
+                b"# a comment line that is no manifest at all, 64 bytes of it ...\n".repeat(1024);
+            let mut sent = 0;
+            while sent < comments {
+                if stdin.write_all(&line).is_err() {
+                    break;
+                }
+                sent += line.len() as u64;
+            }
+        })
     });
-    let mut peak = 0;
     let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
-        out
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).unwrap();
+        s
     });
-    // Polled until it exits: the high-water mark only grows.
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).unwrap();
+        s
+    });
+    let mut status = None;
     let exited = wait_until(RUN_TIMEOUT, || {
-        if let Some(p) = peak_rss(pid) {
-            peak = peak.max(p);
-        }
-        child.try_wait().unwrap().is_some()
+        status = child.try_wait().unwrap();
+        status.is_some()
     });
+    if !exited {
+        let _ = child.kill();
+    }
     assert!(exited, "hooklog {args:?} ran past {RUN_TIMEOUT:?}");
-    writer.join().unwrap();
-    let out = reader.join().unwrap();
-    assert!(!out.is_empty(), "hooklog {args:?} wrote nothing");
-    (out, peak)
+    if let Some(w) = writer {
+        w.join().unwrap();
+    }
+    let peak = std::fs::read_to_string(&peak_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("maxrss.py wrote no peak for {args:?}"));
+    Run {
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        code: status.and_then(|s| s.code()),
+        peak,
+    }
 }
 
 /// One input's runs: inject, uninject of inject's output, check of it; each one's input size and
 /// peak RSS.
 fn runs(input: &str) -> [(&'static str, usize, u64); 3] {
-    let image = "registry.example.com/hooklog:0.1.0";
-    let (injected, inject_peak) = run(&["inject", "--offline", "--image", image, "-"], input);
-    let (back, uninject_peak) = run(&["uninject", "-"], &injected);
-    assert!(back == input, "uninject(inject(x)) is not x");
-    let (report, check_peak) = run(&["check", "--offline", "-"], &injected);
-    assert!(report.contains("pod template(s)"), "{report}");
+    let inject = run(
+        &["inject", "--offline", "--image", IMAGE, "-"],
+        Input::Text(input),
+    );
+    assert_eq!(inject.code, Some(0), "inject: {}", inject.stderr);
+    let injected = inject.stdout;
+    let back = run(&["uninject", "-"], Input::Text(&injected));
+    assert_eq!(back.code, Some(0), "uninject: {}", back.stderr);
+    assert!(back.stdout == input, "uninject(inject(x)) is not x");
+    let check = run(&["check", "--offline", "-"], Input::Text(&injected));
+    assert!(check.stdout.contains("pod template(s)"), "{}", check.stdout);
     [
-        ("inject", input.len(), inject_peak),
-        ("uninject", injected.len(), uninject_peak),
-        ("check", injected.len(), check_peak),
+        ("inject", input.len(), inject.peak),
+        ("uninject", injected.len(), back.peak),
+        ("check", injected.len(), check.peak),
     ]
 }
 
-/// inject, uninject of inject's output and check of it hold at most 20 bytes per byte of
-/// input more (main: 120 to 160), and the round trip gives the input back.
-#[test]
-fn inject_uninject_and_check_hold_about_one_document_at_a_time() {
-    let small = runs(&deployments(SMALL_BYTES));
-    let large = runs(&deployments(LARGE_BYTES));
-    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+fn mb(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// Each command holds at most `times` bytes more per byte more of the input it reads,
+/// from the small input to the large one.
+fn assert_within(
+    what: &str,
+    times: u64,
+    small: [(&str, usize, u64); 3],
+    large: [(&str, usize, u64); 3],
+) {
+    let mut over = Vec::new();
     for ((command, small_size, small_peak), (_, large_size, large_peak)) in
         small.into_iter().zip(large)
     {
         let more_input = (large_size - small_size) as u64;
         let more_held = large_peak.saturating_sub(small_peak);
-        eprintln!(
-            "{command}: {:.1} MB peak on {:.1} MB, {:.1} MB on {:.1} MB: {:.1}x",
+        let line = format!(
+            "{what}: {command}: {:.1} MB peak on {:.1} MB, {:.1} MB on {:.1} MB: {:.1}x",
             mb(small_peak),
             mb(small_size as u64),
             mb(large_peak),
             mb(large_size as u64),
             more_held as f64 / more_input as f64
         );
+        eprintln!("{line}");
+        if more_held > times * more_input {
+            over.push(line);
+        }
+    }
+    assert!(over.is_empty(), "over {times} times the input: {over:#?}");
+}
+
+/// inject, uninject of inject's output and check of it hold at most 3 bytes per byte of input
+/// more (before the stream was read one document at a time: 120 to 160; main, 8b3d5b8, with
+/// inject's output held whole: inject 12.8, a release build), and the round trip gives the input back.
+#[test]
+fn inject_uninject_and_check_hold_about_one_document_at_a_time() {
+    let small = runs(&deployments(SMALL_BYTES, false));
+    let large = runs(&deployments(LARGE_BYTES, false));
+    assert_within("stream", STREAM_TIMES_INPUT, small, large);
+}
+
+/// One document holding every Deployment as a `kind: List` item (what `kubectl get -o yaml`
+/// prints): each command holds at most 20 bytes per byte of it. Not reached yet, so not run by
+/// default (`--ignored` runs it): the document is held whole as a value tree and a text tree,
+/// inject's changed copy of it beside them, and inject's output read back whole. main (8b3d5b8,
+/// release build): inject 115x, uninject 30.5x, check 19.9x; the cost branch (debug build):
+/// inject 84x, uninject 27x, check 17.5x. What is left is docs/performance.md's.
+#[test]
+#[ignore = "issue 24 §4: one large kind: List still costs inject 84x and uninject 27x its bytes"]
+fn one_large_list_costs_at_most_20_times_its_bytes() {
+    let small = runs(&deployments(SMALL_BYTES, true));
+    let large = runs(&deployments(LARGE_BYTES, true));
+    assert_within("list", TIMES_INPUT, small, large);
+}
+
+/// A file over the limit is refused from its length, before a byte of it is read (main read
+/// 256 MiB of it first, into a buffer that doubled to 512): a sparse file, so that making it
+/// costs nothing either. Given as a path and as stdin.
+#[test]
+fn an_over_limit_file_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(MAX_INPUT_BYTES + 1).unwrap();
+    drop(f);
+    let p = path.to_str().unwrap();
+    for (args, input) in [
+        (vec!["check", "--offline", p], Input::Text("")),
+        (vec!["inject", "--image", IMAGE, p], Input::Text("")),
+        (vec!["uninject", "-"], Input::File(&path)),
+    ] {
+        let r = run(&args, input);
+        eprintln!("{args:?}: {:.1} MB peak", mb(r.peak));
+        assert_eq!(r.code, Some(64), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("larger than"), "{args:?}: {}", r.stderr);
+        // check still writes its report (of what did read); inject and uninject write nothing.
+        if args[0] != "check" {
+            assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+        }
         assert!(
-            more_held <= TIMES_INPUT * more_input,
-            "{command} held {:.1} MB more for {:.1} MB more input, over {TIMES_INPUT} times",
-            mb(more_held),
-            mb(more_input)
+            r.peak <= OVER_LIMIT_FILE_PEAK,
+            "{args:?} held {:.1} MB to refuse a file over the limit",
+            mb(r.peak)
         );
     }
+}
+
+/// Stdin over the limit from a pipe, whose length is known only once read: refused once the
+/// limit is passed, holding the limit once, not the doubled buffer (main: 772 MB).
+#[test]
+fn an_over_limit_stdin_is_refused_holding_the_limit_once() {
+    let r = run(
+        &["check", "--offline", "-"],
+        Input::Comments(MAX_INPUT_BYTES + 64 * 1024 * 1024),
+    );
+    eprintln!(
+        "check - of a pipe over the limit: {:.1} MB peak",
+        mb(r.peak)
+    );
+    assert_eq!(r.code, Some(64), "{}", r.stderr);
+    assert!(r.stderr.contains("larger than"), "{}", r.stderr);
+    assert!(
+        r.peak <= OVER_LIMIT_STDIN_PEAK,
+        "held {:.1} MB to refuse {:.0} MB of stdin over the limit",
+        mb(r.peak),
+        mb(MAX_INPUT_BYTES)
+    );
 }

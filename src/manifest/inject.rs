@@ -121,27 +121,49 @@ pub fn inject_outcomes(
     let mut report = Vec::new();
     let mut outcomes = Vec::new();
     let templates = podspec::templates(doc);
-    for (pointer, obj) in podspec::objects(doc) {
-        if !templates
+    // Each template's object found by its pointer, once: a search of every object for each
+    // template (and of every template for each object) made inject of one `kind: List` of
+    // 5,371 Deployments take 13 s of CPU against 1.2 s for 1,348 (issue 24 §4).
+    let (skipped, mut misplaced) = {
+        let objects = podspec::objects(doc);
+        let by_pointer: std::collections::HashMap<&str, &Value> =
+            objects.iter().map(|(p, obj)| (p.as_str(), *obj)).collect();
+        let object_of = |t: &podspec::TemplateRef| {
+            // The object whose pointer, and a `/`, start the template's: one at most (only
+            // a List's items are objects, never the List).
+            std::iter::once(0)
+                .chain(t.spec_pointer.match_indices('/').map(|(i, _)| i))
+                .find_map(|i| by_pointer.get_key_value(&t.spec_pointer[..i]))
+                .map(|(p, obj)| (*p, *obj))
+        };
+        let with_templates: std::collections::HashSet<&str> = templates
             .iter()
-            .any(|t| t.spec_pointer.starts_with(&format!("{pointer}/")))
-        {
-            report.push(report_line(
-                obj["kind"].as_str().unwrap_or("object"),
-                &display_name(obj),
-                &Outcome::Skipped,
-            ));
-        }
-    }
-    for t in &templates {
-        let mut notes: Vec<String> = podspec::objects(doc)
-            .into_iter()
-            .find(|(p, _)| t.spec_pointer.starts_with(&format!("{p}/")))
-            .and_then(|(p, obj)| {
-                adoption::misplaced_annotation(obj, &t.metadata_pointer[p.len()..])
-            })
-            .into_iter()
+            .filter_map(|t| object_of(t).map(|(p, _)| p))
             .collect();
+        let skipped: Vec<String> = objects
+            .iter()
+            .filter(|(p, _)| !with_templates.contains(p.as_str()))
+            .map(|(_, obj)| {
+                report_line(
+                    obj["kind"].as_str().unwrap_or("object"),
+                    &display_name(obj),
+                    &Outcome::Skipped,
+                )
+            })
+            .collect();
+        let misplaced: Vec<Option<String>> = templates
+            .iter()
+            .map(|t| {
+                object_of(t).and_then(|(p, obj)| {
+                    adoption::misplaced_annotation(obj, &t.metadata_pointer[p.len()..])
+                })
+            })
+            .collect();
+        (skipped, misplaced)
+    };
+    report.extend(skipped);
+    for (i, t) in templates.iter().enumerate() {
+        let mut notes: Vec<String> = misplaced[i].take().into_iter().collect();
         let outcome = inject_pod(doc, t, opts, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,

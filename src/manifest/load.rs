@@ -183,7 +183,7 @@ pub fn read_each(paths: &[PathBuf]) -> Vec<Result<Input, LoadError>> {
     let mut out = Vec::new();
     for p in paths {
         if p.as_os_str() == "-" {
-            out.push(read_limited(std::io::stdin().lock(), "-").map(|t| Input::new("-", t)));
+            out.push(read_stdin_limited().map(|t| Input::new("-", t)));
         } else if p.is_dir() {
             let before = out.len();
             let mut found = 0;
@@ -207,7 +207,7 @@ pub fn read_each(paths: &[PathBuf]) -> Vec<Result<Input, LoadError>> {
 fn read_file(path: &Path) -> Result<Input, LoadError> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| read_error(&name, e))?;
-    let text = read_limited(file, &name)?;
+    let text = read_file_limited(file, &name)?;
     let chart = if text.contains("{{") {
         chart_of(path)
     } else {
@@ -242,17 +242,109 @@ fn read_error(name: &str, e: impl std::fmt::Display) -> LoadError {
     }
 }
 
-fn read_limited(r: impl Read, name: &str) -> Result<String, LoadError> {
-    let mut bytes = Vec::new();
-    r.take(MAX_INPUT_BYTES + 1)
+/// How much of an input of unknown length (stdin) is read at a time: each piece is kept as it
+/// is read and the pieces joined once at the end, so that reading holds the input and one
+/// piece, never the doubled buffer `read_to_end` grows into (772 MB at the 256 MiB limit, issue
+/// 24 §4). 1 MiB: a pipe's reads are 64 KiB (Linux's default pipe size), so a piece takes 16 of
+/// them, and a 256 MiB input 256 pieces.
+const READ_PIECE_BYTES: usize = 1024 * 1024;
+
+/// The whole text of `file`, or an error naming `name`: a regular file longer than
+/// [`MAX_INPUT_BYTES`] is refused before any of it is read; any other (a pipe, a device) is read
+/// as stdin is.
+fn read_file_limited(mut file: std::fs::File, name: &str) -> Result<String, LoadError> {
+    match left_in(&mut file) {
+        Some(n) if n > MAX_INPUT_BYTES => Err(too_large(name, MAX_INPUT_BYTES)),
+        Some(n) => read_known(file, name, n),
+        None => read_limited(file, name, MAX_INPUT_BYTES),
+    }
+}
+
+/// Reads a regular file of `len` bytes left (as [`left_in`] found) into one buffer of that
+/// size: no pieces to join, so it is held once (the pieces, freed, stayed in the allocator's
+/// hands: uninject of 228 MB took 467 MB). One that grew since is still held to the limit.
+fn read_known(file: impl Read, name: &str, len: u64) -> Result<String, LoadError> {
+    // One more than its length, so that its end is found without growing the buffer.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
+    file.take(MAX_INPUT_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| read_error(name, e))?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(read_error(
-            name,
-            format!("larger than {MAX_INPUT_BYTES} bytes"),
-        ));
+        return Err(too_large(name, MAX_INPUT_BYTES));
     }
+    String::from_utf8(bytes).map_err(|e| read_error(name, format!("not UTF-8 text: {e}")))
+}
+
+/// Stdin's whole text, refused at once as [`read_file_limited`] refuses a file when it is a
+/// regular file (`hooklog check - < big.yaml`), else read up to the limit.
+fn read_stdin_limited() -> Result<String, LoadError> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    // A second descriptor of the same open file: its length and offset are stdin's.
+    let left = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| left_in(&mut std::fs::File::from(fd)));
+    match left {
+        Some(n) if n > MAX_INPUT_BYTES => Err(too_large("-", MAX_INPUT_BYTES)),
+        Some(n) => read_known(stdin.lock(), "-", n),
+        None => read_limited(stdin.lock(), "-", MAX_INPUT_BYTES),
+    }
+}
+
+/// How many bytes are left to read in `file` when it is a regular file (its length past its
+/// offset); `None` for a pipe, a socket or a device, whose length is known only once read.
+fn left_in(file: &mut std::fs::File) -> Option<u64> {
+    use std::io::Seek;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    let at = file.stream_position().ok()?;
+    Some(meta.len().saturating_sub(at))
+}
+
+fn too_large(name: &str, limit: u64) -> LoadError {
+    read_error(name, format!("larger than {limit} bytes"))
+}
+
+/// Reads `r` to its end, at most `limit` bytes ([`MAX_INPUT_BYTES`]; one byte more is the
+/// refusal), in pieces of [`READ_PIECE_BYTES`] joined once: what is held is the input read so
+/// far and one piece.
+fn read_limited(r: impl Read, name: &str, limit: u64) -> Result<String, LoadError> {
+    let mut r = r.take(limit + 1);
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0usize;
+    loop {
+        // Grown as read_to_end grows it (a small input takes little), up to one piece.
+        let mut piece = Vec::new();
+        let n = (&mut r)
+            .take(READ_PIECE_BYTES as u64)
+            .read_to_end(&mut piece)
+            .map_err(|e| read_error(name, e))?;
+        total += n;
+        if total as u64 > limit {
+            return Err(too_large(name, limit));
+        }
+        if n == 0 {
+            break;
+        }
+        pieces.push(piece);
+    }
+    let bytes = match pieces.len() {
+        0 => Vec::new(),
+        1 => {
+            let mut bytes = pieces.pop().unwrap_or_default();
+            bytes.shrink_to_fit();
+            bytes
+        }
+        _ => {
+            let mut bytes = Vec::with_capacity(total);
+            // Each piece freed once copied: the join holds the input once and a piece.
+            for piece in pieces.drain(..) {
+                bytes.extend_from_slice(&piece);
+            }
+            bytes
+        }
+    };
     String::from_utf8(bytes).map_err(|e| read_error(name, format!("not UTF-8 text: {e}")))
 }
 
@@ -373,6 +465,33 @@ pub(crate) fn add_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read in pieces, joined: the same bytes at every length around a piece's, and one byte
+    /// over the limit refused, not read further.
+    #[test]
+    fn read_limited_joins_its_pieces_and_refuses_past_the_limit() {
+        let piece = READ_PIECE_BYTES;
+        for len in [0, 1, piece - 1, piece, piece + 1, 3 * piece + 7] {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            let limit = len as u64;
+            let read = read_limited(text.as_bytes(), "t", limit).unwrap();
+            assert!(read == text, "{len} bytes read back otherwise");
+            let over = format!("{text}z");
+            let e = read_limited(over.as_bytes(), "t", limit).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("t: cannot read: larger than {limit} bytes")
+            );
+            // A source far longer than the limit is read to one byte past it, no further.
+            let mut long = std::io::repeat(b'a').take(limit + 10 * piece as u64);
+            assert!(read_limited(&mut long, "t", limit).is_err());
+            assert_eq!(long.limit(), 10 * piece as u64 - 1, "{len}");
+        }
+        let e = read_limited(&b"a\xffb"[..], "t", 10).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+    }
 
     #[test]
     fn multi_document_yaml_with_lines() {

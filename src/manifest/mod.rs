@@ -8,8 +8,9 @@
 //! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
 //! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
 //! from the images (never in its output). [`tree`] reads YAML as Kubernetes does, with
-//! every node's place in the text, [`splice`] writes a change back into that text, [`emit`]
-//! YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+//! every node's place in the text, [`splice`] writes a change back into that text, [`spool`]
+//! holds inject's and uninject's output until it all reads back, [`emit`] YAML that YAML 1.1
+//! readers (kubectl, Helm) read the same.
 
 pub mod adoption;
 pub mod budget;
@@ -24,6 +25,7 @@ pub mod number;
 pub mod podspec;
 pub mod report;
 pub mod splice;
+pub mod spool;
 pub mod tree;
 pub mod uninject;
 #[cfg(test)]
@@ -386,16 +388,21 @@ fn transform_command(
     mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
     mut observe: impl FnMut(&serde_json::Value, &serde_json::Value),
 ) -> Result<Vec<load::Input>, u8> {
-    let made = match transform(load::read_each(paths), &mut f, &mut observe) {
+    let mut made = match transform(load::read_each(paths), &mut f, &mut observe) {
         Ok(made) => made,
         Err(e) => {
             error_line(&e.to_string());
             return Err(EXIT_USAGE);
         }
     };
-    if let Err(e) = write_stdout(&made.out) {
-        error_line(&format!("cannot write the manifests: {e}"));
-        return Err(EXIT_FINDINGS);
+    let mut stdout = std::io::stdout().lock();
+    match made.out.copy_to(&mut stdout).and_then(|_| stdout.flush()) {
+        // A reader that went away (`| head`) is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            error_line(&format!("cannot write the manifests: {e}"));
+            return Err(EXIT_FINDINGS);
+        }
+        _ => {}
     }
     for line in &made.report {
         eprintln!("{line}");
@@ -406,9 +413,64 @@ fn transform_command(
 /// What [`transform`] made: every input written back, the report, and the inputs read.
 #[derive(Debug)]
 pub(crate) struct Transformed {
-    pub out: String,
+    /// Every input written back, in order, with `---` between them: in a temporary file, not
+    /// in memory (inject's output is about 5 times its input, issue 24 §4).
+    pub out: spool::Spool,
     pub report: Vec<String>,
     pub inputs: Vec<load::Input>,
+}
+
+/// Why an input is not written back as it was edited.
+enum NotApplied {
+    /// The edit cannot be made in place (said in the report; the input is written anew).
+    Edit(String),
+    /// The temporary file failed: nothing is written.
+    Spool(std::io::Error),
+}
+
+fn spool_error(e: std::io::Error) -> String {
+    format!("cannot write the manifests to a temporary file: {e}")
+}
+
+/// One input's place in the output: where its text starts (past the `---` before it), once any
+/// of it is written.
+struct Place {
+    /// The output's length before this input: what a failed edit goes back to.
+    before: u64,
+    start: Option<u64>,
+}
+
+impl Place {
+    fn new(out: &spool::Spool) -> Place {
+        Place {
+            before: out.len(),
+            start: None,
+        }
+    }
+
+    /// Writes `text`, the next piece of this input's output; before its first piece, the
+    /// separator from the inputs before, as when the outputs were joined whole: a line break
+    /// if the last did not end with one, and `---` unless this one starts with it.
+    fn put(&mut self, out: &mut spool::Spool, text: &str) -> std::io::Result<()> {
+        if self.start.is_none() {
+            if !out.is_empty() {
+                if !out.ends_with_newline() {
+                    out.push("\n")?;
+                }
+                if !text.starts_with("---") {
+                    out.push("---\n")?;
+                }
+            }
+            self.start = Some(out.len());
+        }
+        out.push(text)
+    }
+
+    /// Takes back all this input wrote, separator included.
+    fn undo(&mut self, out: &mut spool::Spool) -> std::io::Result<()> {
+        self.start = None;
+        out.truncate(self.before)
+    }
 }
 
 /// Applies `f` to each document of every input and writes every input back with only the
@@ -418,15 +480,16 @@ pub(crate) struct Transformed {
 /// document `f` refuses (as when every input was read whole before any was changed).
 ///
 /// Each input is read one document at a time (read, changed, its edits written into the output
-/// by [`splice::Applier`], dropped): what is held is the input's text and the output, a few
-/// times the input, not a value tree of every document (issue 24 §4). A second read of the
-/// input writes it anew when it cannot be edited in place.
+/// by [`splice::Applier`], dropped), and the output goes to a temporary file ([`spool`]) a
+/// piece at a time: what is held is the input's text and one document, not a value tree of
+/// every document nor the output (issue 24 §4). A second read of the input writes it anew when
+/// it cannot be edited in place.
 pub(crate) fn transform(
     inputs: Vec<Result<load::Input, load::LoadError>>,
     f: &mut Change,
     observe: &mut dyn FnMut(&serde_json::Value, &serde_json::Value),
 ) -> Result<Transformed, String> {
-    let mut out = String::new();
+    let mut out = spool::Spool::new();
     let mut report = Vec::new();
     let mut read = Vec::new();
     // The first document `f` refused: reported only if every input reads.
@@ -438,6 +501,8 @@ pub(crate) fn transform(
         let mut placed = Vec::new();
         let mut why: Option<String> = None;
         let mut wants = Vec::new();
+        let mut place = Place::new(&out);
+        let mut failed: Option<std::io::Error> = None;
         let notes = input.each_document(|doc| {
             if refused.is_some() {
                 return;
@@ -460,43 +525,40 @@ pub(crate) fn transform(
                     Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
                 }
             }
+            if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
+                failed = place.put(&mut out, &applier.take_written()).err();
+            }
             wants.push(digest(&value));
         });
         let notes = notes.map_err(|e| e.to_string())?;
         if refused.is_some() {
             continue;
         }
+        if let Some(e) = failed {
+            return Err(spool_error(e));
+        }
         report.extend(notes);
         report.extend(lines);
         let written = match why {
-            Some(why) => Err(why),
-            None => applied(&input, applier, &wants, f),
+            Some(why) => Err(NotApplied::Edit(why)),
+            None => applied(&input, applier, &wants, f, &mut out, &mut place),
         };
-        let text = match written {
-            Ok(text) => {
+        match written {
+            Ok(()) => {
                 report.extend(placed.into_iter().map(|n| format!("  {}:{n}", input.name)));
-                text
             }
-            Err(why) => {
+            Err(NotApplied::Spool(e)) => return Err(spool_error(e)),
+            Err(NotApplied::Edit(why)) => {
                 // Meaning first: the whole input written anew, and said so.
                 report.push(format!(
                     "hooklog: {}: could not edit in place ({why}); written anew, comments and layout not kept",
                     input.name
                 ));
-                written_anew(&input, f)
+                place
+                    .undo(&mut out)
+                    .and_then(|_| place.put(&mut out, &written_anew(&input, f)))
+                    .map_err(spool_error)?;
             }
-        };
-        if out.is_empty() {
-            // Moved, not copied: the output of one input is its largest piece.
-            out = text;
-        } else {
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-            if !text.starts_with("---") {
-                out.push_str("---\n");
-            }
-            out.push_str(&text);
         }
         read.push(input);
     }
@@ -547,24 +609,30 @@ pub(crate) fn rewrite(
     }
     let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
     let wants: Vec<u128> = values.iter().map(digest).collect();
-    read_back(&source.name, &text, &wants)?;
+    read_back(&source.name, text.as_bytes(), &wants)?;
     Ok((text, notes))
 }
 
-/// The text of `input` with the edits of `applier` applied, read back to check that its
-/// documents are those whose [`digest`]s are `wants`, in order; no edit at all is the text as it
-/// was, not read back. Edits that do not come in the text's order are made again (`f` of every
-/// document) and applied at once.
+/// Writes the rest of `input`'s output (the edits of `applier` applied, after what was written
+/// already) and reads all of it back, to check that its documents are those whose [`digest`]s
+/// are `wants`, in order; no edit at all is the text as it was, not read back. Edits that do
+/// not come in the text's order are made again (`f` of every document) and applied at once.
 fn applied(
     input: &load::Input,
     applier: splice::Applier,
     wants: &[u128],
     f: &mut Change,
-) -> Result<String, String> {
-    let text = match applier.finish().map_err(|e| e.to_string())? {
-        splice::Applied::Unchanged => return Ok(input.text.clone()),
+    out: &mut spool::Spool,
+    place: &mut Place,
+) -> Result<(), NotApplied> {
+    let edit = |e: String| NotApplied::Edit(e);
+    let text = match applier.finish().map_err(|e| edit(e.to_string()))? {
+        splice::Applied::Unchanged => {
+            return place.put(out, &input.text).map_err(NotApplied::Spool);
+        }
         splice::Applied::Changed(text) => text,
         splice::Applied::Unordered => {
+            place.undo(out).map_err(NotApplied::Spool)?;
             let mut edits = Vec::new();
             let _ = input.each_document(|doc| {
                 let mut value = doc.value.clone();
@@ -575,25 +643,30 @@ fn applied(
                     edits.extend(e);
                 }
             });
-            splice::apply(&input.text, edits).map_err(|e| e.to_string())?
+            splice::apply(&input.text, edits).map_err(|e| edit(e.to_string()))?
         }
     };
-    read_back(&input.name, &text, wants)?;
-    Ok(text)
+    place.put(out, &text).map_err(NotApplied::Spool)?;
+    drop(text);
+    let start = place.start.unwrap_or(place.before);
+    let written = out.read_from(start).map_err(NotApplied::Spool)?;
+    read_back(&input.name, written, wants).map_err(edit)
 }
 
-/// Reads `text` (input `name`) back, to check that its documents are those whose [`digest`]s
-/// are `wants`, in order.
-fn read_back(name: &str, text: &str, wants: &[u128]) -> Result<(), String> {
-    // Read back one document at a time, each compared and dropped as it is read: holding the
-    // whole stream read back was most of inject's peak memory (issue 24 §4). A text that does
-    // not read back at all is said first, as when it was read whole.
+/// Reads an input's output (input `name`) back, to check that its documents are those whose
+/// [`digest`]s are `wants`, in order.
+fn read_back(name: &str, text: impl std::io::Read, wants: &[u128]) -> Result<(), String> {
+    // Read back one document at a time, each compared and dropped as it is read, from the
+    // temporary file: holding the whole stream read back was most of inject's peak memory
+    // (issue 24 §4). A text that does not read back at all is said first, as when it was read
+    // whole.
     let mut want = wants.iter();
     let mut same = true;
     let mut index = 0;
     let mut read = Vec::new();
     let mut ignored = Vec::new();
-    tree::parse_each(text, |doc| {
+    let input = std::io::BufReader::with_capacity(READ_BACK_CHUNK_BYTES, text);
+    tree::values_each(input, |doc| {
         load::add_document(name, index, doc, &mut read, &mut ignored);
         index += 1;
         for d in read.drain(..) {
@@ -606,6 +679,9 @@ fn read_back(name: &str, text: &str, wants: &[u128]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// How much of the output the read-back reads at a time: as tree.rs's `PARSE_CHUNK_BYTES`.
+const READ_BACK_CHUNK_BYTES: usize = 64 * 1024;
 
 /// A 128-bit digest of a value, equal for values that are equal as `serde_json` compares them
 /// (a mapping's keys in any order, `0.0` and `-0.0` alike, an integer never a float): what the

@@ -38,12 +38,20 @@ pub fn counts(findings: &[Finding]) -> BTreeMap<&'static str, usize> {
 /// Text, grouped by file and object. `colour` adds ANSI colours to severities.
 pub fn text(findings: &[Finding], objects_checked: usize, colour: bool) -> String {
     let mut out = String::new();
+    // Grouped by file and object in the order they first come, each group found by its key:
+    // a search of the groups for each finding took check of 57,612 Deployments (40 MB) 19 s of
+    // CPU against 1.8 s for 14,460 (issue 24 §4, quadratic).
     let mut groups: Vec<((&str, String), Vec<&Finding>)> = Vec::new();
+    let mut index: std::collections::HashMap<(&str, String), usize> =
+        std::collections::HashMap::new();
     for f in findings {
         let key = (f.file.as_str(), f.object.to_string());
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(f),
-            None => groups.push((key, vec![f])),
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(f),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![f]));
+            }
         }
     }
     for ((file, object), fs) in &groups {

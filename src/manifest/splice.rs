@@ -316,7 +316,19 @@ impl<'t> Applier<'t> {
         self.at = e.end;
     }
 
-    /// The text with every edit applied, as [`apply`] writes it.
+    /// How much of the output is written and not yet taken.
+    pub fn written_len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// The output written so far, not to be held here any longer (the caller writes it out):
+    /// [`Applier::finish`] then gives only what follows it.
+    pub fn take_written(&mut self) -> String {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The text with every edit applied, as [`apply`] writes it (less what
+    /// [`Applier::take_written`] took).
     pub fn finish(mut self) -> Result<Applied, SpliceError> {
         if self.unordered {
             return Ok(Applied::Unordered);
@@ -1480,12 +1492,10 @@ fn pretty(v: &Value, col: usize, step: usize, quote: Quote) -> String {
 /// matched by their `name` when they have one (containers, volumes, env), by value otherwise
 /// (a command's words); unmatched items between two matches are paired in order.
 fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
-    let key = |v: &Value| match v.get("name").and_then(Value::as_str) {
-        Some(n) => Value::String(format!("\u{0}name:{n}")),
-        None => v.clone(),
-    };
-    let ok: Vec<Value> = old.iter().map(key).collect();
-    let nk: Vec<Value> = new.iter().map(key).collect();
+    // Borrowed, not copied: a copy of every item twice over was a sixth of inject's peak on
+    // one large `kind: List` (issue 24 §4).
+    let ok: Vec<AlignKey> = old.iter().map(AlignKey::of).collect();
+    let nk: Vec<AlignKey> = new.iter().map(AlignKey::of).collect();
     let matches = if old.len() * new.len() <= MAX_ALIGN * MAX_ALIGN / 4 {
         lcs(&ok, &nk)
     } else {
@@ -1523,6 +1533,22 @@ fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
         }
     }
     out
+}
+
+/// What [`align`] matches an item by: its `name` when it has one, else its whole value.
+#[derive(PartialEq)]
+enum AlignKey<'v> {
+    Name(&'v str),
+    Value(&'v Value),
+}
+
+impl<'v> AlignKey<'v> {
+    fn of(v: &'v Value) -> AlignKey<'v> {
+        match v.get("name").and_then(Value::as_str) {
+            Some(n) => AlignKey::Name(n),
+            None => AlignKey::Value(v),
+        }
+    }
 }
 
 /// The longest common subsequence of `a` and `b`, as index pairs.

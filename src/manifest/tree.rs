@@ -156,17 +156,39 @@ pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
 /// Reads every document of `text` as [`parse`] does, handing each to `each` as soon as it is
 /// read (then dropped, if `each` does not keep it): a check of a whole stream holds one
 /// document at a time, not the stream (issue 24 §4).
-pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseError> {
+pub fn parse_each(text: &str, each: impl FnMut(Doc)) -> Result<(), ParseError> {
     // libyaml reads the BOM and starts counting after it.
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
-    let mut parser = Parser::new();
     // In pieces: libyaml-safer decodes all that its reader hands it at once into a queue of
     // `char`s, and a slice hands it the whole text (4 to 8 bytes per byte of input, the largest
     // part of a parse's memory, issue 24 §4).
-    parser.set_input(std::io::BufReader::with_capacity(
-        PARSE_CHUNK_BYTES,
-        text.as_bytes(),
-    ));
+    let input = std::io::BufReader::with_capacity(PARSE_CHUNK_BYTES, text.as_bytes());
+    parse_stream(text, Box::new(input), bom, each)
+}
+
+/// Reads every document of `input` for its values only, as [`parse_each`] reads them: each
+/// [`Doc`]'s value and its node's kinds are those of the text, its node's places are not (no
+/// text is held to place them). What reads back a text written out of memory uses it.
+pub fn values_each(
+    mut input: impl std::io::BufRead,
+    each: impl FnMut(Doc),
+) -> Result<(), ParseError> {
+    let bom = match input.fill_buf() {
+        Ok(b) if b.starts_with("\u{feff}".as_bytes()) => 3,
+        _ => 0,
+    };
+    parse_stream("", Box::new(input), bom, each)
+}
+
+/// [`parse_each`] of `input`, whose text (for the nodes' places) is `text`.
+fn parse_stream<'a>(
+    text: &'a str,
+    input: Box<dyn std::io::BufRead + 'a>,
+    bom: usize,
+    mut each: impl FnMut(Doc),
+) -> Result<(), ParseError> {
+    let mut parser = Parser::new();
+    parser.set_input(input);
     let mut events = Events { parser, bom };
     let mut reader = Reader {
         text,
@@ -207,7 +229,7 @@ pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseErro
 
 /// libyaml-safer's events, with errors as [`ParseError`].
 struct Events<'a> {
-    parser: Parser<std::io::BufReader<&'a [u8]>>,
+    parser: Parser<Box<dyn std::io::BufRead + 'a>>,
     bom: usize,
 }
 
