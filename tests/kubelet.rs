@@ -276,6 +276,8 @@ struct State {
     started: bool,
     /// Its exit code once it has finished (CRI FinishedAt).
     exit_code: Option<i64>,
+    /// When it finished (CRI FinishedAt), in Unix milliseconds as records' `started_ms` are.
+    finished_ms: Option<i64>,
     /// CRI's reason and message (StartError, "not a directory", ...).
     reason: String,
     message: String,
@@ -393,6 +395,10 @@ impl<'a> Pod<'a> {
                 log_path: cri["LogPath"].as_str().map(PathBuf::from),
                 started: set("StartedAt"),
                 exit_code: set("FinishedAt").then(|| status["ExitCode"].as_i64().unwrap_or(-1)),
+                finished_ms: status["FinishedAt"]
+                    .as_i64()
+                    .filter(|t| *t > 0)
+                    .map(|t| t / 1_000_000),
                 reason: status["Reason"].as_str().unwrap_or_default().to_string(),
                 message: status["Message"].as_str().unwrap_or_default().to_string(),
             });
@@ -716,8 +722,11 @@ fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
         // tail of a failure and cuts the middle.
         assert!(
             start.elapsed() < STOP_TIMEOUT,
-            "{container} did not end with hooks.summary and exit in {STOP_TIMEOUT:?}: exit {exit:?}, \
-             {} records: {:?}\nstderr {:#?}\nstates {:#?}\nrecords {records:#?}\nkubelet log:\n{}",
+            "{container} did not end with hooks.summary and exit in {STOP_TIMEOUT:?}: exit {exit:?} \
+             at {:?} Unix ms (the last record's `started_ms` or time says whether it left before \
+             the last hook ended or its log lost the tail), {} records: {:?}\nstderr {:#?}\nstates \
+             {:#?}\nrecords {records:#?}\nkubelet log:\n{}",
+            pod.latest().get(container).and_then(|s| s.finished_ms),
             records.len(),
             records
                 .iter()
