@@ -1,9 +1,9 @@
 //! (the control plane) A small client of the OCI distribution API (distribution-spec v1.1, "Pull"): `GET` of
 //! manifests and blobs with the token and basic auth flows registries use (Docker's token
 //! spec: a 401's `WWW-Authenticate: Bearer realm=...,service=...,scope=...` is answered at the
-//! realm). Built on the hyper, hyper-rustls and ring rustls that the AWS SDK already links, so
-//! that reading registries adds no HTTP stack to the binary (oci-client's reqwest, oci-spec and
-//! regex cost 2.5 MB, past the 10 MB limit).
+//! realm). Built on the hyper and ring rustls the sidecar already links (its CloudWatch and
+//! Events clients), plus hyper-rustls, so that reading registries adds no HTTP stack of its own
+//! (oci-client's reqwest, oci-spec and regex cost 2.5 MB, past the 10 MB limit then).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
