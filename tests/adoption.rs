@@ -604,9 +604,9 @@ fn adoption_cases() -> u32 {
 }
 
 /// Least share of the cases each decision must have, so that the property tests all three
-/// (issue 30: every property counts what reaches its assertion). Far enough below each share's
-/// usual value that a random run does not miss it: at 0.10, "native only" (72 to 81 of 512 in three runs here
-/// ) came out at 49, 9.6 %, in one CI run; 0.04 is 20 cases.
+/// (issue 30: every property counts what reaches its assertion). Far below each share's usual
+/// value, so that a random run does not miss it: at 0.10, "native only" (72 to 81 of 512 in
+/// three runs here) came out at 49, 9.6 %, in one CI run; 0.04 is 20 cases.
 const LEAST_SHARE: f64 = 0.04;
 
 /// inject, the webhook's review and check's `missed-injection` take the same decision for
