@@ -1140,6 +1140,23 @@ fn figures() -> Vec<Figure> {
     rows
 }
 
+/// The path and size of the binary `$var` names, for figure `name`; `None` (said) outside CI
+/// when scripts/test.sh did not set it.
+fn built_size(var: &str, name: &str) -> Option<(String, f64)> {
+    let Ok(path) = std::env::var(var) else {
+        assert!(
+            !crate::util::in_ci(),
+            "{var} is not set: scripts/test.sh sets it"
+        );
+        eprintln!("skipped {name}: {var} is not set (scripts/test.sh sets it)");
+        return None;
+    };
+    let size = std::fs::metadata(&path)
+        .unwrap_or_else(|e| panic!("{var}={path}: {e}"))
+        .len() as f64;
+    Some((path, size))
+}
+
 /// Evaluates a constant's initializer as the code writes them: integer literals, `+`, `-`, `*`,
 /// `<<`, other constants of the same file (`src`), and `Duration::from_secs(..)` /
 /// `from_millis(..)` (in seconds).
@@ -1313,20 +1330,9 @@ fn every_figure_holds_against_its_source() {
                         "{}: ±{tolerance} %",
                         f.name
                     );
-                    let Ok(path) = std::env::var(var) else {
-                        assert!(
-                            !crate::util::in_ci(),
-                            "{var} is not set: scripts/test.sh sets it"
-                        );
-                        eprintln!(
-                            "skipped {}: {var} is not set (scripts/test.sh sets it)",
-                            f.name
-                        );
+                    let Some((path, size)) = built_size(var, &f.name) else {
                         continue;
                     };
-                    let size = std::fs::metadata(&path)
-                        .unwrap_or_else(|e| panic!("{var}={path}: {e}"))
-                        .len() as f64;
                     let drift = 100.0 * (size - f.value).abs() / f.value;
                     eprintln!(
                         "{}: {size} bytes, row {} ({drift:.2} % off)",
@@ -1351,20 +1357,9 @@ fn every_figure_holds_against_its_source() {
                 }
                 ["refused", ..] => probe(f, source.trim_start_matches("refused ")),
                 ["max", var] => {
-                    let Ok(path) = std::env::var(var) else {
-                        assert!(
-                            !crate::util::in_ci(),
-                            "{var} is not set: scripts/test.sh sets it"
-                        );
-                        eprintln!(
-                            "skipped {}: {var} is not set (scripts/test.sh sets it)",
-                            f.name
-                        );
+                    let Some((path, size)) = built_size(var, &f.name) else {
                         continue;
                     };
-                    let size = std::fs::metadata(&path)
-                        .unwrap_or_else(|e| panic!("{var}={path}: {e}"))
-                        .len() as f64;
                     assert!(
                         size <= f.value,
                         "{}: {path} is {size} bytes, over {}",
