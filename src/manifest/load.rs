@@ -56,6 +56,20 @@ pub struct Document {
     pub value: Value,
     /// Where each part of it is in the text.
     pub node: tree::Node,
+    /// The field path of its value in the document it was read from, `items[3].` for an item of
+    /// a List read on its own ([`Part::Item`]); empty for a document.
+    pub path: String,
+}
+
+/// What [`Input::each_part`] hands on, in the text's order.
+#[derive(Debug)]
+pub enum Part {
+    /// Item `index` of the `items` of the `kind: *List` document that follows, read on its own
+    /// (any value, as the List holds it).
+    Item { index: usize, doc: Document },
+    /// A document, as [`Input::each_document`] hands it. `items` is `Some(n)` when its `n` items
+    /// went before it as [`Part::Item`]s: its `items` is then an empty sequence.
+    Document { doc: Document, items: Option<usize> },
 }
 
 impl Source {
@@ -132,6 +146,35 @@ impl Input {
             add_document(&self.name, index, doc, &mut read, &mut notes);
             index += 1;
             read.drain(..).for_each(&mut each);
+        })
+        .map_err(|e| self.error(e))?;
+        Ok(notes)
+    }
+
+    /// [`Input::each_document`], but the items of a `kind: *List` document one at a time
+    /// ([`tree::parse_parts`]): what a List costs is one item's trees, not the List's (issue 24
+    /// §4: `kubectl get -o yaml` prints a cluster's objects as one List).
+    pub fn each_part(&self, mut each: impl FnMut(Part)) -> Result<Vec<String>, LoadError> {
+        let mut notes = Vec::new();
+        let mut index = 0;
+        let mut read = Vec::new();
+        tree::parse_parts(&self.text, &mut |part| match part {
+            tree::Part::Item { index, doc } => each(Part::Item {
+                index,
+                doc: Document {
+                    line: doc.node.line,
+                    end_line: doc.end_line,
+                    value: doc.value,
+                    node: doc.node,
+                    path: format!("items[{index}]."),
+                },
+            }),
+            tree::Part::Doc { doc, items } => {
+                add_document(&self.name, index, doc, &mut read, &mut notes);
+                index += 1;
+                read.drain(..)
+                    .for_each(|doc| each(Part::Document { doc, items }));
+            }
         })
         .map_err(|e| self.error(e))?;
         Ok(notes)
@@ -426,6 +469,7 @@ pub(crate) fn add_document(
                 end_line,
                 value: Value::Object(map),
                 node,
+                path: String::new(),
             });
             return;
         }
@@ -447,6 +491,7 @@ pub(crate) fn add_document(
                     end_line,
                     value,
                     node,
+                    path: String::new(),
                 });
             }
             return;

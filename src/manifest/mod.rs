@@ -15,6 +15,7 @@
 pub mod adoption;
 pub mod budget;
 pub mod check;
+mod digest;
 pub mod emit;
 pub mod hooks;
 pub mod image_notes;
@@ -200,7 +201,8 @@ pub(crate) fn survey(
         };
         let (mut templates, mut images, mut opted_in) = (0, Default::default(), Default::default());
         let mut rbac = Vec::new();
-        let read = input.each_document(|d| {
+        let read = input.each_part(|part| {
+            let (load::Part::Item { doc: d, .. } | load::Part::Document { doc: d, .. }) = part;
             check::summarize(
                 &d.value,
                 opts,
@@ -237,7 +239,8 @@ pub(crate) fn check_surveyed(
     let mut findings = Vec::new();
     for input in &survey.inputs {
         // It read once: it reads the same again.
-        let _ = input.each_document(|d| {
+        let _ = input.each_part(|part| {
+            let (load::Part::Item { doc: d, .. } | load::Part::Document { doc: d, .. }) = part;
             findings.extend(
                 check::check_document(&input.name, &d, &survey.opted_in, &survey.grants, opts)
                     .into_iter()
@@ -354,7 +357,8 @@ pub fn inject_command(args: InjectArgs) -> u8 {
     let images_say = !lookup.image_roots.is_empty() || lookup.images.values().any(Result::is_ok);
     for input in inputs.iter().filter(|_| images_say) {
         // It read once: it reads the same again, and inject did not fail on it.
-        let _ = input.each_document(|doc| {
+        let _ = input.each_part(|part| {
+            let (load::Part::Item { doc, .. } | load::Part::Document { doc, .. }) = part;
             let mut after = doc.value.clone();
             if inject::inject(&mut after, &opts).is_ok() {
                 for line in image_notes::notes(&[(&doc.value, &after)], &lookup) {
@@ -503,10 +507,16 @@ pub(crate) fn transform(
         let mut wants = Vec::new();
         let mut place = Place::new(&out);
         let mut failed: Option<std::io::Error> = None;
-        let notes = input.each_document(|doc| {
+        // The digests of the List items read so far, for the List's own digest.
+        let mut items = digest::Items::new();
+        let notes = input.each_part(|part| {
             if refused.is_some() {
                 return;
             }
+            let (doc, list) = match part {
+                load::Part::Item { doc, .. } => (doc, None),
+                load::Part::Document { doc, items } => (doc, Some(items)),
+            };
             let mut value = doc.value.clone();
             match f(&mut value) {
                 Ok(l) => lines.extend(l),
@@ -528,7 +538,13 @@ pub(crate) fn transform(
             if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
                 failed = place.put(&mut out, &applier.take_written()).err();
             }
-            wants.push(digest(&value));
+            match list {
+                None => items.push(&value),
+                Some(Some(_)) => {
+                    wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value))
+                }
+                Some(None) => wants.push(digest::digest(&value)),
+            }
         });
         let notes = notes.map_err(|e| e.to_string())?;
         if refused.is_some() {
@@ -608,7 +624,7 @@ pub(crate) fn rewrite(
         return Ok((source.text.clone(), notes));
     }
     let text = splice::apply(&source.text, edits).map_err(|e| e.to_string())?;
-    let wants: Vec<u128> = values.iter().map(digest).collect();
+    let wants: Vec<u128> = values.iter().map(digest::digest).collect();
     read_back(&source.name, text.as_bytes(), &wants)?;
     Ok((text, notes))
 }
@@ -660,17 +676,29 @@ fn read_back(name: &str, text: impl std::io::Read, wants: &[u128]) -> Result<(),
     // temporary file: holding the whole stream read back was most of inject's peak memory
     // (issue 24 §4). A text that does not read back at all is said first, as when it was read
     // whole.
+    // The items of any root `items` one at a time, as the List items were read: a List's digest
+    // is its items'.
     let mut want = wants.iter();
     let mut same = true;
     let mut index = 0;
     let mut read = Vec::new();
     let mut ignored = Vec::new();
+    let mut items = digest::Items::new();
     let input = std::io::BufReader::with_capacity(READ_BACK_CHUNK_BYTES, text);
-    tree::values_each(input, |doc| {
-        load::add_document(name, index, doc, &mut read, &mut ignored);
-        index += 1;
-        for d in read.drain(..) {
-            same = same && want.next() == Some(&digest(&d.value));
+    tree::values_parts(input, &mut |part| match part {
+        tree::Part::Item { doc, .. } => items.push(&doc.value),
+        tree::Part::Doc { doc, items: split } => {
+            load::add_document(name, index, doc, &mut read, &mut ignored);
+            index += 1;
+            // A split document is a mapping: one document.
+            let mut folded = split.map(|_| std::mem::replace(&mut items, digest::Items::new()));
+            for d in read.drain(..) {
+                let got = match folded.take() {
+                    Some(items) => items.of(&d.value),
+                    None => digest::digest(&d.value),
+                };
+                same = same && want.next() == Some(&got);
+            }
         }
     })
     .map_err(|e| format!("the edit does not read back: {}", load::yaml_error(name, e)))?;
@@ -682,54 +710,6 @@ fn read_back(name: &str, text: impl std::io::Read, wants: &[u128]) -> Result<(),
 
 /// How much of the output the read-back reads at a time: as tree.rs's `PARSE_CHUNK_BYTES`.
 const READ_BACK_CHUNK_BYTES: usize = 64 * 1024;
-
-/// A 128-bit digest of a value, equal for values that are equal as `serde_json` compares them
-/// (a mapping's keys in any order, `0.0` and `-0.0` alike, an integer never a float): what the
-/// read-back compares, so that the values asked for need not be kept while the stream is read.
-fn digest(v: &serde_json::Value) -> u128 {
-    (u128::from(digest_with(v, 1)) << 64) | u128::from(digest_with(v, 2))
-}
-
-/// One 64-bit half of [`digest`], its SipHash keyed by `seed`.
-fn digest_with(v: &serde_json::Value, seed: u64) -> u64 {
-    use serde_json::Value;
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    seed.hash(&mut h);
-    match v {
-        Value::Null => 0u8.hash(&mut h),
-        Value::Bool(b) => (1u8, b).hash(&mut h),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                (2u8, u).hash(&mut h);
-            } else if let Some(i) = n.as_i64() {
-                (3u8, i).hash(&mut h);
-            } else {
-                // `0.0 == -0.0`; JSON numbers are never NaN.
-                let f = n.as_f64().unwrap_or_default();
-                (4u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h);
-            }
-        }
-        Value::String(s) => (5u8, s).hash(&mut h),
-        Value::Array(items) => {
-            (6u8, items.len()).hash(&mut h);
-            for item in items {
-                digest_with(item, seed).hash(&mut h);
-            }
-        }
-        Value::Object(map) => {
-            // Order-free: the sum of each entry's own hash.
-            let mut sum = 0u64;
-            for (key, value) in map {
-                let mut e = std::hash::DefaultHasher::new();
-                (seed, key, digest_with(value, seed)).hash(&mut e);
-                sum = sum.wrapping_add(e.finish());
-            }
-            (7u8, map.len(), sum).hash(&mut h);
-        }
-    }
-    h.finish()
-}
 
 #[cfg(test)]
 mod tests {

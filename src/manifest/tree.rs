@@ -156,28 +156,70 @@ pub fn parse(text: &str) -> Result<Vec<Doc>, ParseError> {
 /// Reads every document of `text` as [`parse`] does, handing each to `each` as soon as it is
 /// read (then dropped, if `each` does not keep it): a check of a whole stream holds one
 /// document at a time, not the stream (issue 24 §4).
-pub fn parse_each(text: &str, each: impl FnMut(Doc)) -> Result<(), ParseError> {
+pub fn parse_each(text: &str, mut each: impl FnMut(Doc)) -> Result<(), ParseError> {
+    parse_text(text, Split::Never, &mut |part| {
+        if let Part::Doc { doc, .. } = part {
+            each(doc)
+        }
+    })
+}
+
+/// Reads every document of `text` as [`parse_each`] does, but the items of a `kind: *List`
+/// one at a time ([`Split::Lists`]): what a command that handles a List's items on their own
+/// holds is one item, not the List (`kubectl get -o yaml` prints one document of every object).
+pub fn parse_parts(text: &str, each: &mut dyn FnMut(Part)) -> Result<(), ParseError> {
+    parse_text(text, Split::Lists, each)
+}
+
+fn parse_text(text: &str, split: Split, each: &mut dyn FnMut(Part)) -> Result<(), ParseError> {
     // libyaml reads the BOM and starts counting after it.
     let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
     // In pieces: libyaml-safer decodes all that its reader hands it at once into a queue of
     // `char`s, and a slice hands it the whole text (4 to 8 bytes per byte of input, the largest
     // part of a parse's memory, issue 24 §4).
     let input = std::io::BufReader::with_capacity(PARSE_CHUNK_BYTES, text.as_bytes());
-    parse_stream(text, Box::new(input), bom, each)
+    parse_stream(text, Box::new(input), bom, split, each)
 }
 
-/// Reads every document of `input` for its values only, as [`parse_each`] reads them: each
-/// [`Doc`]'s value and its node's kinds are those of the text, its node's places are not (no
-/// text is held to place them). What reads back a text written out of memory uses it.
-pub fn values_each(
+/// Reads every document of `input` for its values only, as [`parse_parts`] reads them but the
+/// `items` of any root mapping one at a time ([`Split::Always`]): each part's value and its
+/// node's kinds are those of the text, its node's places are not (no text is held to place
+/// them). What reads back a text written out of memory uses it, to compare digests.
+pub fn values_parts(
     mut input: impl std::io::BufRead,
-    each: impl FnMut(Doc),
+    each: &mut dyn FnMut(Part),
 ) -> Result<(), ParseError> {
     let bom = match input.fill_buf() {
         Ok(b) if b.starts_with("\u{feff}".as_bytes()) => 3,
         _ => 0,
     };
-    parse_stream("", Box::new(input), bom, each)
+    parse_stream("", Box::new(input), bom, Split::Always, each)
+}
+
+/// Which documents' `items` a reading hands on one at a time, as [`Part::Item`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// None: every document whole.
+    Never,
+    /// Those of a root mapping whose `kind` ends in `List` (what [`super::podspec::objects`]
+    /// reads as a List's objects) and that has no merge key (`<<`), which could set its
+    /// `items` or `kind` anew: found by reading ahead in the text when `kind` comes after
+    /// `items`, as `kubectl get -o yaml` writes it.
+    Lists,
+    /// Those of any root mapping, `kind` or not: a reading that holds no text to read ahead
+    /// in, and that only compares values (a List's whole value is its parts').
+    Always,
+}
+
+/// What a reading that splits hands on, in the text's order.
+#[derive(Debug)]
+pub enum Part {
+    /// Item `index` of the root `items` sequence of the document that follows, read on its own
+    /// (its node's places are the text's; `end_line` is the line after its last).
+    Item { index: usize, doc: Doc },
+    /// A document. `items` is `Some(n)` when the `n` items of its root `items` went before it
+    /// as [`Part::Item`]s: its value's `items` is then an empty sequence, and so is its node's.
+    Doc { doc: Doc, items: Option<usize> },
 }
 
 /// [`parse_each`] of `input`, whose text (for the nodes' places) is `text`.
@@ -185,7 +227,8 @@ fn parse_stream<'a>(
     text: &'a str,
     input: Box<dyn std::io::BufRead + 'a>,
     bom: usize,
-    mut each: impl FnMut(Doc),
+    split: Split,
+    each: &mut dyn FnMut(Part),
 ) -> Result<(), ParseError> {
     let mut parser = Parser::new();
     parser.set_input(input);
@@ -198,6 +241,10 @@ fn parse_stream<'a>(
         flow: 0,
         decodes: 0,
         alias_decodes: 0,
+        split,
+        merge_from: text.rfind("<<"),
+        sink: each,
+        items: None,
     };
     loop {
         let event = events.next()?;
@@ -209,6 +256,7 @@ fn parse_stream<'a>(
             _ => {
                 // go-yaml counts the document node too, and keeps its budget per document.
                 (reader.decodes, reader.alias_decodes) = (1, 0);
+                reader.items = None;
                 let (value, node) = reader.node(&mut events, event, false)?;
                 // The document's end: the event after its root.
                 let end = events.next()?;
@@ -216,10 +264,14 @@ fn parse_stream<'a>(
                     return Err(events.error(&end.start_mark, "expected the end of a document"));
                 }
                 reader.anchors.clear();
-                each(Doc {
-                    value,
-                    node,
-                    end_line: end.start_mark.line as usize + 1,
+                let items = reader.items.take();
+                (reader.sink)(Part::Doc {
+                    doc: Doc {
+                        value,
+                        node,
+                        end_line: end.start_mark.line as usize + 1,
+                    },
+                    items,
                 });
             }
         }
@@ -270,7 +322,7 @@ struct Anchored {
     decodes: u64,
 }
 
-struct Reader<'a> {
+struct Reader<'a, 's> {
     text: &'a str,
     bom: usize,
     /// Anchor name to its node (an alias is the value it names; a later anchor of the same
@@ -282,9 +334,16 @@ struct Reader<'a> {
     /// go-yaml's count of decode operations in this document, and of those through aliases.
     decodes: u64,
     alias_decodes: u64,
+    /// Which documents' `items` go on one at a time, to `sink`.
+    split: Split,
+    /// Where the text's last `<<` is: a merge key can only be before it (none without one).
+    merge_from: Option<usize>,
+    sink: &'s mut dyn FnMut(Part),
+    /// How many items of this document's root `items` went to `sink` on their own.
+    items: Option<usize>,
 }
 
-impl Reader<'_> {
+impl Reader<'_, '_> {
     fn byte(&self, mark: &Mark) -> usize {
         (self.bom + mark.index as usize).min(self.text.len())
     }
@@ -493,7 +552,12 @@ impl Reader<'_> {
             };
             let (_, key_node) = self.node(events, event, true)?;
             let event = events.next()?;
-            let (v, mut value_node) = self.node(events, event, false)?;
+            let (v, mut value_node) =
+                if !merge && self.splits(&key_text, &event, &map, &entries, start) {
+                    self.items_one_at_a_time(events, event)?
+                } else {
+                    self.node(events, event, false)?
+                };
             if matches!(value_node.kind, Kind::Scalar(Style::Plain))
                 && value_node.start >= value_node.end
             {
@@ -520,6 +584,12 @@ impl Reader<'_> {
                             "map merge requires map or sequence of maps as the value",
                         ));
                     };
+                    if self.depth == 1 && self.items.is_some() && source.contains_key("items") {
+                        // A merge after the items went on sets `items` anew: the document's
+                        // value is then its own (only [`Split::Always`] splits where a merge
+                        // follows, and only compares values).
+                        self.items = None;
+                    }
                     for (k, v) in source {
                         map.insert(k, v);
                     }
@@ -547,6 +617,106 @@ impl Reader<'_> {
                 value: value_node,
             });
         }
+    }
+
+    /// Whether the value that `event` starts, of the key `key` of the mapping starting at
+    /// `start` (`map` and `entries` read so far), is a root `items` sequence that [`Self::split`] hands on
+    /// one item at a time.
+    fn splits(
+        &self,
+        key: &Option<Result<String, String>>,
+        event: &Event,
+        map: &Map<String, Value>,
+        entries: &[Entry],
+        start: usize,
+    ) -> bool {
+        let root_items = self.depth == 1
+            && self.items.is_none()
+            && matches!(key, Some(Ok(k)) if k == "items")
+            && matches!(&event.data, EventData::SequenceStart { anchor: None, .. });
+        match self.split {
+            _ if !root_items => false,
+            Split::Never => false,
+            Split::Always => true,
+            Split::Lists if entries.iter().any(|e| e.key == "<<") => false,
+            Split::Lists => {
+                let from = line_start(self.text, start);
+                let merge_may_follow = self.merge_from.is_some_and(|at| at >= from);
+                let is_list = |kind: &Option<Value>| {
+                    kind.as_ref()
+                        .and_then(Value::as_str)
+                        .is_some_and(|k| k.ends_with("List"))
+                };
+                let kind = entries
+                    .iter()
+                    .any(|e| e.key == "kind")
+                    .then(|| map.get("kind").cloned());
+                match kind {
+                    Some(kind) if !merge_may_follow || !is_list(&kind) => is_list(&kind),
+                    _ => root_kind(self.text, from, merge_may_follow).is_some_and(|k| is_list(&k)),
+                }
+            }
+        }
+    }
+
+    /// Reads the root `items` sequence that `event` starts, handing each item to `sink` as it is
+    /// read: the value and node left in the document are an empty sequence where it is.
+    fn items_one_at_a_time(
+        &mut self,
+        events: &mut Events,
+        event: Event,
+    ) -> Result<(Value, Node), ParseError> {
+        self.count(1, 0, &event.start_mark)?;
+        let start = self.byte(&event.start_mark);
+        let (line, col) = position(&event.start_mark, self.bom);
+        let flow = matches!(
+            event.data,
+            EventData::SequenceStart {
+                style: SequenceStyle::Flow,
+                ..
+            }
+        );
+        self.enter(&event.start_mark)?;
+        self.flow += usize::from(flow);
+        let mut index = 0;
+        let mut last = start;
+        let end = loop {
+            let event = events.next()?;
+            if let EventData::SequenceEnd = event.data {
+                break if flow {
+                    self.byte(&event.end_mark)
+                } else {
+                    last
+                };
+            }
+            let (value, node) = self.node(events, event, false)?;
+            last = node.end;
+            let body = self.text.get(node.start..node.end).unwrap_or_default();
+            let end_line = node.line + body.trim_end_matches('\n').matches('\n').count() + 1;
+            let doc = Doc {
+                value,
+                node,
+                end_line,
+            };
+            (self.sink)(Part::Item { index, doc });
+            index += 1;
+        };
+        self.depth -= 1;
+        self.flow -= usize::from(flow);
+        self.items = Some(index);
+        let items = Kind::Seq {
+            flow,
+            items: Vec::new(),
+        };
+        let node = Node {
+            start,
+            end,
+            line,
+            col,
+            shared: false,
+            kind: items,
+        };
+        Ok((Value::Array(Vec::new()), node))
     }
 
     fn enter(&mut self, mark: &Mark) -> Result<(), ParseError> {
@@ -601,6 +771,68 @@ fn allowed_alias_ratio(decodes: u64) -> f64 {
     } else {
         let range = (ALIAS_RATIO_RANGE_HIGH - ALIAS_RATIO_RANGE_LOW) as f64;
         0.99 - 0.89 * ((decodes - ALIAS_RATIO_RANGE_LOW) as f64 / range)
+    }
+}
+
+/// The `kind` of the root mapping of the document whose text starts at `from` (a line start),
+/// read ahead with a parser of its own, holding no more than its events: `None` when the root
+/// is no mapping, has a merge key (`<<`, looked for to the root's end when `merges`), or does
+/// not read; `Some(None)` when it has no scalar `kind`.
+fn root_kind(text: &str, from: usize, merges: bool) -> Option<Option<Value>> {
+    let mut parser = Parser::new();
+    let input = std::io::BufReader::with_capacity(PARSE_CHUNK_BYTES, text.get(from..)?.as_bytes());
+    parser.set_input(input);
+    let (mut depth, mut at_key, mut kind_next) = (0usize, true, false);
+    let mut kind: Option<Value> = None;
+    loop {
+        let event = parser.parse().ok()?;
+        match event.data {
+            EventData::StreamStart { .. } | EventData::DocumentStart { .. } => {}
+            EventData::MappingStart { .. } | EventData::SequenceStart { .. } => {
+                match depth {
+                    0 if matches!(event.data, EventData::SequenceStart { .. }) => return None,
+                    // A key that is a collection; or `kind`'s value one, no scalar.
+                    1 if at_key => return None,
+                    1 => (at_key, kind_next) = (true, false),
+                    _ => {}
+                }
+                depth += 1;
+            }
+            EventData::MappingEnd | EventData::SequenceEnd => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(kind);
+                }
+            }
+            EventData::Scalar {
+                value, style, tag, ..
+            } if depth == 1 => {
+                if at_key {
+                    if style == ScalarStyle::Plain && tag.is_none() && value == "<<" {
+                        return None;
+                    }
+                    kind_next =
+                        key_string(&value, style, tag.as_deref()).is_ok_and(|k| k == "kind");
+                    at_key = false;
+                } else {
+                    if kind_next {
+                        kind = scalar(&value, style, tag.as_deref()).ok();
+                        if !merges {
+                            return Some(kind);
+                        }
+                    }
+                    (at_key, kind_next) = (true, false);
+                }
+            }
+            EventData::Alias { .. } if depth == 1 => {
+                if at_key {
+                    return None;
+                }
+                (at_key, kind_next) = (true, false);
+            }
+            EventData::DocumentEnd { .. } | EventData::StreamEnd => return None,
+            _ => {}
+        }
     }
 }
 

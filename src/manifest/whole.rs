@@ -356,8 +356,8 @@ mod tests {
         for (a, b) in same {
             assert_eq!(a, b);
             assert_eq!(
-                super::super::digest(&a),
-                super::super::digest(&b),
+                super::super::digest::digest(&a),
+                super::super::digest::digest(&b),
                 "{a} {b}"
             );
         }
@@ -375,8 +375,8 @@ mod tests {
         for (a, b) in differ {
             assert_ne!(a, b);
             assert_ne!(
-                super::super::digest(&a),
-                super::super::digest(&b),
+                super::super::digest::digest(&a),
+                super::super::digest::digest(&b),
                 "{a} {b}"
             );
         }

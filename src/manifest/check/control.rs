@@ -123,13 +123,13 @@ pub struct Ignore {
     pub at: String,
 }
 
-/// The `hooklog.dev/ignore-check.*` annotations of an object (its `metadata`) and of its pod
-/// template, by rule name as written.
-pub fn ignores(object: Option<&Value>, pod: &Pod) -> BTreeMap<String, Ignore> {
+/// The `hooklog.dev/ignore-check.*` annotations of an object (its `metadata`, the object at
+/// field path `path`) and of its pod template, by rule name as written.
+pub fn ignores(object: Option<&Value>, path: &str, pod: &Pod) -> BTreeMap<String, Ignore> {
     let mut out = BTreeMap::new();
     // The template's own annotation is the closer one: it wins over the object's.
     let places = [
-        (object, "metadata".to_string()),
+        (object, format!("{path}metadata")),
         (pod.metadata, metadata_path(pod.spec_path)),
     ];
     for (metadata, at) in places {

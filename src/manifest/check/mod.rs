@@ -227,7 +227,9 @@ impl Sink<'_> {
         message: String,
         fix: impl Into<String>,
     ) {
-        let line = self.doc.node.line_at(&path_to_pointer(path));
+        // The path is the List's, for a List's item read on its own: the node is the item's.
+        let within = path.strip_prefix(self.doc.path.as_str()).unwrap_or(path);
+        let line = self.doc.node.line_at(&path_to_pointer(within));
         self.findings.push(Finding {
             severity,
             rule: rule.id,
@@ -289,10 +291,12 @@ pub fn check_document(
     opts: &Options,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    for t in podspec::templates(&doc.value) {
+    for mut t in podspec::templates(&doc.value) {
         let Some(spec) = doc.value.pointer(&t.spec_pointer) else {
             continue;
         };
+        // A List's item read on its own: its paths are the List's.
+        t.spec_path.insert_str(0, &doc.path);
         let mut sink = Sink {
             file,
             doc,
@@ -305,7 +309,7 @@ pub fn check_document(
         let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
         adoption::check_pod(&pod, metadata, opted_in, native, &mut sink);
         events::check_pod(&pod, grants, &mut sink);
-        let ignores = control::ignores(doc.value.get("metadata"), &pod);
+        let ignores = control::ignores(doc.value.get("metadata"), &doc.path, &pod);
         control::apply_ignores(&ignores, &mut sink);
         out.extend(sink.findings);
     }
