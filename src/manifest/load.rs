@@ -180,6 +180,12 @@ impl Input {
         Ok(notes)
     }
 
+    /// [`Input::each_document`], each as a [`Part::Document`]: what [`Input::each_part`] hands
+    /// on, with no List read an item at a time.
+    pub fn each_document_part(&self, mut each: impl FnMut(Part)) -> Result<Vec<String>, LoadError> {
+        self.each_document(|doc| each(Part::Document { doc, items: None }))
+    }
+
     /// Every document at once.
     pub fn parse(self) -> Result<Source, LoadError> {
         let mut documents = Vec::new();

@@ -500,68 +500,36 @@ pub(crate) fn transform(
     let mut refused: Option<String> = None;
     for input in inputs {
         let input = input.map_err(|e| e.to_string())?;
-        let mut lines = Vec::new();
-        let mut applier = splice::Applier::new(&input.text);
-        let mut placed = Vec::new();
-        let mut why: Option<String> = None;
-        let mut wants = Vec::new();
         let mut place = Place::new(&out);
-        let mut failed: Option<std::io::Error> = None;
-        // The digests of the List items read so far, for the List's own digest.
-        let mut items = digest::Items::new();
-        let notes = input.each_part(|part| {
-            if refused.is_some() {
-                return;
-            }
-            let (doc, list) = match part {
-                load::Part::Item { doc, .. } => (doc, None),
-                load::Part::Document { doc, items } => (doc, Some(items)),
-            };
-            let mut value = doc.value.clone();
-            match f(&mut value) {
-                Ok(l) => lines.extend(l),
-                Err(e) => {
-                    refused = Some(format!("{}:{}: {e}", input.name, doc.line));
-                    return;
-                }
-            }
-            observe(&doc.value, &value);
-            if why.is_none() {
-                match splice::edits_noted(&input.text, &doc.node, &doc.value, &value) {
-                    Ok((e, n)) => {
-                        applier.push(e);
-                        placed.extend(n);
-                    }
-                    Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
-                }
-            }
-            if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
-                failed = place.put(&mut out, &applier.take_written()).err();
-            }
-            match list {
-                None => items.push(&value),
-                Some(Some(_)) => {
-                    wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value))
-                }
-                Some(None) => wants.push(digest::digest(&value)),
-            }
-        });
-        let notes = notes.map_err(|e| e.to_string())?;
+        let mut edited = edit_input(
+            &input,
+            true,
+            f,
+            Some(&mut *observe),
+            &mut out,
+            &mut place,
+            &mut refused,
+        )?;
         if refused.is_some() {
             continue;
         }
-        if let Some(e) = failed {
-            return Err(spool_error(e));
+        if let (Err(NotApplied::Edit(_)), true) = (&edited.written, edited.split) {
+            // An edit of a List's item that cannot be made on its own (inside an anchor that
+            // another item names, say) may be made in the List: done again whole, as before
+            // Lists were read an item at a time (what the List costs then is its trees).
+            place.undo(&mut out).map_err(spool_error)?;
+            edited = edit_input(&input, false, f, None, &mut out, &mut place, &mut refused)?;
         }
-        report.extend(notes);
-        report.extend(lines);
-        let written = match why {
-            Some(why) => Err(NotApplied::Edit(why)),
-            None => applied(&input, applier, &wants, f, &mut out, &mut place),
-        };
-        match written {
+        report.extend(edited.notes);
+        report.extend(edited.lines);
+        match edited.written {
             Ok(()) => {
-                report.extend(placed.into_iter().map(|n| format!("  {}:{n}", input.name)));
+                report.extend(
+                    edited
+                        .placed
+                        .into_iter()
+                        .map(|n| format!("  {}:{n}", input.name)),
+                );
             }
             Err(NotApplied::Spool(e)) => return Err(spool_error(e)),
             Err(NotApplied::Edit(why)) => {
@@ -585,6 +553,106 @@ pub(crate) fn transform(
         out,
         report,
         inputs: read,
+    })
+}
+
+/// What [`edit_input`] made of one input.
+struct Edited {
+    /// What it left out, and what `f` said.
+    notes: Vec<String>,
+    lines: Vec<String>,
+    /// The notes of the edits made in place.
+    placed: Vec<String>,
+    /// Whether its edits were written and read back.
+    written: Result<(), NotApplied>,
+    /// Whether a List's items were read one at a time.
+    split: bool,
+}
+
+/// Applies `f` to each document of `input` (a List's items one at a time when `split`) and
+/// writes its edits to `out` at `place`; `observe` sees each document (or item) before and
+/// after. A document `f` refuses is `refused`, and the rest is not written.
+fn edit_input(
+    input: &load::Input,
+    split: bool,
+    f: &mut Change,
+    mut observe: Option<&mut dyn FnMut(&serde_json::Value, &serde_json::Value)>,
+    out: &mut spool::Spool,
+    place: &mut Place,
+    refused: &mut Option<String>,
+) -> Result<Edited, String> {
+    let mut lines = Vec::new();
+    let mut applier = splice::Applier::new(&input.text);
+    let mut placed = Vec::new();
+    let mut why: Option<String> = None;
+    let mut wants = Vec::new();
+    let mut failed: Option<std::io::Error> = None;
+    let mut any_split = false;
+    // The digests of the List items read so far, for the List's own digest.
+    let mut items = digest::Items::new();
+    let each = |part: load::Part| {
+        if refused.is_some() {
+            return;
+        }
+        let (doc, list) = match part {
+            load::Part::Item { doc, .. } => (doc, None),
+            load::Part::Document { doc, items } => (doc, Some(items)),
+        };
+        let mut value = doc.value.clone();
+        match f(&mut value) {
+            Ok(l) => lines.extend(l),
+            Err(e) => {
+                *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+                return;
+            }
+        }
+        if let Some(observe) = observe.as_mut() {
+            observe(&doc.value, &value);
+        }
+        if why.is_none() {
+            match splice::edits_noted(&input.text, &doc.node, &doc.value, &value) {
+                Ok((e, n)) => {
+                    applier.push(e);
+                    placed.extend(n);
+                }
+                Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
+            }
+        }
+        if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
+            failed = place.put(out, &applier.take_written()).err();
+        }
+        match list {
+            None => items.push(&value),
+            Some(Some(_)) => {
+                any_split = true;
+                wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value));
+            }
+            Some(None) => {
+                items = digest::Items::new();
+                wants.push(digest::digest(&value));
+            }
+        }
+    };
+    let notes = if split {
+        input.each_part(each)
+    } else {
+        input.each_document_part(each)
+    };
+    let notes = notes.map_err(|e| e.to_string())?;
+    if let Some(e) = failed {
+        return Err(spool_error(e));
+    }
+    let written = match why {
+        _ if refused.is_some() => Ok(()),
+        Some(why) => Err(NotApplied::Edit(why)),
+        None => applied(input, applier, &wants, f, out, place),
+    };
+    Ok(Edited {
+        notes,
+        lines,
+        placed,
+        written,
+        split: any_split,
     })
 }
 
@@ -690,8 +758,10 @@ fn read_back(name: &str, text: impl std::io::Read, wants: &[u128]) -> Result<(),
         tree::Part::Doc { doc, items: split } => {
             load::add_document(name, index, doc, &mut read, &mut ignored);
             index += 1;
-            // A split document is a mapping: one document.
-            let mut folded = split.map(|_| std::mem::replace(&mut items, digest::Items::new()));
+            // A split document is a mapping: one document. Its items are its own (or, when a
+            // merge key set `items` anew after them, no part of it).
+            let folded = std::mem::replace(&mut items, digest::Items::new());
+            let mut folded = split.map(|_| folded);
             for d in read.drain(..) {
                 let got = match folded.take() {
                     Some(items) => items.of(&d.value),
