@@ -491,7 +491,7 @@ impl Place {
 pub(crate) fn transform(
     inputs: Vec<Result<load::Input, load::LoadError>>,
     f: &mut Change,
-    observe: &mut dyn FnMut(&serde_json::Value, &serde_json::Value),
+    observe: &mut Observe,
 ) -> Result<Transformed, String> {
     let mut out = spool::Spool::new();
     let mut report = Vec::new();
@@ -556,6 +556,9 @@ pub(crate) fn transform(
     })
 }
 
+/// What sees each document (or List item) before and after `f`.
+type Observe<'a> = dyn FnMut(&serde_json::Value, &serde_json::Value) + 'a;
+
 /// What [`edit_input`] made of one input.
 struct Edited {
     /// What it left out, and what `f` said.
@@ -576,7 +579,7 @@ fn edit_input(
     input: &load::Input,
     split: bool,
     f: &mut Change,
-    mut observe: Option<&mut dyn FnMut(&serde_json::Value, &serde_json::Value)>,
+    mut observe: Option<&mut Observe>,
     out: &mut spool::Spool,
     place: &mut Place,
     refused: &mut Option<String>,
