@@ -357,6 +357,10 @@ struct Shape {
     directive: bool,
     doc_end: bool,
     mutate: bool,
+    /// The objects as the items of one List: 0 `kind` first, 1 `kind` after `items` (as
+    /// `kubectl get -o yaml` writes it), 2 a `DeploymentList`, 3 an object with `items` that is
+    /// no List; else each object a document.
+    list: u8,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -371,10 +375,24 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.25),
+        0u8..10,
     )
         .prop_map(
-            |(seed, size, docs, json, bom, crlf, no_final_newline, directive, doc_end, mutate)| {
+            |(
+                seed,
+                size,
+                docs,
+                json,
+                bom,
+                crlf,
+                no_final_newline,
+                directive,
+                doc_end,
+                mutate,
+                list,
+            )| {
                 Shape {
+                    list,
                     seed,
                     size,
                     docs,
@@ -772,9 +790,32 @@ fn to_json(y: &Y) -> Value {
 /// A file of `shape.docs` generated objects, written as `shape` says.
 fn write(shape: &Shape) -> String {
     let mut r = fastrand::Rng::with_seed(shape.seed);
-    let objects: Vec<Y> = (0..shape.docs)
+    let mut objects: Vec<Y> = (0..shape.docs)
         .map(|n| object(&mut r, shape.size, n))
         .collect();
+    if shape.list < 4 {
+        let kind = match shape.list {
+            2 => "DeploymentList",
+            3 => "ItemHolder",
+            _ => "List",
+        };
+        let items = ("items".to_string(), Y::Seq(std::mem::take(&mut objects)));
+        let mut list = vec![
+            ("apiVersion".to_string(), s("v1")),
+            ("kind".into(), s(kind)),
+        ];
+        match shape.list {
+            1 => list.insert(1, items),
+            _ => list.push(items),
+        }
+        if shape.list == 1 {
+            list.push((
+                "metadata".into(),
+                Y::Map(vec![("resourceVersion".into(), s(""))]),
+            ));
+        }
+        objects.push(Y::Map(list));
+    }
     let mut out = match shape.json {
         0 => serde_json::to_string_pretty(&to_json(&objects[0])).unwrap() + "\n",
         1 => serde_json::to_string(&to_json(&objects[0])).unwrap(),
@@ -895,6 +936,13 @@ fn non_null(docs: Vec<Value>) -> Vec<Value> {
     docs.into_iter().filter(|v| !v.is_null()).collect()
 }
 
+/// The items of a document that is a List of objects, if it is one: `kind` ending in `List`.
+fn list_items(doc: &Value) -> Option<&Vec<Value>> {
+    let kind = doc["kind"].as_str()?;
+    let items = doc["items"].as_array()?;
+    (kind.ends_with("List") && items.iter().all(Value::is_object)).then_some(items)
+}
+
 /// hooklog rejects a mapping with a key written twice, which go-yaml v2 reads with the last
 /// one winning: an edit could not know which one the user meant (docs/check-and-inject.md).
 fn deliberate_difference(hooklog: &Result<Vec<Value>, String>) -> bool {
@@ -1010,6 +1058,9 @@ fn traits(shape: &Shape, input: &str) -> String {
     if input.contains("[]") {
         t.push("empty-flow");
     }
+    if shape.list < 4 {
+        t.push("list");
+    }
     if input.contains(": {\n") || input.contains(": [\n") || input.starts_with('{') {
         t.push("multi-line-flow");
     }
@@ -1071,10 +1122,33 @@ fn inject_edits_every_shape_faithfully() {
             Err(e) => return fail("inject fails", e),
         };
         edited.fetch_add(1, Ordering::Relaxed);
-        // What inject makes of the values, as JSON: the reference for the edited text.
-        let json: String = before.iter().map(|d| d.to_string() + "\n---\n").collect();
+        // What inject makes of the values, as JSON: the reference for the edited text. A
+        // List's items each as a document of its own, put back in their List after: inject reads
+        // a List's items one at a time, and this reads none.
+        let json: String = before
+            .iter()
+            .flat_map(|d| match list_items(d) {
+                Some(items) => items.clone(),
+                None => vec![d.clone()],
+            })
+            .map(|d| d.to_string() + "\n---\n")
+            .collect();
         let (want, _) = hooklog_on(&args, &json).map_err(TestCaseError::fail)?;
-        let want = oracle.borrow_mut().read(&want).map(non_null);
+        let want = oracle.borrow_mut().read(&want).map(non_null).map(|flat| {
+            let mut flat = flat.into_iter();
+            before
+                .iter()
+                .map(|d| {
+                    let mut d = d.clone();
+                    if let Some(n) = list_items(&d).map(Vec::len) {
+                        d["items"] = Value::Array(flat.by_ref().take(n).collect());
+                    } else if let Some(one) = flat.next() {
+                        d = one;
+                    }
+                    d
+                })
+                .collect::<Vec<_>>()
+        });
         let got = oracle.borrow_mut().read(&once).map(non_null);
         if got != want {
             return fail(

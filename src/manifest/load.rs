@@ -68,8 +68,13 @@ pub enum Part {
     /// (any value, as the List holds it).
     Item { index: usize, doc: Document },
     /// A document, as [`Input::each_document`] hands it. `items` is `Some(n)` when its `n` items
-    /// went before it as [`Part::Item`]s: its `items` is then an empty sequence.
-    Document { doc: Document, items: Option<usize> },
+    /// went before it as [`Part::Item`]s: its `items` is then an empty sequence. `tangled`: an
+    /// alias crossed an item's bounds ([`tree::Part::Doc`]).
+    Document {
+        doc: Document,
+        items: Option<usize>,
+        tangled: bool,
+    },
 }
 
 impl Source {
@@ -169,11 +174,20 @@ impl Input {
                     path: format!("items[{index}]."),
                 },
             }),
-            tree::Part::Doc { doc, items } => {
+            tree::Part::Doc {
+                doc,
+                items,
+                tangled,
+            } => {
                 add_document(&self.name, index, doc, &mut read, &mut notes);
                 index += 1;
-                read.drain(..)
-                    .for_each(|doc| each(Part::Document { doc, items }));
+                read.drain(..).for_each(|doc| {
+                    each(Part::Document {
+                        doc,
+                        items,
+                        tangled,
+                    })
+                });
             }
         })
         .map_err(|e| self.error(e))?;
@@ -183,7 +197,13 @@ impl Input {
     /// [`Input::each_document`], each as a [`Part::Document`]: what [`Input::each_part`] hands
     /// on, with no List read an item at a time.
     pub fn each_document_part(&self, mut each: impl FnMut(Part)) -> Result<Vec<String>, LoadError> {
-        self.each_document(|doc| each(Part::Document { doc, items: None }))
+        self.each_document(|doc| {
+            each(Part::Document {
+                doc,
+                items: None,
+                tangled: false,
+            })
+        })
     }
 
     /// Every document at once.

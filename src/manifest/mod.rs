@@ -599,7 +599,20 @@ fn edit_input(
         }
         let (doc, list) = match part {
             load::Part::Item { doc, .. } => (doc, None),
-            load::Part::Document { doc, items } => (doc, Some(items)),
+            load::Part::Document {
+                doc,
+                items,
+                tangled,
+            } => {
+                if tangled && why.is_none() {
+                    // Done again whole (the caller does), where the edit sees every alias.
+                    why = Some(format!(
+                        "document at line {}: an alias crosses its items' bounds",
+                        doc.line
+                    ));
+                }
+                (doc, Some(items))
+            }
         };
         let mut value = doc.value.clone();
         match f(&mut value) {
@@ -758,7 +771,9 @@ fn read_back(name: &str, text: impl std::io::Read, wants: &[u128]) -> Result<(),
     let input = std::io::BufReader::with_capacity(READ_BACK_CHUNK_BYTES, text);
     tree::values_parts(input, &mut |part| match part {
         tree::Part::Item { doc, .. } => items.push(&doc.value),
-        tree::Part::Doc { doc, items: split } => {
+        tree::Part::Doc {
+            doc, items: split, ..
+        } => {
             load::add_document(name, index, doc, &mut read, &mut ignored);
             index += 1;
             // A split document is a mapping: one document. Its items are its own (or, when a

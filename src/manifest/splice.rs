@@ -53,11 +53,24 @@ struct Splicer<'a> {
     /// The document's text, its root's start to the end of its last line: a trial edit reads
     /// back only this, so that it costs the document's size, not the file's.
     root: (usize, usize),
+    /// The root's column: a trial starts there ([`Splicer::settles`]).
+    root_col: usize,
     /// The keys and (old) indices from the root to the node being edited.
     path: Vec<String>,
     /// What the user should hear of.
     notes: Vec<String>,
+    /// An edit is being made inside an anchored node: an alias of it that must keep its value
+    /// may no longer ([`Splicer::unchanged`]).
+    anchor_edited: bool,
+    /// How many aliases were tried in [`Splicer::unchanged`], each a read of the document.
+    trials: usize,
 }
+
+/// How many aliases whose value stays one document's edit tries, each a read of the document
+/// ([`Splicer::settles`]): past it, the document is written anew. Far beyond any manifest's
+/// anchors (go-yaml's own bound is on what aliases expand to, tree.rs's `ALIAS_MIN_COUNT`),
+/// low enough that a file of aliases costs a bounded number of reads.
+const MAX_ALIAS_TRIALS: usize = 256;
 
 /// Where a node sits: what precedes it decides how a replacement is written.
 #[derive(Debug, Clone, Copy)]
@@ -94,8 +107,15 @@ pub fn edits_noted(
             memchr::memchr(b'\n', &text.as_bytes()[node.end..])
                 .map_or(text.len(), |i| node.end + i + 1),
         ),
+        // Not `node.col`, which counts a BOM: libyaml does not indent by it.
+        root_col: text[line_start(text, node.start)..node.start]
+            .chars()
+            .filter(|c| *c != '\u{feff}')
+            .count(),
         path: Vec::new(),
         notes: Vec::new(),
+        anchor_edited: false,
+        trials: 0,
     };
     s.diff(node, old, new, Slot::Root)?;
     // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
@@ -481,6 +501,9 @@ impl Splicer<'_> {
         let Ok(out) = apply(&self.text[start..end], trial) else {
             return false;
         };
+        // The root at its own column, as in the text: a List's item read on its own starts
+        // after its `- `, and its lines below are indented past it.
+        let out = " ".repeat(self.root_col) + &out;
         let pointer: String = self
             .path
             .iter()
@@ -712,7 +735,10 @@ impl Splicer<'_> {
         slot: Slot,
     ) -> Result<(), SpliceError> {
         if old == new {
-            return Ok(());
+            return self.unchanged(node, old, slot);
+        }
+        if node.shared && !matches!(node.kind, Kind::Alias) {
+            self.anchor_edited = true;
         }
         if self.fill_or_empty_flow(node, old, new, slot) {
             return Ok(());
@@ -743,19 +769,11 @@ impl Splicer<'_> {
                     ),
                 ));
             }
-            // Written out on its own line, and marked so that uninject writes the alias back.
-            let text = format!(
-                "{}{WRITTEN_OUT}{}",
-                flow_text(new),
-                alias.trim_start_matches('*')
+            self.write_out(
+                node,
+                new,
+                "hooklog's change here must not change that one too",
             );
-            self.push(node.start, node.end, text);
-            self.notes.push(format!(
-                "{}: `{alias}` written out: it repeats `&{}`, and hooklog's change here \
-                 must not change that one too (uninject writes `{alias}` back)",
-                node.line,
-                alias.trim_start_matches('*')
-            ));
             return Ok(());
         }
         if self.back_to_alias(node, new) {
@@ -786,6 +804,157 @@ impl Splicer<'_> {
             }
             _ => self.replace(node, new, slot),
         }
+    }
+
+    /// Writes the alias `node` out as `value`, on its own line (a block slot's), marked so that
+    /// uninject writes the alias back ([`Self::back_to_alias`]); says so, and `why`.
+    fn write_out(&mut self, node: &Node, value: &Value, why: &str) {
+        let alias = self.text[node.start..node.end].to_string();
+        let name = alias.trim_start_matches('*');
+        let text = format!("{}{WRITTEN_OUT}{name}", flow_text(value));
+        self.push(node.start, node.end, text);
+        self.notes.push(format!(
+            "{}: `{alias}` written out: it repeats `&{name}`, and {why} (uninject writes `{alias}` back)",
+            node.line,
+        ));
+    }
+
+    /// A node whose value stays, once an edit was made inside an anchor: an alias below it that
+    /// repeats the anchor no longer reads as it did, so it is written out as it was (`volumeMounts:
+    /// *vm` of a container hooklog does not wire, beside the one whose `&vm` it does); one that
+    /// hooklog wrote out and that reads as it should as the alias again goes back to it (uninject).
+    fn unchanged(&mut self, node: &Node, value: &Value, slot: Slot) -> Result<(), SpliceError> {
+        if !self.anchor_edited {
+            return Ok(());
+        }
+        let flow = matches!(
+            node.kind,
+            Kind::Seq { flow: true, .. } | Kind::Map { flow: true, .. }
+        );
+        // (A block collection ends where its last value does: that one may be written out.)
+        if flow && self.text[node.end..].starts_with(WRITTEN_OUT) {
+            self.trial(node)?;
+            self.back_to_alias(node, value);
+            return Ok(());
+        }
+        match &node.kind {
+            Kind::Alias => {
+                self.trial(node)?;
+                if self.settles(&[], value) {
+                    return Ok(());
+                }
+                if !matches!(slot, Slot::BlockValue { .. } | Slot::BlockItem { .. }) {
+                    return Err(self.err(
+                        node,
+                        "an alias inside a flow collection repeats an anchor hooklog's change edits, and must not change",
+                    ));
+                }
+                self.write_out(
+                    node,
+                    value,
+                    "hooklog's change there must not change this one",
+                );
+                Ok(())
+            }
+            Kind::Map { flow, entries } => {
+                let Value::Object(map) = value else {
+                    return Ok(());
+                };
+                for e in entries {
+                    if e.key == "<<" {
+                        self.unchanged_merge(node, e, map)?;
+                        continue;
+                    }
+                    let Some(v) = map.get(&e.key) else {
+                        continue;
+                    };
+                    let slot = if *flow {
+                        Slot::Flow(None)
+                    } else {
+                        Slot::BlockValue {
+                            key_col: self.indent(&e.key_node),
+                            after_colon: self.after_colon(e)?,
+                        }
+                    };
+                    self.path.push(e.key.clone());
+                    let kept = self.unchanged(&e.value, v, slot);
+                    self.path.pop();
+                    kept?;
+                }
+                Ok(())
+            }
+            Kind::Seq { flow, items } => {
+                let Value::Array(list) = value else {
+                    return Ok(());
+                };
+                for (i, (item, v)) in items.iter().zip(list).enumerate() {
+                    let slot = self.item_slot(*flow, item)?;
+                    self.path.push(i.to_string());
+                    let kept = self.unchanged(item, v, slot);
+                    self.path.pop();
+                    kept?;
+                }
+                Ok(())
+            }
+            Kind::Scalar(_) => Ok(()),
+        }
+    }
+
+    /// A merge key (`<<: *base`) of a mapping `map` whose value stays: when an edit inside
+    /// `&base` would change what it brings in, it is written out as what it brings in now (the
+    /// keys of `map` not written in it), and back to the alias when that reads the same again.
+    fn unchanged_merge(
+        &mut self,
+        node: &Node,
+        merge: &Entry,
+        map: &Map<String, Value>,
+    ) -> Result<(), SpliceError> {
+        let whole = Value::Object(map.clone());
+        if self.text[merge.value.end..].starts_with(WRITTEN_OUT) {
+            self.trial(node)?;
+            self.back_to_alias(&merge.value, &whole);
+            return Ok(());
+        }
+        if !matches!(merge.value.kind, Kind::Alias) {
+            // `<<: [*a, *b]`, or a mapping written in place: what the read-back says of it.
+            return Ok(());
+        }
+        self.trial(node)?;
+        if self.settles(&[], &whole) {
+            return Ok(());
+        }
+        let Kind::Map { entries, .. } = &node.kind else {
+            return Ok(());
+        };
+        let brought: Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| !entries.iter().any(|e| &e.key == *k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if brought.is_empty() || line_start_if_first(self.text, merge.key_node.start).is_none() {
+            return Err(self.err(
+                node,
+                "a merge (`<<: *name`) repeats an anchor hooklog's change edits, and must not change",
+            ));
+        }
+        self.write_out(
+            &merge.value,
+            &Value::Object(brought),
+            "hooklog's change there must not change what this merge brings in",
+        );
+        Ok(())
+    }
+
+    /// Counts one more alias tried, within [`MAX_ALIAS_TRIALS`].
+    fn trial(&mut self, node: &Node) -> Result<(), SpliceError> {
+        self.trials += 1;
+        if self.trials > MAX_ALIAS_TRIALS {
+            return Err(self.err(
+                node,
+                format!("more than {MAX_ALIAS_TRIALS} aliases repeat anchors that hooklog's change edits"),
+            ));
+        }
+        Ok(())
     }
 
     /// Writes `new` in place of `node` whole.

@@ -219,7 +219,13 @@ pub enum Part {
     Item { index: usize, doc: Doc },
     /// A document. `items` is `Some(n)` when the `n` items of its root `items` went before it
     /// as [`Part::Item`]s: its value's `items` is then an empty sequence, and so is its node's.
-    Doc { doc: Doc, items: Option<usize> },
+    /// `tangled`: an alias of one of those items names an anchor outside it, or one outside
+    /// them names an anchor inside one (an edit of one item may then change another's text).
+    Doc {
+        doc: Doc,
+        items: Option<usize>,
+        tangled: bool,
+    },
 }
 
 /// [`parse_each`] of `input`, whose text (for the nodes' places) is `text`.
@@ -245,6 +251,8 @@ fn parse_stream<'a>(
         merge_from: text.rfind("<<"),
         sink: each,
         items: None,
+        item: None,
+        tangled: false,
     };
     loop {
         let event = events.next()?;
@@ -265,6 +273,7 @@ fn parse_stream<'a>(
                 }
                 reader.anchors.clear();
                 let items = reader.items.take();
+                let tangled = std::mem::take(&mut reader.tangled);
                 (reader.sink)(Part::Doc {
                     doc: Doc {
                         value,
@@ -272,6 +281,7 @@ fn parse_stream<'a>(
                         end_line: end.start_mark.line as usize + 1,
                     },
                     items,
+                    tangled,
                 });
             }
         }
@@ -320,6 +330,8 @@ type Mapping = (Map<String, Value>, Vec<Entry>, usize);
 struct Anchored {
     value: Value,
     decodes: u64,
+    /// The List item it is in, if its items are read one at a time.
+    item: Option<usize>,
 }
 
 struct Reader<'a, 's> {
@@ -341,6 +353,10 @@ struct Reader<'a, 's> {
     sink: &'s mut dyn FnMut(Part),
     /// How many items of this document's root `items` went to `sink` on their own.
     items: Option<usize>,
+    /// Which of them is being read.
+    item: Option<usize>,
+    /// An alias crossed an item's bounds ([`Part::Doc`]'s `tangled`).
+    tangled: bool,
 }
 
 impl Reader<'_, '_> {
@@ -448,6 +464,7 @@ impl Reader<'_, '_> {
                         &format!("unknown anchor '{anchor}' referenced"),
                     ));
                 };
+                self.tangled |= target.item != self.item;
                 let (value, cost) = (target.value.clone(), target.decodes);
                 self.count(cost, cost, &event.start_mark)?;
                 let node = at(self.byte(&event.end_mark), true, Kind::Alias);
@@ -508,6 +525,7 @@ impl Reader<'_, '_> {
                 Anchored {
                     value: value.clone(),
                     decodes,
+                    item: self.item,
                 },
             );
         }
@@ -689,7 +707,10 @@ impl Reader<'_, '_> {
                     last
                 };
             }
-            let (value, node) = self.node(events, event, false)?;
+            self.item = Some(index);
+            let read = self.node(events, event, false);
+            self.item = None;
+            let (value, node) = read?;
             last = node.end;
             let body = self.text.get(node.start..node.end).unwrap_or_default();
             let end_line = node.line + body.trim_end_matches('\n').matches('\n').count() + 1;
