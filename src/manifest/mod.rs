@@ -598,7 +598,20 @@ fn edit_input(
             return;
         }
         let (doc, list) = match part {
-            load::Part::Item { doc, .. } => (doc, None),
+            load::Part::Item { doc, .. } => {
+                // To its last line's end: the mark follows what was written out.
+                let rest = input.text.get(doc.node.end..).unwrap_or_default();
+                let end = doc.node.end + rest.find('\n').unwrap_or(rest.len());
+                let text = input.text.get(doc.node.start..end).unwrap_or_default();
+                if why.is_none() && text.contains(splice::WRITTEN_OUT) {
+                    // An alias inject wrote out here may go back to an anchor in another item.
+                    why = Some(format!(
+                        "document at line {}: an alias written out in one of its items",
+                        doc.line
+                    ));
+                }
+                (doc, None)
+            }
             load::Part::Document {
                 doc,
                 items,

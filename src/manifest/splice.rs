@@ -171,7 +171,7 @@ pub const BOM: char = '\u{feff}';
 
 /// The comment inject writes after an alias it had to write out (`command: *drain`, whose
 /// copy must differ): uninject finds it there and writes `*drain` back.
-const WRITTEN_OUT: &str = " # hooklog: written out from *";
+pub(crate) const WRITTEN_OUT: &str = " # hooklog: written out from *";
 
 /// The line ending of Windows editors: kept where the file has it.
 const CRLF: &str = "\r\n";
