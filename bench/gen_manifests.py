@@ -56,7 +56,9 @@ spec:
         args: [sh, -c, 'tail -F /var/log/app.log']
 """
 
-LIST_HEAD = "apiVersion: v1\nkind: List\nitems:\n"
+# As `kubectl get -o yaml` writes a List: its keys in order, `kind` after `items`.
+LIST_HEAD = "apiVersion: v1\nitems:\n"
+LIST_TAIL = 'kind: List\nmetadata:\n  resourceVersion: ""\n'
 
 
 def deployment(n: int, as_item: bool) -> str:
@@ -81,6 +83,8 @@ def generate(out: TextIO, size: int, as_list: bool = False) -> int:
         out.write(doc)
         written += len(doc)
         n += 1
+    if as_list:
+        out.write(LIST_TAIL)
     return n
 
 

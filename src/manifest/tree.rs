@@ -1294,6 +1294,98 @@ mod tests {
         assert_eq!(v, &json!({"a": 2, "b": 3, "c": 5, "d": 6, "e": 8}));
     }
 
+    /// What [`parse_parts`] hands on, as (item index or `None` for a document, value, items
+    /// count, tangled).
+    fn parts(text: &str) -> Vec<(Option<usize>, Value, Option<usize>, bool)> {
+        let mut out = Vec::new();
+        parse_parts(text, &mut |p| match p {
+            Part::Item { index, doc } => out.push((Some(index), doc.value, None, false)),
+            Part::Doc {
+                doc,
+                items,
+                tangled,
+            } => out.push((None, doc.value, items, tangled)),
+        })
+        .unwrap();
+        out
+    }
+
+    /// A `kind: *List`'s items go on one at a time, `kind` before or after them, in block or
+    /// flow style; a root whose `kind` is no List, an anchored `items`, or a merge key that could
+    /// set `items` or `kind` keep the document whole; what is read whole is what was split.
+    #[test]
+    fn a_list_is_read_an_item_at_a_time() {
+        let split = [
+            "kind: List\nitems:\n- {a: 1}\n- b: 2\n",
+            "apiVersion: v1\nitems:\n  - a: 1\n  - b: 2\nkind: List\nmetadata: {resourceVersion: ''}\n",
+            "{\"apiVersion\": \"v1\", \"items\": [{\"a\": 1}, {\"b\": 2}], \"kind\": \"List\"}",
+            "---\nitems: [{a: 1}, {b: 2}]\nkind: 'DeploymentList'\n",
+            "\u{feff}items:\r\n- a: 1\r\n- b: 2\r\nkind: !!str ConfigMapList\r\n",
+            "x: &m 1\nitems:\n- {a: *m}\n- b: 2\nkind: List\n",
+        ];
+        for text in split {
+            let p = parts(text);
+            assert_eq!(p.len(), 3, "{text:?}: {p:?}");
+            assert_eq!((p[0].0, p[1].0), (Some(0), Some(1)), "{text:?}");
+            assert_eq!(p[2].1["items"], json!([]), "{text:?}");
+            assert_eq!(p[2].2, Some(2), "{text:?}");
+            let whole = parse(text).unwrap().remove(0).value;
+            assert_eq!(whole["items"], json!([p[0].1, p[1].1]), "{text:?}");
+        }
+        // An alias that crosses an item's bounds says so.
+        assert!(!parts(split[0])[2].3);
+        for text in [
+            "kind: List\nitems:\n- &a {a: 1}\n- *a\n",
+            "x: &m 1\nitems:\n- {a: *m}\nkind: List\n",
+            "kind: List\nitems:\n- {a: &m 1}\ny: *m\n",
+        ] {
+            let p = parts(text);
+            assert!(p.last().unwrap().3, "{text:?}: {p:?}");
+        }
+        let whole = [
+            "kind: Holder\nitems:\n- a: 1\n",
+            "items:\n- a: 1\nkind: Holder\n",
+            "items:\n- a: 1\n",
+            "kind: List\nitems: &all\n- a: 1\n",
+            "items:\n- a: 1\nkind: List\n<<: {items: []}\n",
+            "<<: {kind: List}\nitems:\n- a: 1\n",
+            "kind: List\nitems:\n- a: 1\n<<: {x: 1}\n",
+            "items:\n- a: 1\nkind: [List]\n",
+            "items:\n- a: 1\nkind: |\n  List\n",
+            "- kind: List\n  items: [{a: 1}]\n",
+            "spec:\n  items:\n  - a: 1\nkind: List\n",
+        ];
+        for text in whole {
+            let p = parts(text);
+            let want: Vec<_> = parse(text)
+                .unwrap()
+                .into_iter()
+                .map(|d| (None, d.value, None, false))
+                .collect();
+            assert_eq!(p, want, "{text:?}");
+        }
+        // The read-back's reading splits any root `items`, and a merge after them that sets
+        // `items` anew leaves the document its own.
+        let mut got = Vec::new();
+        let text = "items:\n- a: 1\nkind: Holder\n---\nitems: [1]\n<<: {items: [2]}\n";
+        values_parts(text.as_bytes(), &mut |p| {
+            got.push(match p {
+                Part::Item { index, .. } => format!("item {index}"),
+                Part::Doc { doc, items, .. } => format!("{items:?} {}", doc.value),
+            })
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                "item 0",
+                r#"Some(1) {"items":[],"kind":"Holder"}"#,
+                "item 0",
+                r#"None {"items":[2]}"#
+            ]
+        );
+    }
+
     /// No final newline, a BOM, CRLF: the values are go-yaml's and the spans are the text's.
     #[test]
     fn the_ends_of_a_file() {
