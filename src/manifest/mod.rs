@@ -556,6 +556,118 @@ pub(crate) fn transform(
     })
 }
 
+/// What [`edit_list`] made of a List.
+enum ListEdited {
+    Made {
+        lines: Vec<String>,
+        /// Its edits, or why they cannot be made in place.
+        edits: Result<Vec<splice::Edit>, String>,
+        notes: Vec<String>,
+        /// The digest of the List changed.
+        digest: u128,
+    },
+    /// `f` refused one of its items (said in `refused`).
+    Refused,
+}
+
+/// `doc`, when it is a `kind: *List` read whole, changed by `f` an item at a time and its
+/// edits made as the whole List's ([`splice::ListEdits`]): held are its trees (read whole, since
+/// its items share anchors) and its edits, never the List changed beside it (inject's output is
+/// about 5 times its input). Any other document is given back.
+fn edit_list(
+    input: &load::Input,
+    mut doc: load::Document,
+    f: &mut Change,
+    refused: &mut Option<String>,
+) -> Result<ListEdited, load::Document> {
+    use serde_json::Value;
+    let is_list = doc.value["kind"]
+        .as_str()
+        .is_some_and(|k| k.ends_with("List"));
+    let count = match &doc.node.kind {
+        tree::Kind::Map { entries, .. } if !entries.iter().any(|e| e.key == "<<") => entries
+            .iter()
+            .find(|e| e.key == "items")
+            .and_then(|e| match &e.value.kind {
+                tree::Kind::Seq { items, .. } => Some(items.len()),
+                _ => None,
+            }),
+        _ => None,
+    };
+    let fits = count.is_some_and(|n| doc.value["items"].as_array().is_some_and(|a| a.len() == n));
+    if !is_list || !fits {
+        return Err(doc);
+    }
+    let old_items = match doc.value.get_mut("items") {
+        Some(Value::Array(a)) => std::mem::take(a),
+        _ => Vec::new(),
+    };
+    let doc = doc;
+    let items_node = match &doc.node.kind {
+        tree::Kind::Map { entries, .. } => {
+            entries.iter().find(|e| e.key == "items").map(|e| &e.value)
+        }
+        _ => None,
+    };
+    let Some(items_node) = items_node else {
+        // `fits` found them: never.
+        *refused = Some(format!(
+            "{}:{}: a List whose items are not in its text",
+            input.name, doc.line
+        ));
+        return Ok(ListEdited::Refused);
+    };
+    let mut list = splice::ListEdits::new(&input.text, &doc.node);
+    let mut lines = Vec::new();
+    let mut folded = digest::Items::new();
+    let mut failed: Option<String> = None;
+    for (index, old) in old_items.into_iter().enumerate() {
+        let mut new = old.clone();
+        match f(&mut new) {
+            Ok(l) => lines.extend(l),
+            Err(e) => {
+                let line = doc
+                    .node
+                    .at(&format!("/items/{index}"))
+                    .map_or(doc.line, |n| n.line);
+                *refused = Some(format!("{}:{line}: {e}", input.name));
+                return Ok(ListEdited::Refused);
+            }
+        }
+        if failed.is_none()
+            && let Err(e) = list.item(items_node, index, &old, &new)
+        {
+            failed = Some(format!("document at line {}: {e}", doc.line));
+        }
+        folded.push(&new);
+    }
+    // The List's own keys, its items left out of both.
+    let mut wrapper = doc.value.clone();
+    match f(&mut wrapper) {
+        Ok(l) => lines.extend(l),
+        Err(e) => {
+            *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+            return Ok(ListEdited::Refused);
+        }
+    }
+    let (edits, notes) = match failed {
+        Some(why) => (Err(why), Vec::new()),
+        None => match list.finish(&doc.node, &doc.value, &wrapper) {
+            Ok((e, n)) => (Ok(e), n),
+            Err(e) => (
+                Err(format!("document at line {}: {e}", doc.line)),
+                Vec::new(),
+            ),
+        },
+    };
+    Ok(ListEdited::Made {
+        lines,
+        edits,
+        notes,
+        digest: folded.of(&wrapper),
+    })
+}
+
 /// What sees each document (or List item) before and after `f`.
 type Observe<'a> = dyn FnMut(&serde_json::Value, &serde_json::Value) + 'a;
 
@@ -597,6 +709,7 @@ fn edit_input(
         if refused.is_some() {
             return;
         }
+        let mut whole = None;
         let (doc, list) = match part {
             load::Part::Item { doc, .. } => {
                 // To its last line's end: the mark follows what was written out.
@@ -626,6 +739,50 @@ fn edit_input(
                 }
                 (doc, Some(items))
             }
+        };
+        let doc = match (split, list) {
+            (false, Some(_)) => match edit_list(input, doc, f, refused) {
+                Ok(edited) => Some(edited),
+                Err(doc) => {
+                    whole = Some(doc);
+                    None
+                }
+            },
+            _ => {
+                whole = Some(doc);
+                None
+            }
+        };
+        if let Some(edited) = doc {
+            // A List read whole (its items share anchors): edited an item at a time.
+            match edited {
+                ListEdited::Made {
+                    lines: l,
+                    edits,
+                    notes,
+                    digest: d,
+                } => {
+                    lines.extend(l);
+                    if why.is_none() {
+                        match edits {
+                            Ok(e) => {
+                                applier.push(e);
+                                placed.extend(notes);
+                            }
+                            Err(e) => why = Some(e),
+                        }
+                    }
+                    wants.push(d);
+                }
+                ListEdited::Refused => {}
+            }
+            if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
+                failed = place.put(out, &applier.take_written()).err();
+            }
+            return;
+        }
+        let Some(doc) = whole.take() else {
+            return;
         };
         let mut value = doc.value.clone();
         match f(&mut value) {

@@ -98,34 +98,62 @@ pub fn edits_noted(
     old: &Value,
     new: &Value,
 ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
-    let mut s = Splicer {
-        text,
-        layout: layout(text, node),
-        edits: Vec::new(),
-        root: (
-            node.start,
-            memchr::memchr(b'\n', &text.as_bytes()[node.end..])
-                .map_or(text.len(), |i| node.end + i + 1),
-        ),
-        // Not `node.col`, which counts a BOM: libyaml does not indent by it.
-        root_col: text[line_start(text, node.start)..node.start]
-            .chars()
-            .filter(|c| *c != '\u{feff}')
-            .count(),
-        path: Vec::new(),
-        notes: Vec::new(),
-        anchor_edited: false,
-        trials: 0,
-    };
+    let mut s = Splicer::new(text, node);
     s.diff(node, old, new, Slot::Root)?;
-    // New lines end as the lines beside them do: a CRLF file stays CRLF, and in a file of both
-    // each insertion takes its neighbours' ending.
-    for e in &mut s.edits {
-        if e.text.contains('\n') && line_break_at(text, e.start) == CRLF {
-            e.text = e.text.replace('\n', CRLF);
+    Ok(s.finish())
+}
+
+/// The edits of a `kind: *List` document made one item at a time, as [`edits_noted`] of the
+/// whole document makes them (an alias of one item may repeat another's anchor), without the
+/// whole List changed beside it: what inject holds is the List's trees and its edits.
+pub struct ListEdits<'t> {
+    s: Splicer<'t>,
+}
+
+impl<'t> ListEdits<'t> {
+    /// For the document whose root, a mapping, is `root`.
+    pub fn new(text: &'t str, root: &Node) -> ListEdits<'t> {
+        ListEdits {
+            s: Splicer::new(text, root),
         }
     }
-    Ok((s.edits, s.notes))
+
+    /// Item `index` of the root's `items` sequence `items`, read as `old`, changed to `new`
+    /// (items are neither added nor removed).
+    pub fn item(
+        &mut self,
+        items: &Node,
+        index: usize,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(), SpliceError> {
+        let Kind::Seq { flow, items: nodes } = &items.kind else {
+            return Err(self.s.err(items, "a List whose `items` is no sequence"));
+        };
+        let Some(node) = nodes.get(index) else {
+            return Err(self.s.err(items, "a List item that is not in its text"));
+        };
+        let slot = match self.s.item_slot(*flow, node)? {
+            Slot::Flow(_) => Slot::Flow(self.s.flow_layout(items, nodes.iter())),
+            other => other,
+        };
+        self.s.path = vec!["items".into(), index.to_string()];
+        let made = self.s.diff(node, old, new, slot);
+        self.s.path.clear();
+        made
+    }
+
+    /// The rest of the document (`old` and `new` with their `items` empty), then every edit
+    /// and note, as [`edits_noted`] gives them.
+    pub fn finish(
+        mut self,
+        root: &Node,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
+        self.s.diff(root, old, new, Slot::Root)?;
+        Ok(self.s.finish())
+    }
 }
 
 /// Text written anew in `original`'s byte order mark and line ending (CRLF when most of its
@@ -467,7 +495,41 @@ fn is_empty_collection(v: &Value) -> bool {
     }
 }
 
-impl Splicer<'_> {
+impl<'a> Splicer<'a> {
+    /// A splicer of the document whose root is `node`.
+    fn new(text: &'a str, node: &Node) -> Splicer<'a> {
+        Splicer {
+            text,
+            layout: layout(text, node),
+            edits: Vec::new(),
+            root: (
+                node.start,
+                memchr::memchr(b'\n', &text.as_bytes()[node.end..])
+                    .map_or(text.len(), |i| node.end + i + 1),
+            ),
+            // Not `node.col`, which counts a BOM: libyaml does not indent by it.
+            root_col: text[line_start(text, node.start)..node.start]
+                .chars()
+                .filter(|c| *c != '\u{feff}')
+                .count(),
+            path: Vec::new(),
+            notes: Vec::new(),
+            anchor_edited: false,
+            trials: 0,
+        }
+    }
+
+    /// Its edits and notes. New lines end as the lines beside them do: a CRLF file stays CRLF,
+    /// and in a file of both each insertion takes its neighbours' ending.
+    fn finish(mut self) -> (Vec<Edit>, Vec<String>) {
+        for e in &mut self.edits {
+            if e.text.contains('\n') && line_break_at(self.text, e.start) == CRLF {
+                e.text = e.text.replace('\n', CRLF);
+            }
+        }
+        (self.edits, self.notes)
+    }
+
     fn err(&self, node: &Node, why: impl Into<String>) -> SpliceError {
         SpliceError {
             line: node.line,
@@ -509,11 +571,8 @@ impl Splicer<'_> {
             .iter()
             .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
             .collect();
-        super::tree::parse(&out).is_ok_and(|docs| {
-            docs.first()
-                .and_then(|d| d.value.pointer(&pointer))
-                .is_some_and(|v| v == want)
-        })
+        // Read one item at a time: a trial of a List costs one item's trees, not the List's.
+        super::tree::value_at(&out, &pointer).is_some_and(|v| &v == want)
     }
 
     /// A collection that inject wrote out from an alias, known by the comment it wrote after

@@ -196,6 +196,52 @@ pub fn values_parts(
     parse_stream("", Box::new(input), bom, Split::Always, each)
 }
 
+/// The value at `pointer` in the first document of `text`, read as [`values_parts`] reads it
+/// (a root `items` an item at a time: what is held is the item the pointer is in, not the
+/// List); `None` when the text does not read or has no such value.
+pub fn value_at(text: &str, pointer: &str) -> Option<Value> {
+    // `/items/N/...`: item N, at the rest of the pointer.
+    let item = pointer.strip_prefix("/items/").and_then(|rest| {
+        let (index, rest) = rest.split_once('/').map_or((rest, ""), |(i, r)| (i, r));
+        Some((index.parse::<usize>().ok()?, rest))
+    });
+    let mut found: Option<Option<Value>> = None;
+    // The item's value, until the document's end says its items were its own (a merge after
+    // them may set `items` anew); a pointer to no one item (the root, `/items`) needs them all.
+    let mut candidate: Option<Value> = None;
+    let mut all = Vec::new();
+    let read = values_parts(text.as_bytes(), &mut |part| {
+        if found.is_some() {
+            return;
+        }
+        match part {
+            Part::Item { index, doc } => match item {
+                Some((want, rest)) if index == want => {
+                    let at = if rest.is_empty() {
+                        String::new()
+                    } else {
+                        format!("/{rest}")
+                    };
+                    candidate = doc.value.pointer(&at).cloned();
+                }
+                Some(_) => {}
+                None => all.push(doc.value),
+            },
+            Part::Doc { mut doc, items, .. } => {
+                found = Some(match (items, item) {
+                    (Some(_), Some(_)) => candidate.take(),
+                    (Some(_), None) => {
+                        doc.value["items"] = Value::Array(std::mem::take(&mut all));
+                        doc.value.pointer(pointer).cloned()
+                    }
+                    (None, _) => doc.value.pointer(pointer).cloned(),
+                });
+            }
+        }
+    });
+    read.ok().and(found).flatten()
+}
+
 /// Which documents' `items` a reading hands on one at a time, as [`Part::Item`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Split {
@@ -1364,6 +1410,26 @@ mod tests {
                 .collect();
             assert_eq!(p, want, "{text:?}");
         }
+        // A value found as the whole document holds it, item by item or not.
+        for text in split.iter().chain(&whole) {
+            let doc = parse(text).unwrap().remove(0).value;
+            for pointer in [
+                "",
+                "/items",
+                "/items/0",
+                "/items/1/b",
+                "/items/2",
+                "/kind",
+                "/x",
+            ] {
+                assert_eq!(
+                    value_at(text, pointer),
+                    doc.pointer(pointer).cloned(),
+                    "{text:?} {pointer}"
+                );
+            }
+        }
+        assert_eq!(value_at("a: [", ""), None);
         // The read-back's reading splits any root `items`, and a merge after them that sets
         // `items` anew leaves the document its own.
         let mut got = Vec::new();

@@ -41,7 +41,7 @@ fn transform_whole(
         for doc in &source.documents {
             let mut value = doc.value.clone();
             match f(&mut value) {
-                Ok(lines) => report.extend(lines),
+                Ok(lines) => report.extend(list_report(&doc.value, f).unwrap_or(lines)),
                 Err(e) => return Err(format!("{}:{}: {e}", source.name, doc.line)),
             }
             changed.push(value);
@@ -78,6 +78,18 @@ fn transform_whole(
         }
     }
     Ok((out, report, pairs))
+}
+
+/// What `f` says of a `kind: *List`, an item at a time in their order (as the streaming path
+/// reads a List, like a stream of its items; main said every object that it skipped first).
+fn list_report(doc: &Value, f: &mut super::Change) -> Option<Vec<String>> {
+    let kind = doc["kind"].as_str()?;
+    let items = doc["items"].as_array().filter(|_| kind.ends_with("List"))?;
+    let mut report = Vec::new();
+    for item in items {
+        report.extend(f(&mut item.clone()).ok()?);
+    }
+    Some(report)
 }
 
 /// main's `rewrite`: the whole text edited, read back whole, compared value by value.
