@@ -65,8 +65,12 @@ pub struct Document {
 #[derive(Debug)]
 pub enum Part {
     /// Item `index` of the `items` of the `kind: *List` document that follows, read on its own
-    /// (any value, as the List holds it).
-    Item { index: usize, doc: Document },
+    /// (any value, as the List holds it); `root` is where that document's root starts.
+    Item {
+        index: usize,
+        doc: Document,
+        root: usize,
+    },
     /// A document, as [`Input::each_document`] hands it. `items` is `Some(n)` when its `n` items
     /// went before it as [`Part::Item`]s: its `items` is then an empty sequence. `tangled`: an
     /// alias crossed an item's bounds ([`tree::Part::Doc`]).
@@ -164,8 +168,9 @@ impl Input {
         let mut index = 0;
         let mut read = Vec::new();
         tree::parse_parts(&self.text, &mut |part| match part {
-            tree::Part::Item { index, doc } => each(Part::Item {
+            tree::Part::Item { index, doc, root } => each(Part::Item {
                 index,
+                root,
                 doc: Document {
                     line: doc.node.line,
                     end_line: doc.end_line,

@@ -503,7 +503,7 @@ pub(crate) fn transform(
         let mut place = Place::new(&out);
         let mut edited = edit_input(
             &input,
-            true,
+            Mode::Split,
             f,
             Some(&mut *observe),
             &mut out,
@@ -513,12 +513,17 @@ pub(crate) fn transform(
         if refused.is_some() {
             continue;
         }
-        if let (Err(NotApplied::Edit(_)), true) = (&edited.written, edited.split) {
-            // An edit of a List's item that cannot be made on its own (inside an anchor that
-            // another item names, say) may be made in the List: done again whole, as before
-            // Lists were read an item at a time (what the List costs then is its trees).
+        // An edit of a List's item that cannot be made on its own (inside an anchor that
+        // another item names, say) is made in the List: its items' edits as one splice, else
+        // the List read whole as before Lists were read an item at a time.
+        let redo = std::mem::take(&mut edited.redo);
+        for mode in [Mode::Shared(&redo), Mode::Whole] {
+            let retry = matches!(&edited.written, Err(NotApplied::Edit(_))) && edited.split;
+            if !retry || matches!(mode, Mode::Shared(set) if set.is_empty()) {
+                continue;
+            }
             place.undo(&mut out).map_err(spool_error)?;
-            edited = edit_input(&input, false, f, None, &mut out, &mut place, &mut refused)?;
+            edited = edit_input(&input, mode, f, None, &mut out, &mut place, &mut refused)?;
         }
         report.extend(edited.notes);
         report.extend(edited.lines);
@@ -579,7 +584,7 @@ fn edit_list(
     mut doc: load::Document,
     f: &mut Change,
     refused: &mut Option<String>,
-) -> Result<ListEdited, load::Document> {
+) -> Result<ListEdited, Box<load::Document>> {
     use serde_json::Value;
     let is_list = doc.value["kind"]
         .as_str()
@@ -596,7 +601,7 @@ fn edit_list(
     };
     let fits = count.is_some_and(|n| doc.value["items"].as_array().is_some_and(|a| a.len() == n));
     if !is_list || !fits {
-        return Err(doc);
+        return Err(Box::new(doc));
     }
     let old_items = match doc.value.get_mut("items") {
         Some(Value::Array(a)) => std::mem::take(a),
@@ -682,14 +687,29 @@ struct Edited {
     written: Result<(), NotApplied>,
     /// Whether a List's items were read one at a time.
     split: bool,
+    /// The documents whose items must be edited as one ([`Mode::Shared`]).
+    redo: std::collections::BTreeSet<usize>,
 }
 
-/// Applies `f` to each document of `input` (a List's items one at a time when `split`) and
-/// writes its edits to `out` at `place`; `observe` sees each document (or item) before and
-/// after. A document `f` refuses is `refused`, and the rest is not written.
+/// How [`edit_input`] reads an input's Lists.
+#[derive(Clone, Copy)]
+enum Mode<'a> {
+    /// An item at a time, each edited on its own.
+    Split,
+    /// The same, but the Lists these document ordinals name (whose items share anchors, found
+    /// by [`Mode::Split`]) edited as one: every item's edits in one splice of the List's text
+    /// ([`splice::ListEdits`]), an alias of one item seeing the anchor of another.
+    Shared(&'a std::collections::BTreeSet<usize>),
+    /// Every document whole (a List still changed an item at a time, [`edit_list`]).
+    Whole,
+}
+
+/// Applies `f` to each document of `input` (a List's items as `mode` says) and writes its
+/// edits to `out` at `place`; `observe` sees each document (or item) before and after. A
+/// document `f` refuses is `refused`, and the rest is not written.
 fn edit_input(
     input: &load::Input,
-    split: bool,
+    mode: Mode,
     f: &mut Change,
     mut observe: Option<&mut Observe>,
     out: &mut spool::Spool,
@@ -705,63 +725,56 @@ fn edit_input(
     let mut any_split = false;
     // The digests of the List items read so far, for the List's own digest.
     let mut items = digest::Items::new();
+    // Which document the next part is of, and those whose items must be edited as one.
+    let mut ordinal = 0usize;
+    let mut redo = std::collections::BTreeSet::new();
+    let mut joint: Option<splice::ListEdits> = None;
     let each = |part: load::Part| {
         if refused.is_some() {
             return;
         }
-        let mut whole = None;
-        let (doc, list) = match part {
-            load::Part::Item { doc, .. } => {
-                // To its last line's end: the mark follows what was written out.
-                let rest = input.text.get(doc.node.end..).unwrap_or_default();
-                let end = doc.node.end + rest.find('\n').unwrap_or(rest.len());
-                let text = input.text.get(doc.node.start..end).unwrap_or_default();
-                if why.is_none() && text.contains(splice::WRITTEN_OUT) {
-                    // An alias inject wrote out here may go back to an anchor in another item.
-                    why = Some(format!(
-                        "document at line {}: an alias written out in one of its items",
-                        doc.line
-                    ));
+        let (doc, list, root, index) = match part {
+            load::Part::Item { doc, root, index } => {
+                if matches!(mode, Mode::Split) && written_out_in(input, &doc) {
+                    // An alias inject wrote out here may go back to another item's anchor.
+                    redo.insert(ordinal);
+                    why.get_or_insert_with(|| {
+                        format!(
+                            "document at line {}: an alias written out in one of its items",
+                            doc.line
+                        )
+                    });
                 }
-                (doc, None)
+                (doc, None, root, index)
             }
             load::Part::Document {
                 doc,
                 items,
                 tangled,
             } => {
-                if tangled && why.is_none() {
-                    // Done again whole (the caller does), where the edit sees every alias.
-                    why = Some(format!(
-                        "document at line {}: an alias crosses its items' bounds",
-                        doc.line
-                    ));
+                if tangled && matches!(mode, Mode::Split) {
+                    redo.insert(ordinal);
+                    why.get_or_insert_with(|| {
+                        format!(
+                            "document at line {}: an alias crosses its items' bounds",
+                            doc.line
+                        )
+                    });
                 }
-                (doc, Some(items))
+                (doc, Some(items), 0, 0)
             }
         };
-        let doc = match (split, list) {
-            (false, Some(_)) => match edit_list(input, doc, f, refused) {
-                Ok(edited) => Some(edited),
-                Err(doc) => {
-                    whole = Some(doc);
-                    None
-                }
-            },
-            _ => {
-                whole = Some(doc);
-                None
-            }
-        };
-        if let Some(edited) = doc {
-            // A List read whole (its items share anchors): edited an item at a time.
-            match edited {
-                ListEdited::Made {
+        let this = ordinal;
+        ordinal += usize::from(list.is_some());
+        let doc = match (mode, list) {
+            (Mode::Whole, Some(_)) => match edit_list(input, doc, f, refused) {
+                Ok(ListEdited::Made {
                     lines: l,
                     edits,
                     notes,
                     digest: d,
-                } => {
+                }) => {
+                    // A List read whole (its items share anchors): edited an item at a time.
                     lines.extend(l);
                     if why.is_none() {
                         match edits {
@@ -773,56 +786,66 @@ fn edit_input(
                         }
                     }
                     wants.push(d);
+                    None
                 }
-                ListEdited::Refused => {}
-            }
-            if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
-                failed = place.put(out, &applier.take_written()).err();
-            }
-            return;
-        }
-        let Some(doc) = whole.take() else {
-            return;
+                Ok(ListEdited::Refused) => None,
+                Err(doc) => Some(*doc),
+            },
+            _ => Some(doc),
         };
-        let mut value = doc.value.clone();
-        match f(&mut value) {
-            Ok(l) => lines.extend(l),
-            Err(e) => {
-                *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
-                return;
-            }
-        }
-        if let Some(observe) = observe.as_mut() {
-            observe(&doc.value, &value);
-        }
-        if why.is_none() {
-            match splice::edits_noted(&input.text, &doc.node, &doc.value, &value) {
-                Ok((e, n)) => {
-                    applier.push(e);
-                    placed.extend(n);
+        if let Some(doc) = doc {
+            let mut value = doc.value.clone();
+            match f(&mut value) {
+                Ok(l) => lines.extend(l),
+                Err(e) => {
+                    *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+                    return;
                 }
-                Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
+            }
+            if let Some(observe) = observe.as_mut() {
+                observe(&doc.value, &value);
+            }
+            let joined = matches!(mode, Mode::Shared(set) if set.contains(&this));
+            if why.is_none() {
+                let made = match (joined, list) {
+                    // An item of a List edited as one.
+                    (true, None) => joint
+                        .get_or_insert_with(|| splice::ListEdits::open(&input.text, root))
+                        .next_item(index, &doc.node, &doc.value, &value)
+                        .map(|()| (Vec::new(), Vec::new())),
+                    (true, Some(_)) => match joint.take() {
+                        Some(list) => list.finish(&doc.node, &doc.value, &value),
+                        None => splice::edits_noted(&input.text, &doc.node, &doc.value, &value),
+                    },
+                    (false, _) => splice::edits_noted(&input.text, &doc.node, &doc.value, &value),
+                };
+                match made {
+                    Ok((e, n)) => {
+                        applier.push(e);
+                        placed.extend(n);
+                    }
+                    Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
+                }
+            }
+            match list {
+                None => items.push(&value),
+                Some(Some(_)) => {
+                    any_split = true;
+                    wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value));
+                }
+                Some(None) => {
+                    items = digest::Items::new();
+                    wants.push(digest::digest(&value));
+                }
             }
         }
         if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
             failed = place.put(out, &applier.take_written()).err();
         }
-        match list {
-            None => items.push(&value),
-            Some(Some(_)) => {
-                any_split = true;
-                wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value));
-            }
-            Some(None) => {
-                items = digest::Items::new();
-                wants.push(digest::digest(&value));
-            }
-        }
     };
-    let notes = if split {
-        input.each_part(each)
-    } else {
-        input.each_document_part(each)
+    let notes = match mode {
+        Mode::Whole => input.each_document_part(each),
+        Mode::Split | Mode::Shared(_) => input.each_part(each),
     };
     let notes = notes.map_err(|e| e.to_string())?;
     if let Some(e) = failed {
@@ -839,7 +862,19 @@ fn edit_input(
         placed,
         written,
         split: any_split,
+        redo,
     })
+}
+
+/// Whether a List's item, read on its own, holds an alias inject wrote out (to its last line's
+/// end: the mark follows what was written out).
+fn written_out_in(input: &load::Input, doc: &load::Document) -> bool {
+    let rest = input.text.get(doc.node.end..).unwrap_or_default();
+    let end = doc.node.end + rest.find('\n').unwrap_or(rest.len());
+    input
+        .text
+        .get(doc.node.start..end)
+        .is_some_and(|t| t.contains(splice::WRITTEN_OUT))
 }
 
 /// `input` written anew from `f` of each document, in its BOM and line endings: each document

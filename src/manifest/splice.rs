@@ -143,6 +143,48 @@ impl<'t> ListEdits<'t> {
         made
     }
 
+    /// For the document whose root starts at `root`, its items read one at a time
+    /// ([`ListEdits::next_item`]), its text tree never whole.
+    pub fn open(text: &'t str, root: usize) -> ListEdits<'t> {
+        let mut s = Splicer::new(
+            text,
+            &Node {
+                start: root,
+                end: root,
+                line: 0,
+                col: 0,
+                shared: false,
+                kind: Kind::Scalar(Style::Plain),
+            },
+        );
+        s.layout = Layout {
+            indent: 2,
+            indentless: true,
+        };
+        ListEdits { s }
+    }
+
+    /// Item `index` (its node `node`, of a block sequence) read as `old`, changed to `new`: as
+    /// [`ListEdits::item`], with what the text holds up to its end.
+    pub fn next_item(
+        &mut self,
+        index: usize,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(), SpliceError> {
+        self.s.layout = layout(self.s.text, node);
+        self.s.root.1 = self.s.root.1.max(line_end(self.s.text, node.end));
+        if dash_of(self.s.text, node).is_none() {
+            return Err(self.s.err(node, "a List item in flow style"));
+        }
+        let slot = self.s.item_slot(false, node)?;
+        self.s.path = vec!["items".into(), index.to_string()];
+        let made = self.s.diff(node, old, new, slot);
+        self.s.path.clear();
+        made
+    }
+
     /// The rest of the document (`old` and `new` with their `items` empty), then every edit
     /// and note, as [`edits_noted`] gives them.
     pub fn finish(
@@ -151,9 +193,15 @@ impl<'t> ListEdits<'t> {
         old: &Value,
         new: &Value,
     ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
+        self.s.root.1 = self.s.root.1.max(line_end(self.s.text, root.end));
         self.s.diff(root, old, new, Slot::Root)?;
         Ok(self.s.finish())
     }
+}
+
+/// Just past the end of the line `at` is on (its line break included), or the text's end.
+fn line_end(text: &str, at: usize) -> usize {
+    memchr::memchr(b'\n', &text.as_bytes()[at..]).map_or(text.len(), |i| at + i + 1)
 }
 
 /// Text written anew in `original`'s byte order mark and line ending (CRLF when most of its
@@ -502,11 +550,7 @@ impl<'a> Splicer<'a> {
             text,
             layout: layout(text, node),
             edits: Vec::new(),
-            root: (
-                node.start,
-                memchr::memchr(b'\n', &text.as_bytes()[node.end..])
-                    .map_or(text.len(), |i| node.end + i + 1),
-            ),
+            root: (node.start, line_end(text, node.end)),
             // Not `node.col`, which counts a BOM: libyaml does not indent by it.
             root_col: text[line_start(text, node.start)..node.start]
                 .chars()

@@ -215,7 +215,7 @@ pub fn value_at(text: &str, pointer: &str) -> Option<Value> {
             return;
         }
         match part {
-            Part::Item { index, doc } => match item {
+            Part::Item { index, doc, .. } => match item {
                 Some((want, rest)) if index == want => {
                     let at = if rest.is_empty() {
                         String::new()
@@ -261,8 +261,9 @@ pub enum Split {
 #[derive(Debug)]
 pub enum Part {
     /// Item `index` of the root `items` sequence of the document that follows, read on its own
-    /// (its node's places are the text's; `end_line` is the line after its last).
-    Item { index: usize, doc: Doc },
+    /// (its node's places are the text's; `end_line` is the line after its last); `root` is
+    /// where that document's root starts.
+    Item { index: usize, doc: Doc, root: usize },
     /// A document. `items` is `Some(n)` when the `n` items of its root `items` went before it
     /// as [`Part::Item`]s: its value's `items` is then an empty sequence, and so is its node's.
     /// `tangled`: an alias of one of those items names an anchor outside it, or one outside
@@ -618,7 +619,7 @@ impl Reader<'_, '_> {
             let event = events.next()?;
             let (v, mut value_node) =
                 if !merge && self.splits(&key_text, &event, &map, &entries, start) {
-                    self.items_one_at_a_time(events, event)?
+                    self.items_one_at_a_time(events, event, start)?
                 } else {
                     self.node(events, event, false)?
                 };
@@ -723,12 +724,13 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// Reads the root `items` sequence that `event` starts, handing each item to `sink` as it is
-    /// read: the value and node left in the document are an empty sequence where it is.
+    /// Reads the root `items` sequence that `event` starts (of the root at `root`), handing each
+    /// item to `sink` as it is read: the value and node left in the document are an empty sequence where it is.
     fn items_one_at_a_time(
         &mut self,
         events: &mut Events,
         event: Event,
+        root: usize,
     ) -> Result<(Value, Node), ParseError> {
         self.count(1, 0, &event.start_mark)?;
         let start = self.byte(&event.start_mark);
@@ -765,7 +767,7 @@ impl Reader<'_, '_> {
                 node,
                 end_line,
             };
-            (self.sink)(Part::Item { index, doc });
+            (self.sink)(Part::Item { index, doc, root });
             index += 1;
         };
         self.depth -= 1;
@@ -1345,7 +1347,7 @@ mod tests {
     fn parts(text: &str) -> Vec<(Option<usize>, Value, Option<usize>, bool)> {
         let mut out = Vec::new();
         parse_parts(text, &mut |p| match p {
-            Part::Item { index, doc } => out.push((Some(index), doc.value, None, false)),
+            Part::Item { index, doc, .. } => out.push((Some(index), doc.value, None, false)),
             Part::Doc {
                 doc,
                 items,
