@@ -9,8 +9,8 @@
 //! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
 //! from the images (never in its output). [`tree`] reads YAML as Kubernetes does, with
 //! every node's place in the text, [`splice`] writes a change back into that text, [`spool`]
-//! holds inject's and uninject's output until it all reads back, [`emit`] YAML that YAML 1.1
-//! readers (kubectl, Helm) read the same.
+//! holds inject's and uninject's output until it all reads back ([`digest`] what it compares),
+//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
 
 pub mod adoption;
 pub mod budget;
@@ -154,8 +154,8 @@ pub fn check_command(args: CheckArgs) -> u8 {
 
 /// What `check` learns of its inputs before it checks any document: the inputs that read (their
 /// text, to be read again document by document), what could not be read, and the facts that
-/// come from the whole stream. Each input is read one document at a time and nothing of a
-/// document is kept but these (issue 24 §4).
+/// come from the whole stream. Each input is read one document (or List item) at a time and
+/// nothing of a document is kept but these (issue 24 §4).
 #[derive(Debug)]
 pub(crate) struct Survey {
     pub inputs: Vec<load::Input>,
@@ -483,11 +483,13 @@ impl Place {
 /// input or document fails: the error is the first input that cannot be read, else the first
 /// document `f` refuses (as when every input was read whole before any was changed).
 ///
-/// Each input is read one document at a time (read, changed, its edits written into the output
-/// by [`splice::Applier`], dropped), and the output goes to a temporary file ([`spool`]) a
-/// piece at a time: what is held is the input's text and one document, not a value tree of
-/// every document nor the output (issue 24 §4). A second read of the input writes it anew when
-/// it cannot be edited in place.
+/// Each input is read one document at a time, a `kind: *List` one item at a time (read, changed,
+/// its edits written into the output by [`splice::Applier`], dropped), and the output goes to a
+/// temporary file ([`spool`]) a piece at a time: what is held is the input's text and one
+/// document or item, not a value tree of every document nor the output (issue 24 §4). A List
+/// whose items cannot be edited each on its own is read again, its items' edits made as one
+/// ([`Mode::Shared`]), then whole; a last read writes the input anew when it cannot be edited
+/// in place.
 pub(crate) fn transform(
     inputs: Vec<Result<load::Input, load::LoadError>>,
     f: &mut Change,
