@@ -591,38 +591,21 @@ fn edit_list(
     let is_list = doc.value["kind"]
         .as_str()
         .is_some_and(|k| k.ends_with("List"));
-    let count = match &doc.node.kind {
-        tree::Kind::Map { entries, .. } if !entries.iter().any(|e| e.key == "<<") => entries
-            .iter()
-            .find(|e| e.key == "items")
-            .and_then(|e| match &e.value.kind {
-                tree::Kind::Seq { items, .. } => Some(items.len()),
-                _ => None,
-            }),
+    let count = root_items(&doc.node).and_then(|n| match &n.kind {
+        tree::Kind::Seq { items, .. } => Some(items.len()),
         _ => None,
-    };
+    });
     let fits = count.is_some_and(|n| doc.value["items"].as_array().is_some_and(|a| a.len() == n));
     if !is_list || !fits {
         return Err(Box::new(doc));
     }
+    let Some(items_node) = root_items(&doc.node) else {
+        return Err(Box::new(doc));
+    };
     let old_items = match doc.value.get_mut("items") {
         Some(Value::Array(a)) => std::mem::take(a),
-        _ => Vec::new(),
-    };
-    let doc = doc;
-    let items_node = match &doc.node.kind {
-        tree::Kind::Map { entries, .. } => {
-            entries.iter().find(|e| e.key == "items").map(|e| &e.value)
-        }
-        _ => None,
-    };
-    let Some(items_node) = items_node else {
-        // `fits` found them: never.
-        *refused = Some(format!(
-            "{}:{}: a List whose items are not in its text",
-            input.name, doc.line
-        ));
-        return Ok(ListEdited::Refused);
+        // `fits` found them.
+        _ => return Err(Box::new(doc)),
     };
     let mut list = splice::ListEdits::new(&input.text, &doc.node);
     let mut lines = Vec::new();
@@ -673,6 +656,16 @@ fn edit_list(
         notes,
         digest: folded.of(&wrapper),
     })
+}
+
+/// The value node of a root mapping's `items`, unless a merge key (`<<`) may set them anew.
+fn root_items(root: &tree::Node) -> Option<&tree::Node> {
+    match &root.kind {
+        tree::Kind::Map { entries, .. } if !entries.iter().any(|e| e.key == "<<") => {
+            entries.iter().find(|e| e.key == "items").map(|e| &e.value)
+        }
+        _ => None,
+    }
 }
 
 /// What sees each document (or List item) before and after `f`.

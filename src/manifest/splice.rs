@@ -137,10 +137,7 @@ impl<'t> ListEdits<'t> {
             Slot::Flow(_) => Slot::Flow(self.s.flow_layout(items, nodes.iter())),
             other => other,
         };
-        self.s.path = vec!["items".into(), index.to_string()];
-        let made = self.s.diff(node, old, new, slot);
-        self.s.path.clear();
-        made
+        self.diff_item(index, node, old, new, slot)
     }
 
     /// For the document whose root starts at `root`, its items read one at a time
@@ -179,6 +176,18 @@ impl<'t> ListEdits<'t> {
             return Err(self.s.err(node, "a List item in flow style"));
         }
         let slot = self.s.item_slot(false, node)?;
+        self.diff_item(index, node, old, new, slot)
+    }
+
+    /// Item `index`'s edits, its path the List's (`/items/N`).
+    fn diff_item(
+        &mut self,
+        index: usize,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+        slot: Slot,
+    ) -> Result<(), SpliceError> {
         self.s.path = vec!["items".into(), index.to_string()];
         let made = self.s.diff(node, old, new, slot);
         self.s.path.clear();

@@ -725,7 +725,8 @@ impl Reader<'_, '_> {
     }
 
     /// Reads the root `items` sequence that `event` starts (of the root at `root`), handing each
-    /// item to `sink` as it is read: the value and node left in the document are an empty sequence where it is.
+    /// item to `sink` as it is read: the value and node left in the document are an empty
+    /// sequence where it is.
     fn items_one_at_a_time(
         &mut self,
         events: &mut Events,
