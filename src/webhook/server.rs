@@ -134,7 +134,11 @@ pub struct Pace {
 struct PaceState {
     /// When the bytes now arriving began (the accept, then each request's first byte).
     since: Option<Instant>,
-    bytes: u64,
+    /// Bytes of it read off the wire (the handshake's, then the TLS records').
+    wire: u64,
+    /// Bytes of it read out of TLS: a request's bytes that came in with the handshake are
+    /// already in rustls's buffer when it ends, and are only seen here.
+    plain: u64,
     /// A request is being answered: the answer bounds its own wait ([`Pace::deadline`]).
     answering: bool,
     /// Idle since then, for at most that long.
@@ -157,7 +161,8 @@ impl Pace {
         Pace {
             state: std::sync::Mutex::new(PaceState {
                 since: Some(Instant::now()),
-                bytes: 0,
+                wire: 0,
+                plain: 0,
                 answering: false,
                 idle: None,
                 holds_slot: false,
@@ -175,10 +180,14 @@ impl Pace {
         f(&mut s)
     }
 
-    fn read(&self, n: usize) {
+    fn read(&self, layer: Layer, n: usize) {
         let gave_back = self.with(|s| {
             s.since.get_or_insert_with(Instant::now);
-            s.bytes = s.bytes.saturating_add(n as u64);
+            let count = match layer {
+                Layer::Wire => &mut s.wire,
+                Layer::Plain => &mut s.plain,
+            };
+            *count = count.saturating_add(n as u64);
             s.idle = None;
             std::mem::take(&mut s.holds_slot)
         });
@@ -192,7 +201,8 @@ impl Pace {
     fn handshaken(&self) {
         self.with(|s| {
             s.since = None;
-            s.bytes = 0;
+            s.wire = 0;
+            s.plain = 0;
             s.answering = false;
             s.idle = Some((Instant::now(), HEADER_TIMEOUT));
         });
@@ -205,7 +215,8 @@ impl Pace {
         let kept = keep && self.slots.take();
         self.with(|s| {
             s.since = None;
-            s.bytes = 0;
+            s.wire = 0;
+            s.plain = 0;
             s.answering = false;
             s.idle = kept.then(|| (Instant::now(), self.idle_timeout));
             s.holds_slot = kept;
@@ -213,17 +224,23 @@ impl Pace {
         kept
     }
 
+    /// A request's head is in: its answer bounds the wait for its body. Its clock runs from its
+    /// first byte, or from now if none was read here (all of it was in a buffer above: hyper's,
+    /// after an earlier request).
     fn answering(&self) {
-        self.with(|s| s.answering = true);
+        self.with(|s| {
+            s.answering = true;
+            s.since.get_or_insert_with(Instant::now);
+        });
     }
 
-    /// When what is arriving must be in, at [`MIN_RATE`]; `None` when idle.
+    /// When what is arriving must be in, at [`MIN_RATE`] of the more bytes either layer saw;
+    /// `None` when idle.
     fn deadline(&self) -> Option<Instant> {
         self.with(|s| {
             let since = s.since?;
-            Some(
-                since + PACE_GRACE + Duration::from_millis(s.bytes.saturating_mul(1000) / MIN_RATE),
-            )
+            let bytes = s.wire.max(s.plain);
+            Some(since + PACE_GRACE + Duration::from_millis(bytes.saturating_mul(1000) / MIN_RATE))
         })
     }
 
@@ -263,10 +280,20 @@ impl Pace {
     }
 }
 
+/// Where a [`Paced`] stream sits.
+#[derive(Clone, Copy, Debug)]
+enum Layer {
+    /// The TCP stream, under TLS.
+    Wire,
+    /// The TLS stream, what hyper reads.
+    Plain,
+}
+
 /// A stream whose reads feed its connection's [`Pace`].
 struct Paced<S> {
     inner: S,
     pace: Arc<Pace>,
+    layer: Layer,
 }
 
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
@@ -279,7 +306,7 @@ impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
         let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
         if n > 0 {
-            self.pace.read(n);
+            self.pace.read(self.layer, n);
         }
         r
     }
@@ -368,6 +395,7 @@ pub async fn serve(
             let tcp = Paced {
                 inner: tcp,
                 pace: pace.clone(),
+                layer: Layer::Wire,
             };
             let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
             let tls = tokio::select! {
@@ -389,6 +417,11 @@ pub async fn serve(
             };
             pace.handshaken();
             let watched = pace.clone();
+            let tls = Paced {
+                inner: tls,
+                pace: pace.clone(),
+                layer: Layer::Plain,
+            };
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (shared, pace) = (shared.clone(), pace.clone());
                 async move {
