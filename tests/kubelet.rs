@@ -285,14 +285,56 @@ struct State {
     log_path: Option<PathBuf>,
 }
 
-/// A static pod on the tier: its manifest file exists while the pod should run.
-/// A container's log file, held open, and what was read from it.
+/// A container's CRI log, followed as `tail -F` follows a path: every file seen at it, held
+/// open, and what was read from each. Kubelet 1.20's container GC deletes a removed static pod's
+/// `/var/log/pods` folder while its containers may still be stopping (`evictPodLogsDirectories`),
+/// and the log manager's periodic check then has containerd reopen the log at the same path
+/// (`ReopenContainerLog`): later lines go to a new file there. Reading only the first file lost
+/// the tail of hooklog's log, its summary included (the rare failure once retried here).
 struct ContainerLog {
     path: PathBuf,
-    file: std::fs::File,
-    bytes: Vec<u8>,
+    files: Vec<(std::fs::File, Vec<u8>)>,
 }
 
+impl ContainerLog {
+    fn open(path: PathBuf) -> Option<ContainerLog> {
+        let file = std::fs::File::open(&path).ok()?;
+        Some(ContainerLog {
+            path,
+            files: vec![(file, Vec::new())],
+        })
+    }
+
+    /// Reads each file on to its end, first opening the file now at the path if it is another;
+    /// returns the lines of all of them, in order.
+    fn read(&mut self) -> Vec<String> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let last = self
+            .files
+            .last()
+            .and_then(|(f, _)| f.metadata().ok())
+            .map(id);
+        let now = std::fs::metadata(&self.path).ok().map(id);
+        if now.is_some()
+            && now != last
+            && let Ok(file) = std::fs::File::open(&self.path)
+        {
+            self.files.push((file, Vec::new()));
+        }
+        let mut lines = Vec::new();
+        for (file, bytes) in &mut self.files {
+            // Bytes, not text: a read may end inside a character the next one completes. A
+            // read error keeps what was read before.
+            let _ = file.read_to_end(bytes);
+            lines.extend(String::from_utf8_lossy(bytes).lines().map(str::to_string));
+        }
+        lines
+    }
+}
+
+/// A static pod on the tier: its manifest file exists while the pod should run.
 struct Pod<'a> {
     tier: &'a Tier,
     /// metadata.name in the manifest; the kubelet names the pod `<name>-<node>`.
@@ -454,33 +496,21 @@ impl<'a> Pod<'a> {
         {
             let mut logs = self.logs.borrow_mut();
             let stale = logs.get(container).is_none_or(|l| l.path != path);
-            if stale && let Ok(file) = std::fs::File::open(&path) {
-                logs.insert(
-                    container.to_string(),
-                    ContainerLog {
-                        path,
-                        file,
-                        bytes: Vec::new(),
-                    },
-                );
+            if stale && let Some(log) = ContainerLog::open(path) {
+                logs.insert(container.to_string(), log);
             }
         }
-        if let Some(l) = self.logs.borrow_mut().get_mut(container) {
-            use std::io::Read;
-            // Bytes, not text: a read may end inside a character the next one completes. A read
-            // error keeps what was read before.
-            let _ = l.file.read_to_end(&mut l.bytes);
-        }
-        let logs = self.logs.borrow();
-        let Some(log) = logs
-            .get(container)
-            .map(|l| String::from_utf8_lossy(&l.bytes))
+        let Some(log) = self
+            .logs
+            .borrow_mut()
+            .get_mut(container)
+            .map(ContainerLog::read)
         else {
             return Vec::new();
         };
         let mut lines = Vec::new();
         let mut partial = String::new();
-        for l in log.lines() {
+        for l in &log {
             let mut parts = l.splitn(4, ' ');
             let (_time, s, tag, body) = (
                 parts.next(),
@@ -610,6 +640,48 @@ const KUBELET_MANIFESTS: [&str; 2] = [
 
 /// Runs without the tier: every image the manifests name has its stand-in in [`TEST_IMAGES`], so
 /// a renamed image (the split's `hooklog-sidecar`) fails here at once rather than in the tier.
+/// Tier-free: the log reader follows its path as the kubelet's GC and containerd's reopen move
+/// it: lines written to the old file after the new one appeared, the new file's, and a third's,
+/// each once and in order; a path with no file for a while loses nothing either.
+#[test]
+fn a_container_log_reopened_at_its_path_is_read_on_in_the_new_file() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("ns_pod_uid/hooklog");
+    std::fs::create_dir_all(&folder).unwrap();
+    let path = folder.join("0.log");
+    let line = |n: u32| format!("2026-12-02T00:00:00.{n:09}Z stdout F {{\"n\":{n}}}\n");
+    let mut first = std::fs::File::create(&path).unwrap();
+    first.write_all(line(1).as_bytes()).unwrap();
+    let mut log = ContainerLog::open(path.clone()).unwrap();
+    assert_eq!(log.read().len(), 1);
+    // The GC removes the pod's folder; the old file is still written until the reopen.
+    std::fs::remove_dir_all(dir.path().join("ns_pod_uid")).unwrap();
+    first.write_all(line(2).as_bytes()).unwrap();
+    assert_eq!(log.read().len(), 2);
+    // containerd reopens the log at the same path.
+    std::fs::create_dir_all(&folder).unwrap();
+    let mut second = std::fs::File::create(&path).unwrap();
+    second.write_all(line(3).as_bytes()).unwrap();
+    first.write_all(line(4).as_bytes()).unwrap();
+    assert_eq!(log.read().len(), 4);
+    second.write_all(line(5).as_bytes()).unwrap();
+    // And once more, by rename this time (what a rotation does).
+    std::fs::rename(&path, folder.join("0.log.1")).unwrap();
+    let mut third = std::fs::File::create(&path).unwrap();
+    third.write_all(line(6).as_bytes()).unwrap();
+    let got: Vec<u32> = log
+        .read()
+        .iter()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l.splitn(4, ' ').nth(3).unwrap()).unwrap();
+            v["n"].as_u64().unwrap() as u32
+        })
+        .collect();
+    // Per file, in the order the files appeared: all six, once each.
+    assert_eq!(got, [1, 2, 4, 3, 5, 6]);
+}
+
 #[test]
 fn every_image_the_kubelet_tests_run_has_a_stand_in() {
     for file in KUBELET_MANIFESTS {
