@@ -362,6 +362,80 @@ fn regression_check_stopped_at_one_bad_file_and_passed_on_none() {
     assert!(hints[0].contains("hooklog check -"), "{err}");
 }
 
+/// A check of nothing passed: an empty file, or an empty pipe (`helm template` failed before
+/// `|`), said `0 pod template(s)` and exit 0. Every input that holds no object at all (empty,
+/// comments, separators, a BOM, CRLF blank lines, a null or scalar document) is exit 64 naming
+/// it, stdin with a hint; an input with any object (a ConfigMap, an empty List) passes, and so
+/// does an empty file beside one that has objects.
+#[test]
+fn a_check_of_nothing_is_an_error_naming_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let nothing = [
+        "",
+        "\n\n",
+        "# only a comment\n",
+        "---\n",
+        "--- # c\n...\n---\n",
+        "\u{feff}",
+        "\r\n\r\n# c\r\n",
+        "~\n",
+        "null\n---\nnull\n",
+        "just a scalar\n",
+        "%YAML 1.1\n---\n",
+    ];
+    for (i, body) in nothing.iter().enumerate() {
+        let file = dir.path().join(format!("nothing-{i}.yaml"));
+        std::fs::write(&file, body).unwrap();
+        let name = file.to_str().unwrap();
+        let out = run(&["check", "--offline", name], None);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{body:?}: {err}");
+        assert!(
+            err.lines()
+                .any(|l| l.contains(name) && l.contains("no objects")),
+            "{body:?}: {err}"
+        );
+        let out = run(&["check", "--offline", "-"], Some(body));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "stdin {body:?}: {err}");
+        assert!(
+            err.contains("-: no objects") && err.contains("before `|`"),
+            "{err}"
+        );
+    }
+    // A folder of nothing but such files is nothing too.
+    let out = run(&["check", "--offline", dir.path().to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    for something in [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        "apiVersion: v1\nkind: List\nitems: []\n",
+        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}",
+        "---\n# c\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n",
+    ] {
+        let out = run(&["check", "--offline", "-"], Some(something));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{something:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, GOOD).unwrap();
+    let out = run(
+        &[
+            "check",
+            "--offline",
+            dir.path().join("nothing-0.yaml").to_str().unwrap(),
+            good.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = text(&out.stderr);
+    assert!(!err.contains("no objects"), "{err}");
+    assert_ne!(out.status.code(), Some(64), "{err}");
+}
+
 /// One generated case of the adoption property: a workload or pod in every shape the rule reads.
 #[derive(Debug, Clone)]
 struct Case {

@@ -191,6 +191,7 @@ pub(crate) fn survey(
     };
     let mut wanted = std::collections::BTreeSet::new();
     let mut rbac_all = Vec::new();
+    let mut objects = 0;
     for input in inputs {
         let input = match input {
             Ok(input) => input,
@@ -203,6 +204,7 @@ pub(crate) fn survey(
         let mut rbac = Vec::new();
         let read = input.each_part(|part| {
             let (load::Part::Item { doc: d, .. } | load::Part::Document { doc: d, .. }) = part;
+            objects += usize::from(d.value.is_object());
             check::summarize(
                 &d.value,
                 opts,
@@ -222,6 +224,22 @@ pub(crate) fn survey(
                 survey.inputs.push(input);
             }
             Err(e) => survey.errors.push(e.to_string()),
+        }
+    }
+    // Nothing at all to check (an empty file, only comments, an empty pipe: `helm template`
+    // failed before `|`) is an error, as a folder without manifests is: a check of nothing
+    // must not pass.
+    if objects == 0 && survey.errors.is_empty() {
+        for input in &survey.inputs {
+            let hint = if input.name == "-" {
+                "; did the command before `|` fail?"
+            } else {
+                ""
+            };
+            survey.errors.push(format!(
+                "{}: no objects in it (empty, or only comments): nothing to check{hint}",
+                input.name
+            ));
         }
     }
     survey.wanted = wanted.into_iter().collect();
