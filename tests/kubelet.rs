@@ -962,6 +962,16 @@ fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str) -> (Pod<'t>, Duratio
 /// inject's output for the seed incident (with checkout's failing hook added first), as a
 /// static pod with local images.
 fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) -> Pod<'t> {
+    create_incident_sleeping(tier, hooklog, sidecar, ENVOY_SLEEP)
+}
+
+/// [`create_injected_incident`] with envoy's preStop sleeping `sleep`.
+fn create_incident_sleeping<'t>(
+    tier: &'t Tier,
+    hooklog: &str,
+    sidecar: &str,
+    sleep: &str,
+) -> Pod<'t> {
     let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[1])).unwrap();
     let mut deployment = yaml_documents(&yaml).remove(0);
     // The app whose hook fails: a heap-dump upload that prints its error and exits 3.
@@ -972,7 +982,7 @@ fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) ->
     });
     // envoy's sleep, shortened for the test (inject keeps the command it wraps as it is).
     let envoy = container(&mut deployment["spec"]["template"]["spec"], "envoy");
-    envoy["lifecycle"]["preStop"]["exec"]["command"] = json!(["sleep", ENVOY_SLEEP]);
+    envoy["lifecycle"]["preStop"]["exec"]["command"] = json!(["sleep", sleep]);
     // The pod's grace period before inject, which plans hooklog's `--grace` and the hooks'
     // `--timeout` from it: a shorter one set afterwards kills hooklog before its own deadline.
     deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] =
@@ -987,6 +997,53 @@ fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) ->
     let name = format!("incident-{sidecar}-{}", std::process::id());
     let pod = pod_from_deployment(tier, &injected, &name, hooklog);
     Pod::create(tier, pod)
+}
+
+/// What the kubelet tier's rare lost summary was, made to happen every time: while the pod's
+/// hooks run (envoy's sleep spans the log manager's 10 s check), the pod's `/var/log/pods`
+/// folder is deleted, as kubelet 1.20's container GC deletes a removed static pod's; the log
+/// manager then has containerd reopen hooklog's log at the same path, and what hooklog writes
+/// after goes to the new file. Every record is read, the summary last, from the two files.
+#[test]
+fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let pod = create_incident_sleeping(&tier, &hooklog, "classic", "13s");
+    pod.wait_running(&["hooklog", "checkout", "envoy"]);
+    assert!(
+        wait_for_ready(&pod, "hooklog"),
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+    let log = pod.latest()["hooklog"].log_path.clone().unwrap();
+    let folder = log.parent().and_then(Path::parent).unwrap().to_path_buf();
+    assert!(folder.starts_with("/var/log/pods"), "{folder:?}");
+    pod.delete();
+    assert!(
+        crate::util::wait_until(STOP_TIMEOUT, || pod
+            .records("hooklog")
+            .iter()
+            .any(|r| r["event"] == "hook.started" && r["container_name"] == "envoy")),
+        "envoy's hook never started: {:#?}",
+        pod.records("hooklog")
+    );
+    let old = std::fs::metadata(&log).unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    let (records, exit) = wait_summary(&pod, "hooklog");
+    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    // The reopen happened: a new file is (or was, if the GC took it again) at the path, and the
+    // summary came after it.
+    use std::os::unix::fs::MetadataExt;
+    let reopened = pod.logs.borrow()["hooklog"].files.len();
+    assert!(
+        reopened >= 2 || std::fs::metadata(&log).is_ok_and(|m| m.ino() != old.ino()),
+        "no second log file: the reopen did not happen, so this tested nothing"
+    );
+    let summary = records.last().unwrap();
+    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
+    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
+    let ms = finished(&records, "envoy")["duration_ms"].as_u64().unwrap();
+    assert!((13_000..20_000).contains(&ms), "envoy's sleep took {ms} ms");
 }
 
 /// Issue 16, item 1: with hooklog's binary at the file `/hooklog` in the image (the layout
