@@ -638,8 +638,6 @@ const KUBELET_MANIFESTS: [&str; 2] = [
     "tests/manifests/incidents/distroless-envoy-sleep.yaml",
 ];
 
-/// Runs without the tier: every image the manifests name has its stand-in in [`TEST_IMAGES`], so
-/// a renamed image (the split's `hooklog-sidecar`) fails here at once rather than in the tier.
 /// Tier-free: the log reader follows its path as the kubelet's GC and containerd's reopen move
 /// it: lines written to the old file after the new one appeared, the new file's, and a third's,
 /// each once and in order; a path with no file for a while loses nothing either.
@@ -682,6 +680,8 @@ fn a_container_log_reopened_at_its_path_is_read_on_in_the_new_file() {
     assert_eq!(got, [1, 2, 4, 3, 5, 6]);
 }
 
+/// Runs without the tier: every image the manifests name has its stand-in in [`TEST_IMAGES`], so
+/// a renamed image (the split's `hooklog-sidecar`) fails here at once rather than in the tier.
 #[test]
 fn every_image_the_kubelet_tests_run_has_a_stand_in() {
     for file in KUBELET_MANIFESTS {
@@ -910,7 +910,7 @@ fn wait_for_ready(pod: &Pod, container: &str) -> bool {
 fn kubelet_runs_injected_incident_pod_and_summary_names_true_outcomes() {
     let Some(tier) = tier() else { return };
     let hooklog = hooklog_image(&tier);
-    let (pod, took) = run_injected_incident(&tier, &hooklog);
+    let (pod, took) = run_injected_incident(&tier, &hooklog, ENVOY_SLEEP);
     eprintln!("injected pod running after {took:.1?}");
     pod.delete();
     let deleted = Instant::now();
@@ -945,10 +945,10 @@ fn kubelet_runs_injected_incident_pod_and_summary_names_true_outcomes() {
     );
 }
 
-/// What the seed incident's injected pod needs, started and running; returns the pod and how
-/// long it took to get every container running.
-fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str) -> (Pod<'t>, Duration) {
-    let pod = create_injected_incident(tier, hooklog, "classic");
+/// What the seed incident's injected pod needs (envoy's preStop sleeping `sleep`), started and
+/// running; returns the pod and how long it took to get every container running.
+fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sleep: &str) -> (Pod<'t>, Duration) {
+    let pod = create_injected_incident(tier, hooklog, "classic", sleep);
     let took = pod.wait_running(&["hooklog", "checkout", "envoy"]);
     assert_eq!(pod.latest()["hooklog-install"].exit_code, Some(0));
     assert!(
@@ -961,12 +961,8 @@ fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str) -> (Pod<'t>, Duratio
 
 /// inject's output for the seed incident (with checkout's failing hook added first), as a
 /// static pod with local images.
-fn create_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sidecar: &str) -> Pod<'t> {
-    create_incident_sleeping(tier, hooklog, sidecar, ENVOY_SLEEP)
-}
-
-/// [`create_injected_incident`] with envoy's preStop sleeping `sleep`.
-fn create_incident_sleeping<'t>(
+/// envoy's preStop sleeps `sleep`.
+fn create_injected_incident<'t>(
     tier: &'t Tier,
     hooklog: &str,
     sidecar: &str,
@@ -1008,13 +1004,7 @@ fn create_incident_sleeping<'t>(
 fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
     let Some(tier) = tier() else { return };
     let hooklog = hooklog_image(&tier);
-    let pod = create_incident_sleeping(&tier, &hooklog, "classic", "13s");
-    pod.wait_running(&["hooklog", "checkout", "envoy"]);
-    assert!(
-        wait_for_ready(&pod, "hooklog"),
-        "hooklog never said it was ready: {:?}",
-        pod.log_lines("hooklog", "stderr")
-    );
+    let (pod, _) = run_injected_incident(&tier, &hooklog, "13s");
     let log = pod.latest()["hooklog"].log_path.clone().unwrap();
     let folder = log.parent().and_then(Path::parent).unwrap().to_path_buf();
     assert!(folder.starts_with("/var/log/pods"), "{folder:?}");
@@ -1054,7 +1044,7 @@ fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
 fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
     let Some(tier) = tier() else { return };
     let old = old_layout_image(&tier);
-    let pod = create_injected_incident(&tier, &old, "classic");
+    let pod = create_injected_incident(&tier, &old, "classic", ENVOY_SLEEP);
     let start = Instant::now();
     let failed = loop {
         let install = pod.latest().get("hooklog-install").cloned();
@@ -1095,7 +1085,7 @@ fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
 fn native_form_under_kubelet_1_20_never_starts_the_app() {
     let Some(tier) = tier() else { return };
     let hooklog = hooklog_image(&tier);
-    let pod = create_injected_incident(&tier, &hooklog, "native");
+    let pod = create_injected_incident(&tier, &hooklog, "native", ENVOY_SLEEP);
     pod.wait_running(&["hooklog"]);
     // hooklog runs, as an init container: the kubelet waits for it to end before the others.
     std::thread::sleep(Duration::from_secs(5));
