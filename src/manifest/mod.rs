@@ -226,25 +226,34 @@ pub(crate) fn survey(
             Err(e) => survey.errors.push(e.to_string()),
         }
     }
-    // Nothing at all to check (an empty file, only comments, an empty pipe: `helm template`
-    // failed before `|`) is an error, as a folder without manifests is: a check of nothing
-    // must not pass.
-    if objects == 0 && survey.errors.is_empty() {
-        for input in &survey.inputs {
-            let hint = if input.name == "-" {
-                "; did the command before `|` fail?"
-            } else {
-                ""
-            };
-            survey.errors.push(format!(
-                "{}: no objects in it (empty, or only comments): nothing to check{hint}",
-                input.name
-            ));
-        }
+    if survey.errors.is_empty() {
+        survey.errors = nothing_to_check(survey.inputs.iter().map(|i| i.name.as_str()), objects);
     }
     survey.wanted = wanted.into_iter().collect();
     survey.grants = check::events::grants_of(&rbac_all);
     survey
+}
+
+/// Nothing at all to check (an empty file, only comments, an empty pipe: `helm template`
+/// failed before `|`) is an error, as a folder without manifests is: a check of nothing must
+/// not pass. One line for each input read, when together they hold no object.
+pub(crate) fn nothing_to_check<'a>(
+    names: impl Iterator<Item = &'a str>,
+    objects: usize,
+) -> Vec<String> {
+    if objects > 0 {
+        return Vec::new();
+    }
+    names
+        .map(|name| {
+            let hint = if name == "-" {
+                "; did the command before `|` fail?"
+            } else {
+                ""
+            };
+            format!("{name}: no objects in it (empty, or only comments): nothing to check{hint}")
+        })
+        .collect()
 }
 
 /// Checks every document of the surveyed inputs, each read again and dropped once checked;

@@ -126,6 +126,14 @@ fn check_whole(inputs: Vec<Result<Input, LoadError>>, opts: &check::Options) -> 
             Err(e) => errors.push(e.to_string()),
         }
     }
+    if errors.is_empty() {
+        let objects = sources
+            .iter()
+            .flat_map(|s| &s.documents)
+            .map(|d| usize::from(d.value.is_object()))
+            .sum();
+        errors = super::nothing_to_check(sources.iter().map(|s| s.name.as_str()), objects);
+    }
     let notes = sources.iter().flat_map(|s| s.notes.clone()).collect();
     let templates = sources
         .iter()
