@@ -29,6 +29,8 @@
 //!   gives them, as the API server creates them.
 //! - `registry`: images read from their registries (manifests, layers' file lists), for
 //!   `check` to look hook commands up in the image they run in.
+//! - `yaml`, below `manifest`: YAML read and edited in place, byte for byte, naming nothing of
+//!   Kubernetes' objects.
 //! - `kube`: the Kubernetes words its flags share with it (severity, version, architecture).
 //!
 //! Below both: [`cli`] parses the command line (the control plane's subcommands only with
@@ -64,3 +66,5 @@ pub mod timefmt;
 pub mod tools;
 #[cfg(feature = "control")]
 pub mod webhook;
+#[cfg(feature = "control")]
+pub mod yaml;

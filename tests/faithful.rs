@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hooklog::manifest::{load, podspec, splice};
+use hooklog::manifest::{load, podspec};
+use hooklog::yaml::splice;
 
 use crate::manifest::{run, text};
 

@@ -16,7 +16,7 @@ const HALVES: [&str; 3] = [
 ];
 
 /// The control plane's modules: what the sidecar build (`--no-default-features`) leaves out.
-const CONTROL: [&str; 4] = ["manifest", "webhook", "registry", "kube"];
+const CONTROL: [&str; 5] = ["manifest", "webhook", "registry", "kube", "yaml"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::Value;
 
-use hooklog::manifest::tree;
+use hooklog::yaml::tree;
 
 use crate::manifest::{run, text};
 use crate::util::goyaml::GoYaml;

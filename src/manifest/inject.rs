@@ -1166,7 +1166,7 @@ mod tests {
                 let original = json!({"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"spec": spec}}});
                 let source = crate::manifest::load::parse(
                     "p.yaml",
-                    crate::manifest::emit::to_yaml(&original),
+                    crate::yaml::emit::to_yaml(&original),
                 )
                 .map_err(|e| TestCaseError::fail(format!("to_yaml does not read back: {e}")))?;
                 crate::manifest::check::check(&[source], &Default::default());
@@ -1217,7 +1217,7 @@ mod tests {
                 let fail = |what: &str, e: String| TestCaseError::fail(format!("{what}: {e}"));
                 let text = format!(
                     "# the shop's workload\n{}",
-                    crate::manifest::emit::to_yaml(&original)
+                    crate::yaml::emit::to_yaml(&original)
                 );
                 let lines = text.lines().count();
                 let parse = |t: &str| {

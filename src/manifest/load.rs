@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::tree;
+use crate::yaml::tree;
 
 /// Extensions of the files a folder contributes (other files in it are skipped).
 const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];

@@ -7,16 +7,12 @@
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
 //! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
 //! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
-//! from the images (never in its output). [`tree`] reads YAML as Kubernetes does, with
-//! every node's place in the text, [`splice`] writes a change back into that text, [`spool`]
-//! holds inject's and uninject's output until it all reads back ([`digest`] what it compares),
-//! [`emit`] YAML that YAML 1.1 readers (kubectl, Helm) read the same.
+//! from the images (never in its output). The YAML they read and edit in place is
+//! [`crate::yaml`]'s, the layer below.
 
 pub mod adoption;
 pub mod budget;
 pub mod check;
-mod digest;
-pub mod emit;
 pub mod hooks;
 pub mod image_notes;
 pub mod inject;
@@ -25,9 +21,6 @@ pub mod load;
 pub mod number;
 pub mod podspec;
 pub mod report;
-pub mod splice;
-pub mod spool;
-pub mod tree;
 pub mod uninject;
 #[cfg(test)]
 mod whole;
@@ -37,6 +30,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::cli::{CheckArgs, CheckFormat, ImageArgs, InjectArgs, Platform, SidecarKind};
+use crate::yaml::{digest, emit, splice, spool, tree};
 
 /// Usage error or input that does not parse (BSD sysexits EX_USAGE), as for the other
 /// subcommands.

@@ -7,7 +7,8 @@
 use serde_json::Value;
 
 use super::load::{self, Input, LoadError, Source};
-use super::{check, emit, inject, splice, uninject};
+use super::{check, inject, uninject};
+use crate::yaml::{emit, splice};
 
 /// What the whole-input transform made: stdout, the report, each document before and after.
 type Transformed = (String, Vec<String>, Vec<(Value, Value)>);
@@ -408,8 +409,8 @@ mod tests {
         for (a, b) in same {
             assert_eq!(a, b);
             assert_eq!(
-                super::super::digest::digest(&a),
-                super::super::digest::digest(&b),
+                crate::yaml::digest::digest(&a),
+                crate::yaml::digest::digest(&b),
                 "{a} {b}"
             );
         }
@@ -427,8 +428,8 @@ mod tests {
         for (a, b) in differ {
             assert_ne!(a, b);
             assert_ne!(
-                super::super::digest::digest(&a),
-                super::super::digest::digest(&b),
+                crate::yaml::digest::digest(&a),
+                crate::yaml::digest::digest(&b),
                 "{a} {b}"
             );
         }

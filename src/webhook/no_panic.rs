@@ -163,7 +163,7 @@ fn extreme_pod_specs_never_panic() {
             let deployment = json!({"kind": "Deployment", "metadata": {"name": "d"},
             "spec": {"template": {"metadata": {"annotations": {"hooklog.dev/inject": "enabled"}}, "spec": spec}}});
             let source =
-                crate::manifest::load::parse("p.yaml", crate::manifest::emit::to_yaml(&deployment))
+                crate::manifest::load::parse("p.yaml", crate::yaml::emit::to_yaml(&deployment))
                     .expect("the generated manifest is YAML");
             crate::manifest::check::check(&[source], &Default::default());
             let mut opts = policy().inject;

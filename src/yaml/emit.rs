@@ -169,7 +169,7 @@ mod tests {
 
     fn round_trip(v: &Value) -> Value {
         let yaml = to_yaml(v);
-        let docs = crate::manifest::tree::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}:\n{yaml}"));
+        let docs = crate::yaml::tree::parse(&yaml).unwrap_or_else(|e| panic!("{e:?}:\n{yaml}"));
         docs.into_iter()
             .next()
             .map(|d| d.value)

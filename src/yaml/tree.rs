@@ -247,7 +247,7 @@ pub fn value_at(text: &str, pointer: &str) -> Option<Value> {
 pub enum Split {
     /// None: every document whole.
     Never,
-    /// Those of a root mapping whose `kind` ends in `List` (what [`super::podspec::objects`]
+    /// Those of a root mapping whose `kind` ends in `List` (what `manifest::podspec::objects`
     /// reads as a List's objects) and that has no merge key (`<<`), which could set its
     /// `items` or `kind` anew: found by reading ahead in the text when `kind` comes after
     /// `items`, as `kubectl get -o yaml` writes it.
@@ -1558,12 +1558,11 @@ mod tests {
                     let mut new = doc.value.clone();
                     let Value::Object(m) = &mut new else { continue };
                     m.insert("hooklog-added".into(), serde_json::json!({"k": ["v", 1]}));
-                    let Ok(edits) =
-                        crate::manifest::splice::edits(&text, &doc.node, &doc.value, &new)
+                    let Ok(edits) = crate::yaml::splice::edits(&text, &doc.node, &doc.value, &new)
                     else {
                         continue;
                     };
-                    let Ok(out) = crate::manifest::splice::apply(&text, edits) else {
+                    let Ok(out) = crate::yaml::splice::apply(&text, edits) else {
                         continue;
                     };
                     let back =

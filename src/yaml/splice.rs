@@ -8,7 +8,7 @@
 //! [`super::tree`] recorded. New text follows the document's own indentation. The edits are
 //! chosen so that undoing a change undoes its text: an inserted item is removed with exactly the
 //! bytes it added, which is what makes `uninject(inject(x)) == x` byte for byte. Callers read
-//! the result back and compare values ([`super::load`]), so a splice that would change meaning
+//! the result back and compare values (`manifest::load`), so a splice that would change meaning
 //! (an edit inside an anchor an alias repeats) is caught, never written.
 
 use serde_json::{Map, Value};
@@ -1864,7 +1864,7 @@ pub fn lcs<T: PartialEq>(a: &[T], b: &[T]) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::tree;
+    use crate::yaml::tree;
     use serde_json::json;
 
     /// `text` with `change` applied to its first document, checked to read back as the changed
