@@ -1274,8 +1274,9 @@ mod tests {
                     return Ok(());
                 }
                 let source = parse(&text)?;
-                let (out, _notes) = crate::manifest::rewrite(&source, std::slice::from_ref(&doc))
-                    .map_err(|e| fail("the splicer", e))?;
+                let (out, _notes) =
+                    crate::manifest::transform::rewrite(&source, std::slice::from_ref(&doc))
+                        .map_err(|e| fail("the splicer", e))?;
                 prop_assert!(
                     out.starts_with("# the shop's workload\n"),
                     "the comment is gone: {}",

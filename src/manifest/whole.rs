@@ -26,7 +26,7 @@ type Checked = (
 /// main's `transform`: every input read whole first, then changed, then written back.
 fn transform_whole(
     inputs: Vec<Result<Input, LoadError>>,
-    f: &mut super::Change,
+    f: &mut super::transform::Change,
 ) -> Result<Transformed, String> {
     let sources = inputs
         .into_iter()
@@ -83,7 +83,7 @@ fn transform_whole(
 
 /// What `f` says of a `kind: *List`, an item at a time in their order (as the streaming path
 /// reads a List, like a stream of its items; main said every object that it skipped first).
-fn list_report(doc: &Value, f: &mut super::Change) -> Option<Vec<String>> {
+fn list_report(doc: &Value, f: &mut super::transform::Change) -> Option<Vec<String>> {
     let kind = doc["kind"].as_str()?;
     let items = doc["items"].as_array().filter(|_| kind.ends_with("List"))?;
     let mut report = Vec::new();
@@ -298,12 +298,13 @@ mod tests {
     fn same_transform(
         texts: &[String],
         unreadable: Option<usize>,
-        f: &mut super::super::Change,
+        f: &mut super::super::transform::Change,
     ) -> Result<Option<String>, TestCaseError> {
         let mut pairs = Vec::new();
-        let streamed = super::super::transform(read(texts, unreadable), f, &mut |b, a| {
-            pairs.push((b.clone(), a.clone()))
-        });
+        let streamed =
+            super::super::transform::transform(read(texts, unreadable), f, &mut |b, a| {
+                pairs.push((b.clone(), a.clone()))
+            });
         let whole = transform_whole(read(texts, unreadable), f);
         match (streamed, whole) {
             (Ok(mut s), Ok((out, report, want_pairs))) => {

@@ -2140,7 +2140,7 @@ mod shapes {
             f(&mut v).map_err(|e| e.to_string())?;
             values.push(v);
         }
-        crate::manifest::rewrite(&source, &values)
+        crate::manifest::transform::rewrite(&source, &values)
             .map(|(text, _)| text)
             .map_err(|why| {
                 let mut edits = Vec::new();
@@ -2216,7 +2216,7 @@ mod shapes {
         let source = load::parse("t", text.to_string()).unwrap();
         let mut v = source.documents[0].value.clone();
         inject::inject(&mut v, &opts()).unwrap();
-        let (_, notes) = crate::manifest::rewrite(&source, &[v]).unwrap();
+        let (_, notes) = crate::manifest::transform::rewrite(&source, &[v]).unwrap();
         assert_eq!(
             notes,
             [
