@@ -21,6 +21,8 @@ pub mod load;
 pub mod number;
 pub mod podspec;
 pub mod report;
+#[cfg(test)]
+mod shapes;
 pub(crate) mod transform;
 pub mod uninject;
 #[cfg(test)]
