@@ -19,6 +19,7 @@ use crate::client::{LastResort, Reporter};
 use crate::framing::{FrameEnd, Framer};
 use crate::lifecycle::signal::Stopping;
 use crate::passthrough::PassThrough;
+use crate::protocol::{Event, field};
 
 /// Exit status when the command cannot be found (as shells report it).
 pub const EXIT_NOT_FOUND: u8 = 127;
@@ -130,16 +131,16 @@ async fn run_async(args: HookArgs) -> u8 {
     // them, whichever input each record came through.
     let started_ms = crate::timefmt::now_ms();
     let run_id = format!("{started_ms:x}-{:x}", std::process::id());
-    let base = |event: &str| {
+    let base = |event: Event| {
         let mut m = serde_json::Map::new();
-        m.insert("event".into(), json!(event));
-        m.insert("container_name".into(), json!(args.container));
-        m.insert("hook".into(), json!(args.hook_name));
+        m.insert(field::EVENT.into(), json!(event.name()));
+        m.insert(field::CONTAINER.into(), json!(args.container));
+        m.insert(field::HOOK.into(), json!(args.hook_name));
         m
     };
     let run_members = |m: &mut serde_json::Map<String, Value>| {
-        m.insert("run_id".into(), json!(run_id));
-        m.insert("started_ms".into(), json!(started_ms));
+        m.insert(field::RUN_ID.into(), json!(run_id));
+        m.insert(field::STARTED_MS.into(), json!(started_ms));
     };
     // The run's key, kept until the run is over: `hook.started` carries its hash (`seal`),
     // `hook.finished` the key itself. The daemon ends the run only with a finish whose key opens
@@ -158,19 +159,19 @@ async fn run_async(args: HookArgs) -> u8 {
             // may have: the daemon then reads it as one frame, whatever its --max-line-bytes.
             let mut budget = COMMAND_MAX_BYTES;
             let line = loop {
-                let mut started = base("hook.started");
+                let mut started = base(Event::Started);
                 run_members(&mut started);
                 if let Some((_, seal)) = &key {
-                    started.insert("seal".into(), json!(seal));
+                    started.insert(field::SEAL.into(), json!(seal));
                 }
                 let (shown, truncated) = bounded_command(&command, budget);
                 let ellipsis = if truncated { "…" } else { "" };
-                started.insert("command".into(), json!(shown));
+                started.insert(field::COMMAND.into(), json!(shown));
                 if truncated {
-                    started.insert("command_truncated".into(), json!(true));
+                    started.insert(field::COMMAND_TRUNCATED.into(), json!(true));
                 }
                 started.insert(
-                    "message".into(),
+                    field::MESSAGE.into(),
                     json!(format!(
                         "{} hook started: {}{ellipsis}",
                         args.hook_name,
@@ -186,11 +187,11 @@ async fn run_async(args: HookArgs) -> u8 {
             reporter.send_everywhere(&line);
         },
         |stream, line, partial| {
-            let mut m = base("hook.output");
-            m.insert("stream".into(), json!(stream));
-            m.insert("message".into(), json!(line));
+            let mut m = base(Event::Output);
+            m.insert(field::STREAM.into(), json!(stream));
+            m.insert(field::MESSAGE.into(), json!(line));
             if partial {
-                m.insert("partial".into(), json!(true));
+                m.insert(field::PARTIAL.into(), json!(true));
             }
             reporter.send(&Value::Object(m).to_string());
         },
@@ -198,17 +199,17 @@ async fn run_async(args: HookArgs) -> u8 {
     .await;
     let duration_ms = start.elapsed().as_millis() as u64;
 
-    let mut finished = base("hook.finished");
+    let mut finished = base(Event::Finished);
     run_members(&mut finished);
     if let Some((key, _)) = &key {
-        finished.insert("key".into(), json!(key));
+        finished.insert(field::KEY.into(), json!(key));
     }
-    finished.insert("outcome".into(), json!(result.outcome));
-    finished.insert("exit_code".into(), json!(result.exit_code));
-    finished.insert("signal".into(), json!(result.signal));
-    finished.insert("duration_ms".into(), json!(duration_ms));
+    finished.insert(field::OUTCOME.into(), json!(result.outcome));
+    finished.insert(field::EXIT_CODE.into(), json!(result.exit_code));
+    finished.insert(field::SIGNAL.into(), json!(result.signal));
+    finished.insert(field::DURATION_MS.into(), json!(duration_ms));
     finished.insert(
-        "message".into(),
+        field::MESSAGE.into(),
         json!(format!(
             "{} hook {}: {} after {duration_ms} ms",
             args.hook_name, result.outcome, result.message
@@ -243,7 +244,6 @@ const RUN_KEY_BYTES: usize = 16;
 /// A fresh run key and its seal (SHA-256), both in hex; none (with a warning) when the kernel's
 /// randomness cannot be read, and the run's records then name it by its id alone.
 fn run_key() -> Option<(String, String)> {
-    use sha2::Digest;
     use std::io::Read;
     let mut bytes = [0u8; RUN_KEY_BYTES];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
@@ -253,7 +253,7 @@ fn run_key() -> Option<(String, String)> {
     }
     let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let key = hex(&bytes);
-    let seal = hex(&sha2::Sha256::digest(key.as_bytes()));
+    let seal = crate::protocol::seal(&key);
     Some((key, seal))
 }
 

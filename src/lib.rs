@@ -33,7 +33,7 @@
 //!   Kubernetes' objects.
 //! - `kube`: the Kubernetes words its flags share with it (severity, version, architecture).
 //!
-//! Below both: [`cli`] parses the command line (the control plane's subcommands only with
+//! Below both: [`protocol`] is the hook record's wire schema, spelled once; [`cli`] parses the command line (the control plane's subcommands only with
 //! `control`); [`nofollow`] is how both sides open files in the shared folder, never through a
 //! peer's symlink; [`duration`] and [`timefmt`] read and write times.
 #![forbid(unsafe_code)]
@@ -55,6 +55,7 @@ pub mod manifest;
 pub mod nofollow;
 pub mod passthrough;
 pub mod pod;
+pub mod protocol;
 pub mod record;
 #[cfg(feature = "control")]
 pub mod registry;

@@ -19,6 +19,7 @@ use crate::batch::Batch;
 use crate::framing::{Frame, FrameEnd};
 use crate::lifecycle::once::CopyKey;
 use crate::pod::{PodMeta, json_str};
+use crate::protocol::{self, Event, field};
 
 /// Smallest output cap accepted: room for the envelope and some message.
 pub const MIN_MAX_LINE_BYTES: usize = 1024;
@@ -532,19 +533,11 @@ impl Encoder {
     }
 }
 
-/// The members `hooklog hook` writes in each of its events; a `hook.*` record without them is
-/// not the wrapper's.
-const WRAPPER_MEMBERS: [(&str, &[&str]); 3] = [
-    ("hook.started", &["hook", "run_id", "started_ms"]),
-    ("hook.finished", &["hook", "run_id", "started_ms"]),
-    ("hook.output", &["hook", "stream"]),
-];
-
 /// True when a JSON line uses one of hooklog's own event names without being hooklog's: any
 /// `hooks.*` event (only the daemon writes those, as `hooklog.input` = `hooklog`), or a `hook.*`
 /// event without the members the wrapper writes in it (hand-written, or forged).
 fn imitates_hooklog(fields: &[(Key<'_>, &RawValue)]) -> bool {
-    let Some((_, value)) = fields.iter().find(|(k, _)| k.0 == "event") else {
+    let Some((_, value)) = fields.iter().find(|(k, _)| k.0 == field::EVENT) else {
         return false;
     };
     let raw = value.get();
@@ -555,15 +548,15 @@ fn imitates_hooklog(fields: &[(Key<'_>, &RawValue)]) -> bool {
     let Some(name) = json_string(value) else {
         return false;
     };
-    if name.starts_with("hooks.") {
+    if name.starts_with(protocol::DAEMON_PREFIX) {
         return true;
     }
-    if !name.starts_with("hook.") {
+    if !name.starts_with(protocol::HOOK_PREFIX) {
         return false;
     }
     let has = |member: &str| fields.iter().any(|(k, _)| k.0 == member);
-    match WRAPPER_MEMBERS.iter().find(|(event, _)| *event == name) {
-        Some((_, members)) => !members.iter().all(|m| has(m)),
+    match Event::parse(&name) {
+        Some(event) => !event.members().iter().all(|m| has(m)),
         None => true,
     }
 }
@@ -576,25 +569,25 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<&str>) -> Optio
             .find(|(k, _)| k.0 == name)
             .map(|(_, v)| v.get())
     };
-    let event: String = serde_json::from_str(get("event")?).ok()?;
+    let event: String = serde_json::from_str(get(field::EVENT)?).ok()?;
     // The daemon waits for preStop hooks: a wrapped postStart hook that finished long ago must not
     // count as the container's preStop. Records without `hook` (hand-written) count.
-    let hook: Option<String> = get("hook").and_then(|v| serde_json::from_str(v).ok());
+    let hook: Option<String> = get(field::HOOK).and_then(|v| serde_json::from_str(v).ok());
     if hook.is_some_and(|h| !h.eq_ignore_ascii_case("preStop")) {
         return None;
     }
-    let kind = match event.as_str() {
-        "hook.started" => HookEventKind::Started,
-        "hook.finished" => HookEventKind::Finished {
-            outcome: get("outcome")
+    let kind = match Event::parse(&event) {
+        Some(Event::Started) => HookEventKind::Started,
+        Some(Event::Finished) => HookEventKind::Finished {
+            outcome: get(field::OUTCOME)
                 .and_then(|v| serde_json::from_str::<String>(v).ok())
                 .unwrap_or_else(|| "failed".to_string()),
-            exit_code: get("exit_code").and_then(|v| serde_json::from_str(v).ok()),
-            duration_ms: get("duration_ms").and_then(|v| serde_json::from_str(v).ok()),
+            exit_code: get(field::EXIT_CODE).and_then(|v| serde_json::from_str(v).ok()),
+            duration_ms: get(field::DURATION_MS).and_then(|v| serde_json::from_str(v).ok()),
         },
-        _ => return None,
+        Some(Event::Output) | None => return None,
     };
-    let run = match (get("run_id"), get("started_ms")) {
+    let run = match (get(field::RUN_ID), get(field::STARTED_MS)) {
         (Some(id), Some(ms)) => serde_json::from_str::<String>(id)
             .ok()
             .zip(serde_json::from_str::<i64>(ms).ok())
@@ -602,8 +595,8 @@ fn hook_event(fields: &[(Key<'_>, &RawValue)], container: Option<&str>) -> Optio
         _ => None,
     };
     let proof_member = match kind {
-        HookEventKind::Started => "seal",
-        HookEventKind::Finished { .. } => "key",
+        HookEventKind::Started => field::SEAL,
+        HookEventKind::Finished { .. } => field::KEY,
     };
     let proof = get(proof_member).and_then(|v| serde_json::from_str::<String>(v).ok());
     Some(HookEvent {

@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use crate::batch::Batch;
 use crate::lifecycle::peers::{PeerOutcome, Peers};
 use crate::pod::PodMeta;
+use crate::protocol::{self, Event};
 use note::Tail;
 use termination::TerminationMessage;
 
@@ -457,7 +458,7 @@ async fn watch_records(
 fn look_at(batch: &Batch, tails: &mut HashMap<String, Tail>, peers: &Peers, queue: &impl Fn(Post)) {
     for (record, _) in batch.iter() {
         // Most records stop here: a wrapper's records all carry `"hook.…"` as their event.
-        if memchr::memmem::find(record, b"hook.").is_none() {
+        if memchr::memmem::find(record, protocol::HOOK_PREFIX.as_bytes()).is_none() {
             continue;
         }
         let Ok(seen) = serde_json::from_slice::<Seen<'_>>(record) else {
@@ -481,8 +482,8 @@ fn look_at(batch: &Batch, tails: &mut HashMap<String, Tail>, peers: &Peers, queu
         {
             continue;
         }
-        match event {
-            "hook.output" => {
+        match Event::parse(event) {
+            Some(Event::Output) => {
                 if !tails.contains_key(container.as_ref()) && tails.len() >= MAX_TAILS {
                     continue;
                 }
@@ -491,12 +492,12 @@ fn look_at(batch: &Batch, tails: &mut HashMap<String, Tail>, peers: &Peers, queu
                     .or_default()
                     .push(seen.message.as_deref().unwrap_or_default());
             }
-            "hook.started" => {
+            Some(Event::Started) => {
                 if let Some(t) = tails.get_mut(container.as_ref()) {
                     t.clear();
                 }
             }
-            "hook.finished" => {
+            Some(Event::Finished) => {
                 let Some(o) = peers.finish_of(&container, seen.run_id.as_deref()) else {
                     continue; // It ended no run.
                 };

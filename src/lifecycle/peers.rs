@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::protocol::{self, field};
 use crate::record::{HookEvent, HookEventKind};
 
 /// How a run ended, as its `hook.finished` says.
@@ -68,16 +69,13 @@ impl Peer {
 /// True when `key` opens `seal`: its SHA-256, in hex, is the seal. A start without a seal (a
 /// wrapper older than seals) pairs with any finish of its run id, as before seals.
 fn opens(seal: Option<&str>, key: Option<&str>) -> bool {
-    use sha2::Digest;
     let Some(seal) = seal else {
         return true;
     };
     let Some(key) = key else {
         return false;
     };
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    hex.eq_ignore_ascii_case(seal)
+    crate::protocol::seal(key).eq_ignore_ascii_case(seal)
 }
 
 /// How bad an outcome is, for a peer with several runs: the summary reports the worst, so a run
@@ -550,7 +548,7 @@ pub fn summary_members(
         ));
     }
     let mut m = serde_json::Map::new();
-    m.insert("event".into(), json!("hooks.summary"));
+    m.insert(field::EVENT.into(), json!(protocol::SUMMARY));
     m.insert("message".into(), Value::String(message));
     m.insert("peers".into(), json!(listed));
     m.insert("counts".into(), Value::Object(counts));
