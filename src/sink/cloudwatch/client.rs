@@ -88,10 +88,6 @@ pub struct Put {
     pub rejected: Vec<Range<usize>>,
 }
 
-/// How long the start-up look for credentials may take before it gives up saying nothing (the
-/// failure, if any, is then said by [`Reported`] on the first call).
-const CREDENTIALS_LOOK: Duration = Duration::from_secs(5);
-
 /// The default credential chain, saying in one warning when it fails (`cloudwatch: cannot get
 /// credentials`, with the SDK's reason) until it works again, and refusing credentials already
 /// expired (a source's bad answer), which AWS would refuse.
@@ -178,19 +174,13 @@ impl Intercept for RetryCounter {
 }
 
 /// Says once, in one line, what makes every request fail before the first one does: no region
-/// (issue 25.5: the first sign was a 1 KB debug dump per retry). Looks for credentials at once
-/// so that a failing source says so before the first records wait on it.
+/// (issue 25.5: the first sign was a 1 KB debug dump per retry). A failing credential source
+/// is said by [`Reported`] at the first call.
 fn warn_if_unusable(sdk: &aws_config::SdkConfig) {
     if sdk.region().is_none() {
         tracing::warn!(
             "cloudwatch: no region (AWS_REGION, the profile's region or instance metadata): nothing can be sent"
         );
-    }
-    if let Some(provider) = sdk.credentials_provider() {
-        tokio::spawn(async move {
-            // Said by `Reported` if it fails; the result is the calls' to use.
-            let _ = tokio::time::timeout(CREDENTIALS_LOOK, provider.provide_credentials()).await;
-        });
     }
 }
 

@@ -254,15 +254,15 @@ impl Sink {
                 self.fall_back(req, "shutdown").await;
                 return rest;
             }
-            let give_up_at = self.give_up_at();
             let offset_before = self.client.clock().offset_ms();
-            let call = self.try_once(&mut req, &mut rest);
-            let result = match give_up_at {
-                Some(at) => tokio::time::timeout_at(at, call)
-                    .await
-                    .unwrap_or_else(|_| Err(CallError::deadline())),
-                None => call.await,
+            // A call in flight when the shutdown begins is cut off at its deadline too (a
+            // credential source that never answers would otherwise hold it).
+            let mut deadline = self.deadline.clone();
+            let result = tokio::select! {
+                r = self.try_once(&mut req, &mut rest) => r,
+                () = give_up_time(&mut deadline) => Err(CallError::deadline()),
             };
+            let give_up_at = self.give_up_at();
             let err = match result {
                 Ok((put, stamping)) => {
                     self.accepted(req, put.rejected, stamping).await;
