@@ -117,7 +117,7 @@ export HOOKLOG_SIDECAR_BIN="$release_dir/hooklog-sidecar"
 log "static release build of the full CLI (the empty-root tests use it)"
 cargo build --release --locked --target x86_64-unknown-linux-musl
 export HOOKLOG_RELEASE_BIN="$release_dir/hooklog"
-log "sizes: full CLI $(stat -c %s "$HOOKLOG_RELEASE_BIN") bytes (no limit), sidecar $(stat -c %s "$HOOKLOG_SIDECAR_BIN") bytes (budget 6,000,000)"
+log "sizes: full CLI $(stat -c %s "$HOOKLOG_RELEASE_BIN") bytes (no limit), sidecar $(stat -c %s "$HOOKLOG_SIDECAR_BIN") bytes (budget 7,000,000)"
 log "static arm64 release build, as the Dockerfile cross-builds it (run under qemu by a test)"
 CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \

@@ -64,7 +64,8 @@ fn main() -> ExitCode {
     };
     cli::set_error_format(cli.log_format, cli.command.name());
     let default_level = if long_lived(&cli.command) {
-        "info"
+        // aws-config says at info which source gave the credentials, with their key id.
+        "info,aws_config=warn"
     } else {
         "warn"
     };

@@ -30,9 +30,9 @@ fn runs_amd64() -> bool {
     false
 }
 
-/// The sidecar's budget (issue 27: the static binary stays <= 6 MB) plus the CA bundle (about
+/// The sidecar's budget (issue 35: the static binary stays <= 7 MB) plus the CA bundle (about
 /// 0.2 MB): an image above this grew something it should not have.
-const MAX_SIDECAR_IMAGE_BYTES: u64 = 6_500_000;
+const MAX_SIDECAR_IMAGE_BYTES: u64 = 7_500_000;
 /// The sidecar binary's bound, the one tests/sidecar.rs holds the local build to.
 use crate::sidecar::MAX_SIDECAR_BYTES;
 /// The full CLI's image has no size limit (issue 27): it is measured and printed. This bound

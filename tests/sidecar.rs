@@ -12,20 +12,21 @@ use serde_json::Value;
 use crate::image::{shared_libraries, sidecar_bin};
 use crate::util::{Collected, POD_ENV, all_asleep, wait_until};
 
-/// The sidecar's size budget (issue 27): 6 MB, decimal as docs/performance.md's sizes are, for
-/// the static x86_64 musl build with the CloudWatch client in it.
-pub(crate) const SIDECAR_BUDGET_BYTES: u64 = 6_000_000;
+/// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
+/// the static x86_64 musl build with the AWS SDK (aws-sdk-cloudwatchlogs, aws-config) in it.
+pub(crate) const SIDECAR_BUDGET_BYTES: u64 = 7_000_000;
 
 /// What the tests hold the sidecar to: the budget itself. The split made it 5,820,160 bytes,
-/// `run --events` (issue 29) 6,147,968, over it; the hand-written CloudWatch client in place of
-/// the AWS SDK 3,741,048 (docs/performance.md).
+/// `run --events` (issue 29) 6,147,968; the hand-written CloudWatch client in place of the AWS
+/// SDK 3,769,784; the SDK again, with profiles, SSO and `credential_process` (issue 35),
+/// 6,529,728 (docs/performance.md).
 pub(crate) const MAX_SIDECAR_BYTES: u64 = SIDECAR_BUDGET_BYTES;
 
-/// The idle RSS budget (issue 27): 4 MB as bench/run.py counts them (`VmRSS` kB / 1024).
-const MAX_IDLE_RSS_KB: u64 = 4 * 1024;
+/// The idle RSS budget (issue 35): 5 MB as bench/run.py counts them (`VmRSS` kB / 1024).
+const MAX_IDLE_RSS_KB: u64 = 5 * 1024;
 
-/// The peak RSS budget (issue 27) on bench/run.py's file job: 7 MB (`VmHWM` kB / 1024).
-const MAX_PEAK_RSS_KB: u64 = 7 * 1024;
+/// The peak RSS budget (issue 35) on bench/run.py's file job: 8 MB (`VmHWM` kB / 1024).
+const MAX_PEAK_RSS_KB: u64 = 8 * 1024;
 
 /// The file job's size: bench/run.py's default, 1,000,000 lines.
 const JOB_LINES: usize = 1_000_000;
@@ -104,7 +105,7 @@ fn the_sidecar_is_static_and_within_its_size_budget() {
     );
     assert!(
         size <= MAX_SIDECAR_BYTES,
-        "the sidecar is {size} bytes, over issue 27's budget of {MAX_SIDECAR_BYTES}"
+        "the sidecar is {size} bytes, over issue 35's budget of {MAX_SIDECAR_BYTES}"
     );
     let out = sidecar_at(&bin).arg("--version").output().unwrap();
     crate::cli::assert_version(&text(&out.stdout), Some("x86_64-unknown-linux-musl"));
@@ -149,10 +150,10 @@ fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collect
     (child, stdout, stderr)
 }
 
-/// Issue 27's idle budget: the sidecar following a file and a socket holds at most 4 MB once
+/// Issue 35's idle budget: the sidecar following a file and a socket holds at most 5 MB once
 /// every thread sleeps (the full CLI held 6.4 MB, most of it its larger binary's pages).
 #[test]
-fn an_idle_sidecar_holds_at_most_4_mb() {
+fn an_idle_sidecar_holds_at_most_5_mb() {
     let Some(bin) = sidecar_bin() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (mut child, _out, _err) = start_run(&bin, dir.path());
@@ -181,13 +182,13 @@ fn hwm_kb(pid: u32) -> u64 {
         .expect("VmHWM")
 }
 
-/// Issue 27's peak budget, on bench/run.py's job: a file of 1,000,000 JSON lines written
+/// Issue 35's peak budget, on bench/run.py's job: a file of 1,000,000 JSON lines written
 /// beforehand, read to the end with stdout on a pipe. The peak (`VmHWM`, after the last line
 /// came out) is the binary's pages plus the bounded queues and buffers: how full those get
 /// varies with the speeds (5.7 to 6.7 MB over ten runs here, docs/performance.md), within a
 /// bound the queues' sizes set whatever the timing.
 #[test]
-fn the_sidecar_peaks_under_7_mb_on_the_benchs_million_line_job() {
+fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
     use std::io::{BufRead, Write};
     let Some(bin) = sidecar_bin() else { return };
     let dir = tempfile::tempdir().unwrap();

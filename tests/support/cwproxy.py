@@ -28,7 +28,8 @@ own all along, so nothing else can take it in between. Control, on the same port
     GET  /__cwproxy/stats  -> {"put_ok", "put_invalid", "throttled", "errors5xx", "dropped",
                                "events_ok", "rejected_old", "rejected_new", "signature_refused",
                                "signature_invalid", "stamp_went_back", "max_stamp_error_ms",
-                               "violations": [...]}
+                               "violations": [...], "signed_by": {access key: requests},
+                               "signed_in": {region: requests}}
         stamp_went_back: accepted PutLogEvents calls whose first timestamp is before the last
         timestamp of the call accepted before them on the same stream (stored events, after
         store_shift_s).
@@ -85,7 +86,8 @@ faults = {"down": False, "throttle": 0, "error5xx": 0, "reject_old": 0, "clock_o
           "store_shift_s": 0}
 stats = {"put_ok": 0, "put_invalid": 0, "throttled": 0, "errors5xx": 0, "dropped": 0,
          "events_ok": 0, "rejected_old": 0, "rejected_new": 0, "signature_refused": 0,
-         "signature_invalid": 0, "stamp_went_back": 0, "max_stamp_error_ms": 0, "violations": []}
+         "signature_invalid": 0, "stamp_went_back": 0, "max_stamp_error_ms": 0, "violations": [],
+         "signed_by": {}, "signed_in": {}}
 # (group, stream) -> the last timestamp of the last request accepted for it.
 last_stamp = {}
 # Access key -> secret key: the keys the tests sign with (--keys).
@@ -141,6 +143,9 @@ def signature_mismatch(method, path, headers, body):
         return (403, "InvalidSignatureException",
                 "The request signature we calculated does not match the signature you provided. "
                 "Check your AWS Secret Access Key and signing method.")
+    with lock:
+        stats["signed_by"][key] = stats["signed_by"].get(key, 0) + 1
+        stats["signed_in"][region] = stats["signed_in"].get(region, 0) + 1
     return None
 
 

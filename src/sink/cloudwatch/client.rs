@@ -1,66 +1,75 @@
-//! (the sidecar) The CloudWatch Logs client, hand-written on the HTTP client the sidecar
-//! already links (http.rs: hyper's HTTP/1.1 client half, tokio-rustls with ring): the four calls
-//! hooklog makes (CreateLogGroup, CreateLogStream, PutRetentionPolicy, PutLogEvents) in the
-//! AWS JSON 1.1 protocol, signed with SigV4 (sigv4.rs), with the credential chain a pod needs
-//! (credentials.rs). It replaced the AWS SDK (aws-config, aws-sdk-cloudwatchlogs), whose own
-//! HTTP stack beside the events client's took the sidecar past its 6 MB budget (issue 27; the
-//! figures are in Cargo.toml and docs/performance.md).
-//!
-//! Region from `AWS_REGION` (or `AWS_DEFAULT_REGION`); endpoint `https://logs.REGION.amazonaws.com`
-//! unless `AWS_ENDPOINT_URL_CLOUDWATCH_LOGS` or `AWS_ENDPOINT_URL` name another (plain `http`
-//! too: moto, LocalStack). Every answer's `Date` updates the [`ServerClock`], and requests are
-//! signed with that clock. One try per call: the sink retries (retry.rs).
+//! (the sidecar) The CloudWatch Logs client: `aws-sdk-cloudwatchlogs` configured from
+//! `aws-config`'s defaults (`aws_config::defaults(BehaviorVersion::latest())`: region, endpoint,
+//! FIPS and dual-stack settings; credentials from the default chain: environment, profiles with
+//! SSO and `credential_process`, web identity for IRSA, container credentials, IMDSv2), on the
+//! SDK's hyper client with rustls and ring, the stack `run --events` uses. Signing, credentials
+//! and retry classification are the SDK's; hooklog sets what would hold a pod past its grace
+//! (timeouts, tries, IMDS's probing) and points the SDK's time source at CloudWatch's clock
+//! ([`ServerClock`], learned from every answer's `Date` by [`DateObserver`]).
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use aws_config::BehaviorVersion;
+use aws_config::default_provider::credentials::DefaultCredentialsChain;
+use aws_config::environment::EnvironmentVariableRegionProvider;
+use aws_config::identity::IdentityCache;
+use aws_config::imds;
+use aws_config::meta::region::RegionProviderChain;
+use aws_config::profile::ProfileFileRegionProvider;
+use aws_config::provider_config::ProviderConfig;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_credential_types::provider::error::CredentialsError;
+use aws_credential_types::provider::{ProvideCredentials, future};
+use aws_sdk_cloudwatchlogs::Client;
+use aws_sdk_cloudwatchlogs::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_cloudwatchlogs::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_cloudwatchlogs::error::DisplayErrorContext;
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
 use super::batch::Event;
-use super::clock::{ServerClock, parse_http_date};
-use super::credentials::{self, Provider};
-use super::http::{self, Failed, Url};
-use super::retry::{CallError, Failure};
-use super::sigv4;
+use super::clock::{DateObserver, ServerClock, ServerTimeSource};
+use super::retry::{self, CallError};
 use crate::config::CloudWatchSettings;
+use crate::sink::Counters;
 
-/// Longest wait for a TCP (and TLS) connection to CloudWatch.
+/// Longest wait for a TCP (and TLS) connection to CloudWatch, STS or a credential endpoint (the
+/// SDK's default is 3.1 s).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Longest one call may take. A 1 MiB PutLogEvents normally takes well under a second.
+/// Longest one try of a call may take (unset in the SDK: no limit). A 1 MiB PutLogEvents
+/// normally takes well under a second.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long the start-up look for credentials may take before it gives up saying nothing more
-/// than the provider's own warning.
-const CREDENTIALS_LOOK: Duration = Duration::from_secs(10);
+/// Longest one call may take with the SDK's own retries (unset in the SDK: no limit). At
+/// shutdown the sink's deadline cuts it shorter.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The service's name in SigV4's scope and in its endpoint's host.
-const SERVICE: &str = "logs";
+/// Longest the SDK's credential cache waits for the provider chain before the call fails with
+/// "no credentials" (the SDK's default, set explicitly): the sink then retries with backoff.
+const CREDENTIALS_LOAD_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The JSON protocol's content type and the API's target prefix
-/// (<https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/CommonParameters.html>:
-/// `X-Amz-Target: Logs_20140328.PutLogEvents`).
-const CONTENT_TYPE: &str = "application/x-amz-json-1.1";
-const TARGET_PREFIX: &str = "Logs_20140328.";
-
-/// The `User-Agent` of every call.
-const USER_AGENT: &str = concat!("hooklog/", env!("CARGO_PKG_VERSION"));
-
-/// Longest part of an error answer kept for the logs.
-const ERROR_BODY_SHOWN: usize = 300;
+/// IMDS (region and credentials on an EC2 node): connect and read timeouts per try, and tries.
+/// The SDK's defaults (1 s, 1 s, 4 tries, 30 s per operation) probe an absent IMDS (Fargate,
+/// a laptop) for up to 8 s at start before the region chain gives up; these keep it to 2 s.
+const IMDS_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// See [`IMDS_CONNECT_TIMEOUT`].
+const IMDS_READ_TIMEOUT: Duration = Duration::from_millis(500);
+/// See [`IMDS_CONNECT_TIMEOUT`].
+const IMDS_ATTEMPTS: u32 = 2;
+/// See [`IMDS_CONNECT_TIMEOUT`].
+const IMDS_OPERATION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A client bound to one group and stream.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LogsClient {
-    /// The connection (kept between calls).
-    http: Arc<http::Client>,
-    /// Where calls go, or why nowhere.
-    endpoint: Result<Url, String>,
-    /// The signing region, `None` when not set.
-    region: Option<String>,
-    /// The credential chain and its cache.
-    credentials: Arc<Provider>,
+    /// The SDK client.
+    client: Client,
     /// The group records go to.
     group: String,
     /// The stream records go to.
@@ -71,12 +80,6 @@ pub struct LogsClient {
     clock: Arc<ServerClock>,
 }
 
-impl std::fmt::Debug for http::Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("http::Client")
-    }
-}
-
 /// How a PutLogEvents call ended when CloudWatch answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Put {
@@ -85,108 +88,185 @@ pub struct Put {
     pub rejected: Vec<Range<usize>>,
 }
 
-/// One event of a PutLogEvents body.
-#[derive(Serialize)]
-struct InputLogEvent<'a> {
-    timestamp: i64,
-    message: &'a str,
+/// The default credential chain, saying in one warning when it fails (`cloudwatch: cannot get
+/// credentials`, with the SDK's reason) until it works again, and refusing credentials already
+/// expired (a source's bad answer), which AWS would refuse.
+#[derive(Debug)]
+struct Reported {
+    /// The SDK's default chain.
+    chain: DefaultCredentialsChain,
+    /// The last try failed (and was said).
+    failing: AtomicBool,
 }
 
-/// A PutLogEvents body.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PutLogEvents<'a> {
-    log_group_name: &'a str,
-    log_stream_name: &'a str,
-    log_events: Vec<InputLogEvent<'a>>,
+impl Reported {
+    async fn provide(&self) -> Result<aws_credential_types::Credentials, CredentialsError> {
+        let got = self
+            .chain
+            .provide_credentials()
+            .await
+            .and_then(|c| match c.expiry() {
+                Some(at) if at <= SystemTime::now() => {
+                    Err(CredentialsError::provider_error(format!(
+                        "the credentials expired at {}",
+                        String::from_utf8_lossy(&crate::timefmt::rfc3339_ms(
+                            at.duration_since(SystemTime::UNIX_EPOCH)
+                                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                        ))
+                    )))
+                }
+                _ => Ok(c),
+            });
+        match &got {
+            Err(e) if !self.failing.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(error = %DisplayErrorContext(e), "cloudwatch: cannot get credentials (environment, profile, SSO, credential_process, web identity, container or instance metadata): retrying");
+            }
+            Ok(_) if self.failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!("cloudwatch: credentials obtained");
+            }
+            _ => {}
+        }
+        got
+    }
 }
 
-/// The AWS error code of an answer: the `X-Amzn-ErrorType` header, else the body's `__type`
-/// (or `code`), without its namespace (`com.amazonaws.logs#`) or a trailing `:URL`, as the AWS
-/// SDKs read it (smithy-rs `aws-smithy-json` `sanitize_error_code`); and the message.
-pub fn error_of(headers: &::http::HeaderMap, body: &[u8]) -> (Option<String>, String) {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let raw = headers
-        .get("x-amzn-errortype")
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| v.get("__type").and_then(|t| t.as_str()).map(str::to_string))
-        .or_else(|| v.get("code").and_then(|t| t.as_str()).map(str::to_string));
-    let code = raw.and_then(|r| {
-        let r = r.split(':').next().unwrap_or_default();
-        let r = r.rsplit('#').next().unwrap_or_default().trim();
-        (!r.is_empty()).then(|| r.to_string())
-    });
-    let message = ["message", "Message", "errorMessage"]
-        .iter()
-        .find_map(|k| v.get(*k).and_then(|m| m.as_str()))
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            String::from_utf8_lossy(body)
-                .trim()
-                .chars()
-                .take(ERROR_BODY_SHOWN)
-                .collect()
-        });
-    (code, message)
+impl ProvideCredentials for Reported {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        future::ProvideCredentials::new(self.provide())
+    }
+}
+
+/// Marks an operation whose first try has been made: a later try is a retry.
+#[derive(Debug, Clone, Copy)]
+struct Tried;
+
+impl Storable for Tried {
+    type Storer = StoreReplace<Self>;
+}
+
+/// Counts the SDK's own retries into `cloudwatch_retried`, beside the sink's.
+#[derive(Debug)]
+struct RetryCounter(Arc<Counters>);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Intercept for RetryCounter {
+    fn name(&self) -> &'static str {
+        "hooklog::RetryCounter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<Tried>().is_some() {
+            Counters::add(&self.0.cloudwatch_retried, 1);
+        } else {
+            cfg.interceptor_state().store_put(Tried);
+        }
+        Ok(())
+    }
+}
+
+/// Says once, in one line, what makes every request fail before the first one does: no region
+/// (issue 25.5: the first sign was a 1 KB debug dump per retry). A failing credential source
+/// is said by [`Reported`] at the first call.
+fn warn_if_unusable(sdk: &aws_config::SdkConfig) {
+    if sdk.region().is_none() {
+        tracing::warn!(
+            "cloudwatch: no region (AWS_REGION, the profile's region or instance metadata): nothing can be sent"
+        );
+    }
+}
+
+/// The IMDS client of the region and credential chains, with [`IMDS_CONNECT_TIMEOUT`] and the
+/// rest (`AWS_EC2_METADATA_SERVICE_ENDPOINT` and `AWS_EC2_METADATA_DISABLED` still apply).
+fn imds_client(conf: &ProviderConfig) -> imds::Client {
+    imds::Client::builder()
+        .configure(conf)
+        .connect_timeout(IMDS_CONNECT_TIMEOUT)
+        .read_timeout(IMDS_READ_TIMEOUT)
+        .max_attempts(IMDS_ATTEMPTS)
+        .operation_timeout(IMDS_OPERATION_TIMEOUT)
+        .build()
+}
+
+/// The SDK's default region chain (environment, profile, IMDS), its IMDS client bounded.
+fn region_chain(conf: &ProviderConfig, imds: &imds::Client) -> RegionProviderChain {
+    RegionProviderChain::first_try(EnvironmentVariableRegionProvider::new())
+        .or_else(ProfileFileRegionProvider::builder().configure(conf).build())
+        .or_else(
+            imds::region::ImdsRegionProvider::builder()
+                .configure(conf)
+                .imds_client(imds.clone())
+                .build(),
+        )
 }
 
 impl LogsClient {
-    /// Reads region, endpoint and credential source from the environment. Makes no call but
-    /// the start-up look for credentials (in the background), which warns when they fail.
-    pub async fn new(settings: &CloudWatchSettings) -> Self {
-        Self::from_env(settings, |k| std::env::var(k).ok())
-    }
-
-    fn from_env(settings: &CloudWatchSettings, env: impl Fn(&str) -> Option<String>) -> Self {
-        let get = |k: &str| {
-            env(k)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let region = get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION"));
-        let endpoint = match credentials::configured_endpoint(&env, "CLOUDWATCH_LOGS") {
-            Some(u) => Url::parse(&u).map_err(|e| format!("the CloudWatch Logs endpoint: {e}")),
-            None => match &region {
-                Some(r) => Url::parse(&format!(
-                    "https://{SERVICE}.{r}.{}",
-                    credentials::dns_suffix(r)
-                ))
-                .map_err(|e| format!("the region's endpoint: {e}")),
-                None => Err("AWS_REGION is not set: no endpoint to send to".into()),
-            },
-        };
-        let provider = Arc::new(Provider::from_env(&env, region.as_deref()));
+    /// Loads the AWS configuration from the environment and builds the client. Makes no call
+    /// to CloudWatch; the region chain may ask IMDS (bounded: [`IMDS_OPERATION_TIMEOUT`]).
+    pub async fn new(settings: &CloudWatchSettings, counters: Arc<Counters>) -> Self {
         let clock = Arc::new(ServerClock::default());
-        let http = Arc::new(http::Client::default());
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let time = ServerTimeSource(clock.clone());
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(OPERATION_TIMEOUT)
+            .build();
+        let conf = ProviderConfig::without_region()
+            .with_http_client(http.clone())
+            .with_time_source(time.clone());
+        let imds = imds_client(&conf);
+        let credentials = Reported {
+            chain: DefaultCredentialsChain::builder()
+                .configure(conf.clone())
+                .region(region_chain(&conf, &imds))
+                .imds_client(imds.clone())
+                .build()
+                .await,
+            failing: AtomicBool::new(false),
+        };
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .region(region_chain(&conf, &imds))
+            .credentials_provider(credentials)
+            .identity_cache(
+                IdentityCache::lazy()
+                    .load_timeout(CREDENTIALS_LOAD_TIMEOUT)
+                    .build(),
+            )
+            .retry_config(
+                RetryConfig::standard()
+                    .with_max_attempts(retry::SDK_MAX_ATTEMPTS)
+                    .with_initial_backoff(retry::BACKOFF_BASE)
+                    .with_max_backoff(retry::BACKOFF_MAX),
+            )
+            .timeout_config(timeouts)
+            // Signing (and credential expiry) on CloudWatch's clock, once known.
+            .time_source(time)
+            .load()
+            .await;
         tracing::debug!(
-            region = ?region,
-            endpoint = ?endpoint.as_ref().map(Url::authority),
-            credentials = provider.source_name(),
+            region = ?sdk.region(),
+            endpoint = ?sdk.endpoint_url(),
             "cloudwatch client configured"
         );
-        if region.is_none() {
-            tracing::warn!("cloudwatch: no region (set AWS_REGION): nothing can be sent");
-        } else if let Err(e) = &endpoint {
-            tracing::warn!(error = %e, "cloudwatch: nothing can be sent");
-        }
-        if !provider.is_configured() {
-            tracing::warn!(
-                "cloudwatch: no credentials (env, web identity, container or instance metadata): nothing can be sent"
-            );
-        } else {
-            let (p, h, c) = (provider.clone(), http.clone(), clock.clone());
-            // The provider warns once if the source fails; this look makes that happen at
-            // start, not at the first flush.
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(CREDENTIALS_LOOK, p.credentials(&h, c.now_ms())).await;
-            });
-        }
+        warn_if_unusable(&sdk);
+        let conf = aws_sdk_cloudwatchlogs::config::Builder::from(&sdk)
+            .interceptor(DateObserver(clock.clone()))
+            .interceptor(RetryCounter(counters))
+            .build();
         LogsClient {
-            http,
-            endpoint,
-            region,
-            credentials: provider,
+            client: Client::from_conf(conf),
             group: settings.log_group.clone(),
             stream: settings.log_stream.clone(),
             retention_days: settings.retention_days,
@@ -209,110 +289,6 @@ impl LogsClient {
         &self.stream
     }
 
-    /// One call: `operation` with its JSON `body`, signed, within [`ATTEMPT_TIMEOUT`]. The
-    /// answer's body when CloudWatch says 200.
-    async fn call(&self, operation: &str, body: Vec<u8>) -> Result<bytes::Bytes, CallError> {
-        let endpoint = self
-            .endpoint
-            .as_ref()
-            .map_err(|e| CallError::new(Failure::Construction, e.clone()))?;
-        let region = self.region.as_deref().ok_or_else(|| {
-            CallError::new(Failure::Construction, "AWS_REGION is not set: cannot sign")
-        })?;
-        let creds = self
-            .credentials
-            .credentials(&self.http, self.clock.now_ms())
-            .await
-            .map_err(|e| CallError::new(Failure::Credentials, e))?;
-        let date = sigv4::amz_date(self.clock.now_ms());
-        let host = endpoint.authority();
-        let target = format!("{TARGET_PREFIX}{operation}");
-        let mut signed: Vec<(&str, &str)> = vec![
-            ("host", &host),
-            ("content-type", CONTENT_TYPE),
-            ("x-amz-date", &date),
-            ("x-amz-target", &target),
-        ];
-        if let Some(token) = &creds.session_token {
-            signed.push(("x-amz-security-token", token));
-        }
-        let authorization = sigv4::sign(
-            &creds,
-            region,
-            SERVICE,
-            &date,
-            &sigv4::Request {
-                method: "POST",
-                path: &endpoint.path,
-                query: "",
-                headers: &signed,
-                payload: &body,
-            },
-        );
-        let build = || {
-            let mut req = ::http::Request::builder()
-                .method(::http::Method::POST)
-                .uri(endpoint.path.as_str());
-            // `host` is the transport's to set.
-            for (k, v) in signed.iter().filter(|(k, _)| *k != "host") {
-                req = req.header(*k, *v);
-            }
-            req.header(::http::header::AUTHORIZATION, authorization.as_str())
-                .header(::http::header::USER_AGENT, USER_AGENT)
-        };
-        let sent = crate::timefmt::now_ms();
-        let answer = tokio::time::timeout(
-            ATTEMPT_TIMEOUT,
-            self.http
-                .send(endpoint, &build, body, true, CONNECT_TIMEOUT),
-        )
-        .await
-        .map_err(|_| {
-            CallError::new(
-                Failure::Timeout,
-                format!(
-                    "{operation}: no answer within {} ms",
-                    ATTEMPT_TIMEOUT.as_millis()
-                ),
-            )
-        })?
-        .map_err(|e| {
-            let failure = match e {
-                Failed::Answer(_) => Failure::Response,
-                Failed::Request(_) => Failure::Construction,
-                Failed::Connect(_) | Failed::Send(_) => Failure::Dispatch,
-            };
-            CallError::new(failure, format!("{operation} to {host}: {e}"))
-        })?;
-        let received = crate::timefmt::now_ms();
-        // A cached answer (RFC 9111, section 5.1: `Age`) carries an old `Date`. No `Date` (or a
-        // bad one): nothing learned; the call itself goes on as usual.
-        if !answer.headers.contains_key(::http::header::AGE)
-            && let Some(date) = answer
-                .headers
-                .get(::http::header::DATE)
-                .and_then(|d| d.to_str().ok())
-                .and_then(parse_http_date)
-        {
-            self.clock.observe(sent, received, date);
-        }
-        if answer.status == 200 {
-            return Ok(answer.body);
-        }
-        let (code, message) = error_of(&answer.headers, &answer.body);
-        Err(CallError::new(
-            Failure::Service {
-                status: answer.status,
-                code: code.clone(),
-            },
-            format!(
-                "{operation}: HTTP {} {}: {message}",
-                answer.status,
-                code.as_deref().unwrap_or("(no error code)")
-            ),
-        ))
-    }
-
     /// Creates the stream, and the group (with its retention) first if it is missing; "already
     /// exists" (another pod, or an earlier run) counts as success. The stream is tried first, so
     /// a group made beforehand needs no `logs:CreateLogGroup` permission.
@@ -321,33 +297,45 @@ impl LogsClient {
             Err(e) if e.failure.code() == Some("ResourceNotFoundException") => {}
             other => return other,
         }
-        let body = serde_json::json!({ "logGroupName": self.group });
         match self
-            .call("CreateLogGroup", body.to_string().into_bytes())
+            .client
+            .create_log_group()
+            .log_group_name(&self.group)
+            .send()
             .await
         {
             Ok(_) => {
                 tracing::info!(group = %self.group, "created log group");
                 self.set_retention().await;
             }
-            Err(e) if e.failure.code() == Some("ResourceAlreadyExistsException") => {}
-            Err(e) => return Err(e),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
+            Err(e) => return Err(CallError::of(&e)),
         }
         self.create_stream().await
     }
 
     async fn create_stream(&self) -> Result<(), CallError> {
-        let body = serde_json::json!({ "logGroupName": self.group, "logStreamName": self.stream });
         match self
-            .call("CreateLogStream", body.to_string().into_bytes())
+            .client
+            .create_log_stream()
+            .log_group_name(&self.group)
+            .log_stream_name(&self.stream)
+            .send()
             .await
         {
             Ok(_) => {
                 tracing::info!(group = %self.group, stream = %self.stream, "created log stream");
                 Ok(())
             }
-            Err(e) if e.failure.code() == Some("ResourceAlreadyExistsException") => Ok(()),
-            Err(e) => Err(e),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_already_exists_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(CallError::of(&e)),
         }
     }
 
@@ -357,63 +345,51 @@ impl LogsClient {
         let Some(days) = self.retention_days else {
             return;
         };
-        let body = serde_json::json!({ "logGroupName": self.group, "retentionInDays": days });
-        if let Err(e) = self
-            .call("PutRetentionPolicy", body.to_string().into_bytes())
-            .await
-        {
-            tracing::warn!(group = %self.group, days, error = %e.detail, "cannot set the log group's retention");
+        let res = self
+            .client
+            .put_retention_policy()
+            .log_group_name(&self.group)
+            .retention_in_days(days)
+            .send()
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(group = %self.group, days, error = %CallError::of(&e).detail, "cannot set the log group's retention");
         }
     }
 
     /// Sends one request's events (already valid: sorted, within the limits). No sequence
     /// token: CloudWatch ignores it since January 2023.
     pub async fn put(&self, events: &[Event]) -> Result<Put, CallError> {
-        let body = PutLogEvents {
-            log_group_name: &self.group,
-            log_stream_name: &self.stream,
-            log_events: events
-                .iter()
-                .map(|e| InputLogEvent {
-                    timestamp: e.timestamp,
-                    message: &e.message,
-                })
-                .collect(),
-        };
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| CallError::new(Failure::Construction, format!("PutLogEvents: {e}")))?;
-        let answer = self.call("PutLogEvents", body).await?;
-        put_answer(events.len(), &answer)
+        let input = events
+            .iter()
+            .map(|e| {
+                InputLogEvent::builder()
+                    .timestamp(e.timestamp)
+                    .message(e.message.clone())
+                    .build()
+                    .expect("timestamp and message are both set")
+            })
+            .collect();
+        let out = self
+            .client
+            .put_log_events()
+            .log_group_name(&self.group)
+            .log_stream_name(&self.stream)
+            .set_log_events(Some(input))
+            .send()
+            .await
+            .map_err(|e| CallError::of(&e))?;
+        let mut put = Put::default();
+        if let Some(info) = out.rejected_log_events_info() {
+            put.rejected = rejected_ranges(
+                events.len(),
+                info.too_new_log_event_start_index(),
+                info.too_old_log_event_end_index(),
+                info.expired_log_event_end_index(),
+            );
+        }
+        Ok(put)
     }
-}
-
-/// Reads a PutLogEvents answer (`{}` or with `rejectedLogEventsInfo`) for a request of `n`
-/// events. An empty body counts as `{}`.
-pub fn put_answer(n: usize, body: &[u8]) -> Result<Put, CallError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Put::default());
-    }
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        CallError::new(
-            Failure::Response,
-            format!("PutLogEvents: the answer is not JSON: {e}"),
-        )
-    })?;
-    let mut put = Put::default();
-    if let Some(info) = v.get("rejectedLogEventsInfo") {
-        let index = |k: &str| {
-            info.get(k)
-                .and_then(serde_json::Value::as_i64)
-                .map(|i| i32::try_from(i).unwrap_or(if i < 0 { -1 } else { i32::MAX }))
-        };
-        put.rejected = rejected_ranges(
-            n,
-            index("tooNewLogEventStartIndex"),
-            index("tooOldLogEventEndIndex"),
-            index("expiredLogEventEndIndex"),
-        );
-    }
-    Ok(put)
 }
 
 /// The index ranges `rejectedLogEventsInfo` names, for a request of `n` events: events up to
@@ -468,119 +444,5 @@ mod tests {
         assert_eq!(rejected_ranges(10, Some(3), Some(2), None), vec![0..10]);
         // Out-of-range answers stay within the request.
         assert_eq!(rejected_ranges(4, Some(9), Some(99), None), vec![0..4]);
-    }
-
-    #[test]
-    fn error_codes_are_read_as_the_sdks_read_them() {
-        let none = ::http::HeaderMap::new();
-        let body = br#"{"__type":"com.amazonaws.logs#ResourceNotFoundException","message":"The specified log group does not exist."}"#;
-        assert_eq!(
-            error_of(&none, body),
-            (
-                Some("ResourceNotFoundException".into()),
-                "The specified log group does not exist.".into()
-            )
-        );
-        let body = br#"{"__type":"ThrottlingException:http://internal.amazon.com/coral/com.amazon.coral.availability/","Message":"Rate exceeded"}"#;
-        assert_eq!(
-            error_of(&none, body).0.as_deref(),
-            Some("ThrottlingException")
-        );
-        assert_eq!(error_of(&none, body).1, "Rate exceeded");
-        let mut h = ::http::HeaderMap::new();
-        h.insert(
-            "x-amzn-errortype",
-            "InvalidSignatureException:".parse().unwrap(),
-        );
-        assert_eq!(
-            error_of(&h, b"{}").0.as_deref(),
-            Some("InvalidSignatureException")
-        );
-        assert_eq!(
-            error_of(&none, b"<html>bad gateway</html>"),
-            (None, "<html>bad gateway</html>".into())
-        );
-        assert_eq!(error_of(&none, b"").0, None);
-        assert_eq!(error_of(&none, br##"{"__type":"#"}"##).0, None);
-    }
-
-    #[test]
-    fn put_answers_are_read_with_their_rejections() {
-        assert_eq!(put_answer(3, b"").unwrap(), Put::default());
-        assert_eq!(put_answer(3, b"{}").unwrap(), Put::default());
-        assert_eq!(
-            put_answer(10, br#"{"nextSequenceToken":"x","rejectedLogEventsInfo":{"tooOldLogEventEndIndex":2}}"#)
-                .unwrap()
-                .rejected,
-            vec![0..3]
-        );
-        // Indexes out of i32's range stay within the request.
-        assert_eq!(
-            put_answer(4, br#"{"rejectedLogEventsInfo":{"tooNewLogEventStartIndex":99999999999,"expiredLogEventEndIndex":-5}}"#)
-                .unwrap()
-                .rejected,
-            Vec::<Range<usize>>::new()
-        );
-        assert_eq!(
-            put_answer(4, b"<xml/>").unwrap_err().failure,
-            Failure::Response
-        );
-    }
-
-    fn settings() -> CloudWatchSettings {
-        CloudWatchSettings {
-            log_group: "g".into(),
-            log_stream: "s".into(),
-            retention_days: None,
-            flush_interval: Duration::from_secs(1),
-        }
-    }
-
-    #[tokio::test]
-    async fn the_endpoint_follows_the_region_and_the_sdks_variables() {
-        let client = |pairs: &[(&str, &str)]| {
-            let map: std::collections::HashMap<String, String> = pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            let mut all = map.clone();
-            all.insert("AWS_EC2_METADATA_DISABLED".into(), "true".into());
-            LogsClient::from_env(&settings(), move |k| all.get(k).cloned())
-        };
-        let c = client(&[("AWS_REGION", "eu-west-1")]);
-        assert_eq!(
-            c.endpoint.as_ref().unwrap().authority(),
-            "logs.eu-west-1.amazonaws.com"
-        );
-        assert!(c.endpoint.as_ref().unwrap().https);
-        let c = client(&[("AWS_DEFAULT_REGION", "cn-north-1")]);
-        assert_eq!(
-            c.endpoint.as_ref().unwrap().authority(),
-            "logs.cn-north-1.amazonaws.com.cn"
-        );
-        let c = client(&[
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
-        ]);
-        assert_eq!(c.endpoint.as_ref().unwrap().authority(), "127.0.0.1:5000");
-        let c = client(&[
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
-            ("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", "http://127.0.0.1:6000"),
-        ]);
-        assert_eq!(c.endpoint.as_ref().unwrap().port, 6000);
-        let c = client(&[
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
-            ("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"),
-        ]);
-        assert_eq!(
-            c.endpoint.as_ref().unwrap().authority(),
-            "logs.us-east-1.amazonaws.com"
-        );
-        let c = client(&[]);
-        assert!(c.endpoint.is_err() && c.region.is_none());
-        let err = c.call("PutLogEvents", Vec::new()).await.unwrap_err();
-        assert_eq!(err.failure, Failure::Construction);
     }
 }

@@ -1,12 +1,23 @@
 //! (the sidecar) CloudWatch's clock as the pod sees it: the offset between the pod's clock and the `Date` of
 //! CloudWatch's answers, learned from every answer (success or error), used for the events'
-//! timestamps and for signing requests.
+//! timestamps and, as the SDK's time source, for signing requests.
 //!
 //! A pod's clock can be wrong (a node without NTP, a paused VM). CloudWatch judges timestamps
 //! ("more than 2 hours in the future", "older than 14 days") and SigV4 signatures ("Signature
 //! expired") by its own clock, so the pod's clock alone can neither see the problem nor avoid it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_cloudwatchlogs::config::interceptors::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_sdk_cloudwatchlogs::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_async::time::TimeSource;
+use aws_smithy_types::DateTime;
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
+use aws_smithy_types::date_time::Format;
 
 /// Smallest offset taken as a real difference between the clocks. `Date` counts whole seconds
 /// (RFC 9110, section 5.6.7: "HTTP-date ... second"), so one answer places CloudWatch's clock
@@ -24,8 +35,8 @@ const LOUD_CHANGE_MS: i64 = 60_000;
 /// attempt here ends after 10 s anyway (client.rs).
 const MAX_TRUSTED_ROUND_TRIP_MS: i64 = 15 * 60 * 1000;
 
-/// The offset from the pod's clock to CloudWatch's, shared by the sink and the client, which
-/// learns it from every answer and signs with it.
+/// The offset from the pod's clock to CloudWatch's, shared by the sink, the SDK's signer (as
+/// its time source) and the interceptor that learns it.
 #[derive(Debug, Default)]
 pub struct ServerClock {
     /// CloudWatch's time minus the pod's, in ms; 0 while they agree (within [`SKEW_MIN_MS`]) or
@@ -46,7 +57,7 @@ impl ServerClock {
 
     /// Takes one answer into account: sent and received on the pod's clock, `date_ms` from its
     /// `Date`. The latest answer wins, so a pod clock put right (or stepped) is followed.
-    pub fn observe(&self, sent_ms: i64, received_ms: i64, date_ms: i64) {
+    fn observe(&self, sent_ms: i64, received_ms: i64, date_ms: i64) {
         let Some(new) = offset_from(sent_ms, received_ms, date_ms) else {
             return;
         };
@@ -93,120 +104,85 @@ pub fn offset_from(sent_ms: i64, received_ms: i64, date_ms: i64) -> Option<i64> 
     })
 }
 
-/// Days from 1970-01-01 to the civil date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// ms since the epoch of a UTC civil time, when every field is in range.
-fn civil_ms(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> Option<i64> {
-    let ok = (1..=12).contains(&mo)
-        && (1..=31).contains(&d)
-        && (0..=23).contains(&h)
-        && (0..=59).contains(&mi)
-        && (0..=60).contains(&s);
-    ok.then(|| ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000)
-}
-
-fn digits(s: &str) -> Option<i64> {
-    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| s.parse().ok())
-        .flatten()
-}
-
-/// Parses an HTTP `Date` in IMF-fixdate, the only form RFC 9110 (section 5.6.7) lets a server
-/// send (`Sun, 06 Nov 1994 08:49:37 GMT`), to ms since the epoch.
+/// Parses an HTTP `Date` (IMF-fixdate, the only form RFC 9110 lets a server send) to ms since
+/// the epoch, with the SDK's own parser.
 pub fn parse_http_date(value: &str) -> Option<i64> {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let mut f = value.trim().split(' ');
-    let (_day_name, d, mo, y, hms, gmt) = (
-        f.next()?.strip_suffix(',')?,
-        f.next()?,
-        f.next()?,
-        f.next()?,
-        f.next()?,
-        f.next()?,
-    );
-    if gmt != "GMT" || f.next().is_some() || d.len() != 2 || y.len() != 4 {
-        return None;
-    }
-    let mo = MONTHS.iter().position(|m| *m == mo)? as i64 + 1;
-    let mut t = hms.split(':');
-    let (h, mi, s) = (t.next()?, t.next()?, t.next()?);
-    if t.next().is_some() || [h, mi, s].iter().any(|x| x.len() != 2) {
-        return None;
-    }
-    civil_ms(
-        digits(y)?,
-        mo,
-        digits(d)?,
-        digits(h)?,
-        digits(mi)?,
-        digits(s)?,
-    )
+    DateTime::from_str(value.trim(), Format::HttpDate)
+        .ok()?
+        .to_millis()
+        .ok()
 }
 
-/// Parses an RFC 3339 time (`2026-12-02T03:00:00Z`, fractions and `+hh:mm` offsets taken), as
-/// STS's and the metadata services' `Expiration` are written, to ms since the epoch.
-pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
-    let v = value.trim();
-    if v.len() < 20 || !v.is_char_boundary(19) {
-        return None;
+/// The SDK's time source: CloudWatch's clock as best known, so that SigV4 signatures carry a
+/// time CloudWatch accepts even when the pod's clock is off.
+#[derive(Debug, Clone)]
+pub struct ServerTimeSource(pub Arc<ServerClock>);
+
+impl TimeSource for ServerTimeSource {
+    fn now(&self) -> SystemTime {
+        let now = SystemTime::now();
+        let offset = self.0.offset_ms();
+        let shift = Duration::from_millis(offset.unsigned_abs());
+        let shifted = if offset >= 0 {
+            now.checked_add(shift)
+        } else {
+            now.checked_sub(shift)
+        };
+        shifted.unwrap_or(now)
     }
-    let (date, rest) = v.split_at(19);
-    let b = date.as_bytes();
-    if b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
+}
+
+/// When the current attempt was sent, on the pod's clock (stored per attempt by the SDK).
+#[derive(Debug, Clone, Copy)]
+struct SentAtMs(i64);
+
+impl Storable for SentAtMs {
+    type Storer = StoreReplace<Self>;
+}
+
+/// Reads the `Date` of every answer CloudWatch gives and updates the [`ServerClock`].
+#[derive(Debug)]
+pub struct DateObserver(pub Arc<ServerClock>);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Intercept for DateObserver {
+    fn name(&self) -> &'static str {
+        "hooklog::ServerClock"
     }
-    let base = civil_ms(
-        digits(&date[0..4])?,
-        digits(&date[5..7])?,
-        digits(&date[8..10])?,
-        digits(&date[11..13])?,
-        digits(&date[14..16])?,
-        digits(&date[17..19])?,
-    )?;
-    let (frac, zone) = match rest.strip_prefix('.') {
-        Some(r) => {
-            let n = r.bytes().take_while(u8::is_ascii_digit).count();
-            (&r[..n], &r[n..])
+
+    fn read_before_transmit(
+        &self,
+        _ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        cfg.interceptor_state()
+            .store_put(SentAtMs(crate::timefmt::now_ms()));
+        Ok(())
+    }
+
+    fn read_before_deserialization(
+        &self,
+        ctx: &BeforeDeserializationInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let received = crate::timefmt::now_ms();
+        let Some(SentAtMs(sent)) = cfg.load::<SentAtMs>().copied() else {
+            return Ok(());
+        };
+        let headers = ctx.response().headers();
+        // A cached answer (RFC 9111, section 5.1: `Age`) carries an old `Date`.
+        if headers.get("age").is_some() {
+            return Ok(());
         }
-        None => ("", rest),
-    };
-    if rest.starts_with('.') && frac.is_empty() {
-        return None;
-    }
-    let ms = frac
-        .bytes()
-        .take(3)
-        .chain(std::iter::repeat(b'0'))
-        .take(3)
-        .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
-    let offset_min = match zone {
-        "Z" | "z" => 0,
-        z if z.len() == 6
-            && z.is_ascii()
-            && (z.starts_with('+') || z.starts_with('-'))
-            && &z[3..4] == ":" =>
-        {
-            let m = digits(&z[1..3])? * 60 + digits(&z[4..6])?;
-            if z.starts_with('-') { -m } else { m }
+        // No `Date` (or a bad one): nothing learned; the call itself goes on as usual.
+        if let Some(date) = headers.get("date").and_then(parse_http_date) {
+            self.0.observe(sent, received, date);
         }
-        _ => return None,
-    };
-    Some(base + ms - offset_min * 60_000)
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -259,78 +235,23 @@ mod tests {
     }
 
     #[test]
-    fn the_latest_answer_wins() {
-        let clock = ServerClock::default();
-        assert_eq!(clock.offset_ms(), 0);
+    fn the_latest_answer_wins_and_the_time_source_follows() {
+        let clock = Arc::new(ServerClock::default());
+        let src = ServerTimeSource(clock.clone());
+        let skew = |src: &ServerTimeSource| {
+            let d = src.now().duration_since(SystemTime::now());
+            match d {
+                Ok(d) => d.as_millis() as i64,
+                Err(e) => -(e.duration().as_millis() as i64),
+            }
+        };
+        assert!(skew(&src).abs() < 1_000);
         clock.observe(T, T + 10, T - 3_600_000);
         assert!((clock.offset_ms() + 3_600_000).abs() <= 1_000);
+        assert!((skew(&src) + 3_600_000).abs() <= 2_000);
         assert!((clock.now_ms() - crate::timefmt::now_ms() + 3_600_000).abs() <= 2_000);
         clock.observe(T, T + 10, T);
         assert_eq!(clock.offset_ms(), 0);
-    }
-
-    #[test]
-    fn http_dates_round_trip_through_the_formatter_for_every_day() {
-        // An independent oracle: timefmt's civil_from_days, the other direction.
-        const NAMES: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        for day in (0..80_000i64).step_by(7) {
-            let ms = day * 86_400_000 + 12 * 3_600_000 + 34 * 60_000 + 56_000;
-            let iso = String::from_utf8(crate::timefmt::rfc3339_ms(ms).to_vec()).unwrap();
-            assert_eq!(parse_rfc3339_ms(&iso), Some(ms), "{iso}");
-            let (y, m, d) = (&iso[0..4], &iso[5..7], &iso[8..10]);
-            let http = format!(
-                "{}, {d} {} {y} 12:34:56 GMT",
-                NAMES[day.rem_euclid(7) as usize],
-                MONTHS[m.parse::<usize>().unwrap() - 1]
-            );
-            assert_eq!(parse_http_date(&http), Some(ms), "{http}");
-        }
-    }
-
-    #[test]
-    fn rfc3339_takes_fractions_and_offsets_and_refuses_the_rest() {
-        assert_eq!(parse_rfc3339_ms("2026-01-01T00:00:00Z"), Some(T));
-        assert_eq!(parse_rfc3339_ms("2026-01-01T00:00:00.5Z"), Some(T + 500));
-        assert_eq!(
-            parse_rfc3339_ms("2026-01-01T00:00:00.123456Z"),
-            Some(T + 123)
-        );
-        assert_eq!(parse_rfc3339_ms("2026-01-01T01:00:00+01:00"), Some(T));
-        assert_eq!(parse_rfc3339_ms("2025-12-31T23:00:00-01:00"), Some(T));
-        for bad in [
-            "",
-            "2026-01-01",
-            "2026-01-01T00:00:00",
-            "2026-13-01T00:00:00Z",
-            "2026-01-01T24:00:00Z",
-            "2026-01-01T00:00:00.Z",
-            "2026-01-01T00:00:00+0100",
-            "2026-01-01T00:00:00ZZ",
-            "20é6-01-01T00:00:00Z",
-            "2026-01-01T00:00:00é",
-            "2026-01-01T00:00:00+0é00",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn http_dates_refuse_the_obsolete_forms_and_garbage() {
-        for bad in [
-            "Thursday, 01-Jan-26 00:00:00 GMT",
-            "Thu Jan  1 00:00:00 2026",
-            "Thu, 01 Jan 2026 00:00:00 UTC",
-            "Thu, 1 Jan 2026 00:00:00 GMT",
-            "Thu, 01 Foo 2026 00:00:00 GMT",
-            "Thu, 01 Jan 2026 25:00:00 GMT",
-            "Thu, 01 Jan 2026 00:00 GMT",
-            "Thu, 01 Jan 2026 00:00:00 GMT extra",
-            "Thu, 0é Jan 2026 00:00:00 GMT",
-        ] {
-            assert_eq!(parse_http_date(bad), None, "{bad}");
-        }
+        assert!(skew(&src).abs() < 1_000);
     }
 }

@@ -1,6 +1,6 @@
 //! (the sidecar) The CloudWatch Logs sink: collects records from its queue into PutLogEvents requests
-//! ([`batch`]), sends them ([`client`], on [`http`], signed by [`sigv4`] with [`credentials`])
-//! and retries what may succeed later ([`retry`]).
+//! ([`batch`]), sends them through the AWS SDK ([`client`]) and retries what may succeed later
+//! ([`retry`]).
 //!
 //! Nothing is dropped. While a request is being sent or retried the sink reads no more batches,
 //! so its bounded queue fills and the inputs wait. A batch is acknowledged only once CloudWatch
@@ -17,11 +17,8 @@
 pub mod batch;
 pub mod client;
 pub mod clock;
-pub mod credentials;
 pub mod emf;
-pub mod http;
 pub mod retry;
-pub mod sigv4;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -68,7 +65,15 @@ pub struct SinkContext {
 
 /// Runs the sink until its queue closes and everything is shipped or written to stdout.
 pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
-    let client = LogsClient::new(&ctx.settings).await;
+    // Loading the configuration may ask IMDS for the region; the grace deadline bounds it too.
+    let mut deadline = ctx.deadline.clone();
+    let client = tokio::select! {
+        c = LogsClient::new(&ctx.settings, ctx.counters.clone()) => c,
+        () = give_up_time(&mut deadline) => {
+            tracing::warn!("cloudwatch: configuration not loaded before the shutdown deadline: writing the records to stdout");
+            return drain_to_stdout(ctx).await;
+        }
+    };
     let mut sink = Sink {
         client,
         flush_interval: ctx.settings.flush_interval,
@@ -113,6 +118,46 @@ pub async fn run(ctx: SinkContext) -> anyhow::Result<()> {
         clock_offset_ms = sink.client.clock().offset_ms(),
         "cloudwatch sink stopped"
     );
+    Ok(())
+}
+
+/// Waits until the shutdown has begun and its deadline is [`FALLBACK_RESERVE`] away.
+async fn give_up_time(deadline: &mut watch::Receiver<Option<Instant>>) {
+    loop {
+        let at =
+            (*deadline.borrow_and_update()).map(|d| d.checked_sub(FALLBACK_RESERVE).unwrap_or(d));
+        if let Some(at) = at {
+            return tokio::time::sleep_until(at).await;
+        }
+        if deadline.changed().await.is_err() {
+            // The daemon is gone without a deadline: nothing left to wait for.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Without a client: every batch goes to stdout (unless the stdout sink writes it already) and
+/// is acknowledged.
+async fn drain_to_stdout(ctx: SinkContext) -> anyhow::Result<()> {
+    let mut rx = ctx.rx;
+    while let Some(b) = rx.recv().await {
+        let n = b.len();
+        Counters::add(&ctx.counters.cloudwatch_fell_back, n);
+        if !ctx.stdout_sink && n > 0 {
+            let buf = b.buf.clone();
+            match tokio::task::spawn_blocking(move || crate::sink::stdout::write_lines(&buf)).await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, records = n, "cloudwatch fallback: cannot write to stdout; records lost")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = n, "cloudwatch fallback: writer failed; records lost")
+                }
+            }
+        }
+        b.delivered();
+    }
     Ok(())
 }
 
@@ -209,15 +254,15 @@ impl Sink {
                 self.fall_back(req, "shutdown").await;
                 return rest;
             }
-            let give_up_at = self.give_up_at();
             let offset_before = self.client.clock().offset_ms();
-            let call = self.try_once(&mut req, &mut rest);
-            let result = match give_up_at {
-                Some(at) => tokio::time::timeout_at(at, call)
-                    .await
-                    .unwrap_or_else(|_| Err(CallError::deadline())),
-                None => call.await,
+            // A call in flight when the shutdown begins is cut off at its deadline too (a
+            // credential source that never answers would otherwise hold it).
+            let mut deadline = self.deadline.clone();
+            let result = tokio::select! {
+                r = self.try_once(&mut req, &mut rest) => r,
+                () = give_up_time(&mut deadline) => Err(CallError::deadline()),
             };
+            let give_up_at = self.give_up_at();
             let err = match result {
                 Ok((put, stamping)) => {
                     self.accepted(req, put.rejected, stamping).await;

@@ -1,9 +1,22 @@
 //! (the sidecar) Which CloudWatch failures are worth another try, and how long to wait before it.
 //!
-//! The client (`client.rs`) makes one try per call: the sink retries itself, so it can count the
-//! retries, keep inputs waiting while CloudWatch is down, and stop in time for the grace deadline.
+//! Two layers. Within one call the SDK retries with its standard mode (its own classifiers:
+//! throttling, transient errors, 5xx, timeouts, broken connections; [`SDK_MAX_ATTEMPTS`] tries,
+//! backoff from [`BACKOFF_BASE`] to [`BACKOFF_MAX`], configured in `client.rs`). Past them the
+//! call fails and the sink decides here whether the same call may succeed later: it keeps
+//! trying for as long as hooklog runs (the inputs wait meanwhile: back-pressure), re-signs once
+//! CloudWatch's `Date` corrected the clock ([`is_clock_skew`], which the SDK does not retry),
+//! and stops in time for the grace deadline.
 
 use std::time::Duration;
+
+use aws_credential_types::provider::error::CredentialsError;
+use aws_sdk_cloudwatchlogs::config::http::HttpResponse;
+use aws_sdk_cloudwatchlogs::error::{ProvideErrorMetadata, SdkError};
+
+/// Tries the SDK makes of one call (its standard mode's default, set explicitly) before the
+/// sink sees the failure.
+pub const SDK_MAX_ATTEMPTS: u32 = 3;
 
 /// First wait before a retry.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
@@ -50,8 +63,8 @@ pub enum Failure {
     Timeout,
     /// The request could not be sent or the connection broke (server down, DNS, TLS).
     Dispatch,
-    /// No credentials to sign with (the source failed or gave expired ones): the credential
-    /// provider has warned already; worth another try, as the source may recover.
+    /// No credentials to sign with (the source failed, timed out or gave expired ones): the
+    /// credential provider has warned already; worth another try, as the source may recover.
     Credentials,
     /// An answer came but could not be read.
     Response,
@@ -65,6 +78,27 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// Classifies an SDK error of any operation.
+    pub fn of<E: ProvideErrorMetadata + std::error::Error + 'static>(
+        e: &SdkError<E, HttpResponse>,
+    ) -> Failure {
+        if no_credentials(e) {
+            return Failure::Credentials;
+        }
+        match e {
+            SdkError::ConstructionFailure(_) => Failure::Construction,
+            SdkError::TimeoutError(_) => Failure::Timeout,
+            SdkError::DispatchFailure(d) if d.is_user() => Failure::Construction,
+            SdkError::DispatchFailure(_) => Failure::Dispatch,
+            SdkError::ResponseError(_) => Failure::Response,
+            SdkError::ServiceError(s) => Failure::Service {
+                status: s.raw().status().as_u16(),
+                code: s.err().code().map(str::to_string),
+            },
+            _ => Failure::Response,
+        }
+    }
+
     /// The AWS error code, when CloudWatch answered.
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -74,8 +108,8 @@ impl Failure {
     }
 }
 
-/// A failed call: its classification, and a full description for the logs (such as "no
-/// credentials" behind a dispatch failure).
+/// A failed call: its classification, and the SDK's full description for the logs (such as
+/// "no credentials" behind a dispatch failure).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallError {
     /// What decides a retry.
@@ -85,11 +119,13 @@ pub struct CallError {
 }
 
 impl CallError {
-    /// A failure of `failure`'s kind, described by `detail`.
-    pub fn new(failure: Failure, detail: impl Into<String>) -> CallError {
+    /// From an SDK error of any operation.
+    pub fn of<E: ProvideErrorMetadata + std::error::Error + 'static>(
+        e: &SdkError<E, HttpResponse>,
+    ) -> CallError {
         CallError {
-            failure,
-            detail: detail.into(),
+            failure: Failure::of(e),
+            detail: aws_smithy_types::error::display::DisplayErrorContext(e).to_string(),
         }
     }
 
@@ -100,6 +136,22 @@ impl CallError {
             detail: "no answer before the shutdown deadline".into(),
         }
     }
+}
+
+/// True when the call failed for want of credentials: a [`CredentialsError`] from the
+/// provider chain, or the identity cache's load timeout (`identity resolver timed out`, an
+/// error type of its own the SDK does not export), somewhere in the error's causes.
+fn no_credentials(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<CredentialsError>().is_some()
+            || c.to_string().starts_with("identity resolver timed out")
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// True when the same call may succeed later: throttling, server errors, timeouts and
@@ -186,6 +238,22 @@ mod tests {
         assert!(!is_clock_skew(&service(400, "ThrottlingException")));
         assert!(!is_clock_skew(&service(400, "InvalidParameterException")));
         assert!(!is_clock_skew(&Failure::Timeout));
+    }
+
+    #[test]
+    fn classifies_real_sdk_errors() {
+        use aws_sdk_cloudwatchlogs::operation::put_log_events::PutLogEventsError;
+        use aws_smithy_types::body::SdkBody;
+        use aws_smithy_types::error::ErrorMetadata;
+        let meta = ErrorMetadata::builder().code("ThrottlingException").build();
+        let raw = HttpResponse::new(400.try_into().unwrap(), SdkBody::empty());
+        let e: SdkError<PutLogEventsError, HttpResponse> =
+            SdkError::service_error(PutLogEventsError::generic(meta), raw);
+        assert_eq!(Failure::of(&e), service(400, "ThrottlingException"));
+        let t: SdkError<PutLogEventsError, HttpResponse> = SdkError::timeout_error("slow");
+        assert_eq!(Failure::of(&t), Failure::Timeout);
+        let c: SdkError<PutLogEventsError, HttpResponse> = SdkError::construction_failure("bad");
+        assert_eq!(Failure::of(&c), Failure::Construction);
     }
 
     #[test]
