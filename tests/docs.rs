@@ -30,9 +30,29 @@ const TRANSCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// stands for it: the folder itself first, then the subfolders (which the output replaces first).
 const FOLDERS: &[(&str, &str)] = &[
     ("/tmp/hooklog-demo", ""),
-    ("/shared-logs", "shared-logs"),
+    ("/hooklog", "hooklog"),
     ("/etc/podinfo", "podinfo"),
 ];
+
+/// `text` with each `from` that is a whole path (not part of a longer name: `/hooklog` is not
+/// replaced in `/tmp/hooklog-demo` nor in `DIR/hooklog.sock`) made `to`.
+fn replace_path(text: &str, from: &str, to: &str) -> String {
+    let part = |c: char| c.is_alphanumeric() || "-_.~".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    for (i, _) in text.match_indices(from) {
+        let before = text[..i].chars().last();
+        let after = text[i + from.len()..].chars().next();
+        if i < done || before.is_some_and(|c| part(c) || c == '/') || after.is_some_and(part) {
+            continue;
+        }
+        out.push_str(&text[done..i]);
+        out.push_str(to);
+        done = i + from.len();
+    }
+    out.push_str(&text[done..]);
+    out
+}
 
 /// How a command's shown output is compared with what it printed.
 #[derive(Clone, Copy, PartialEq)]
@@ -871,7 +891,7 @@ fn run_transcript(
     let mut script = String::from("exec 2>&1\n");
     for (command, _) in steps {
         let command = FOLDERS.iter().fold(stand_in(command), |c, (shown, sub)| {
-            c.replace(shown, &real(sub))
+            replace_path(&c, shown, &real(sub))
         });
         script.push_str(&format!(
             "{command}\n__status=$?; printf '%s\\n' '{SEP}'; (exit $__status)\n"
@@ -930,7 +950,7 @@ fn run_transcript(
             FOLDERS
                 .iter()
                 .rev()
-                .fold(o, |o, (shown, sub)| o.replace(&real(sub), shown))
+                .fold(o, |o, (shown, sub)| replace_path(&o, &real(sub), shown))
         })
         .collect();
     assert_eq!(
@@ -978,6 +998,19 @@ fn mask(text: &str) -> String {
         text = out;
     }
     text
+}
+
+#[test]
+fn a_folder_stands_for_whole_paths_only() {
+    for (text, want) in [
+        ("/hooklog/bin/hooklog x", "D/bin/hooklog x"),
+        ("--socket=/hooklog/hooklog.sock", "--socket=D/hooklog.sock"),
+        ("cd /tmp/hooklog-demo", "cd /tmp/hooklog-demo"),
+        ("/tmp/x/hooklog.sock /etc/hooklog-podinfo", "/tmp/x/hooklog.sock /etc/hooklog-podinfo"),
+        ("\"file:/hooklog\"", "\"file:D\""),
+    ] {
+        assert_eq!(replace_path(text, "/hooklog", "D"), want, "{text}");
+    }
 }
 
 #[test]
