@@ -24,17 +24,17 @@ macro_rules! sidecar_examples {
         "\
 Examples:
   # The sidecar: follow a file and a socket, print JSON records on stdout
-  hooklog run --file /shared-logs/prestop.log \\
-    --socket /shared-logs/hooklog.sock --peers envoy,api-server
+  hooklog run --file /hooklog/prestop.log \\
+    --socket /hooklog/hooklog.sock --peers envoy,api-server
 
   # A container's preStop hook, reported from start to exit status
-  /shared-logs/bin/hooklog hook --container envoy \\
-    --socket /shared-logs/hooklog.sock -- /shared-logs/bin/hooklog sleep 15
+  /hooklog/bin/hooklog hook --container envoy \\
+    --socket /hooklog/hooklog.sock -- /hooklog/bin/hooklog sleep 15
 
   # Distroless images have no sleep, cp or echo
   hooklog sleep 1m30s
-  hooklog install /shared-logs/bin
-  hooklog emit --container api-server --file /shared-logs/prestop.log \\
+  hooklog install /hooklog/bin
+  hooklog emit --container api-server --file /hooklog/prestop.log \\
     --field phase=drain 'draining connections'"
     };
 }
@@ -371,12 +371,12 @@ pub fn clap_message(e: &clap::Error, command: &str) -> String {
 pub enum Command {
     /// The sidecar daemon: follow files and sockets, write enriched JSON records.
     #[command(
-        after_help = "Example:\n  hooklog run --file /shared-logs/prestop.log \\\n    --socket /shared-logs/hooklog.sock --podinfo /etc/podinfo \\\n    --peers envoy,api-server --grace 25s"
+        after_help = "Example:\n  hooklog run --file /hooklog/prestop.log \\\n    --socket /hooklog/hooklog.sock --podinfo /etc/podinfo \\\n    --peers envoy,api-server --grace 25s"
     )]
     Run(RunArgs),
     /// Run a lifecycle hook command and report its output and how it ended.
     #[command(
-        after_help = "Example (a preStop exec command):\n  /shared-logs/bin/hooklog hook --container envoy \\\n    --socket /shared-logs/hooklog.sock --file /shared-logs/prestop.log \\\n    -- /shared-logs/bin/hooklog sleep 15"
+        after_help = "Example (a preStop exec command):\n  /hooklog/bin/hooklog hook --container envoy \\\n    --socket /hooklog/hooklog.sock --file /hooklog/prestop.log \\\n    -- /hooklog/bin/hooklog sleep 15"
     )]
     Hook(HookArgs),
     /// Sleep for a duration (for images without a sleep binary).
@@ -386,12 +386,12 @@ pub enum Command {
     Sleep(SleepArgs),
     /// Copy this executable into a folder (an emptyDir), executable by every user.
     #[command(
-        after_help = "Example (an init container or native sidecar at start):\n  hooklog install /shared-logs/bin"
+        after_help = "Example (an init container or native sidecar at start):\n  hooklog install /hooklog/bin"
     )]
     Install(InstallArgs),
     /// Write one well-formed JSON record (instead of hand-written echo JSON).
     #[command(
-        after_help = "Example:\n  hooklog emit --container api-server --file /shared-logs/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
+        after_help = "Example:\n  hooklog emit --container api-server --file /hooklog/prestop.log \\\n    --field phase=heap-dump 'uploading heap dump to S3'"
     )]
     Emit(EmitArgs),
     #[cfg(feature = "control")]

@@ -215,7 +215,7 @@ impl Enrichment {
 pub struct Encoder {
     /// Shared enrichment.
     enrichment: Arc<Enrichment>,
-    /// `hooklog.input` as a JSON string literal, e.g. `"file:/shared-logs/prestop.log"`.
+    /// `hooklog.input` as a JSON string literal, e.g. `"file:/hooklog/prestop.log"`.
     input: String,
     /// The split line in progress: its id and the next part's index.
     split: Option<(String, u32)>,

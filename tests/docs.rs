@@ -30,9 +30,29 @@ const TRANSCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// stands for it: the folder itself first, then the subfolders (which the output replaces first).
 const FOLDERS: &[(&str, &str)] = &[
     ("/tmp/hooklog-demo", ""),
-    ("/shared-logs", "shared-logs"),
+    ("/hooklog", "hooklog"),
     ("/etc/podinfo", "podinfo"),
 ];
+
+/// `text` with each `from` that is a whole path (not part of a longer name: `/hooklog` is not
+/// replaced in `/tmp/hooklog-demo` nor in `DIR/hooklog.sock`) made `to`.
+fn replace_path(text: &str, from: &str, to: &str) -> String {
+    let part = |c: char| c.is_alphanumeric() || "-_.~".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    for (i, _) in text.match_indices(from) {
+        let before = text[..i].chars().last();
+        let after = text[i + from.len()..].chars().next();
+        if i < done || before.is_some_and(|c| part(c) || c == '/') || after.is_some_and(part) {
+            continue;
+        }
+        out.push_str(&text[done..i]);
+        out.push_str(to);
+        done = i + from.len();
+    }
+    out.push_str(&text[done..]);
+    out
+}
 
 /// How a command's shown output is compared with what it printed.
 #[derive(Clone, Copy, PartialEq)]
@@ -871,7 +891,7 @@ fn run_transcript(
     let mut script = String::from("exec 2>&1\n");
     for (command, _) in steps {
         let command = FOLDERS.iter().fold(stand_in(command), |c, (shown, sub)| {
-            c.replace(shown, &real(sub))
+            replace_path(&c, shown, &real(sub))
         });
         script.push_str(&format!(
             "{command}\n__status=$?; printf '%s\\n' '{SEP}'; (exit $__status)\n"
@@ -930,7 +950,7 @@ fn run_transcript(
             FOLDERS
                 .iter()
                 .rev()
-                .fold(o, |o, (shown, sub)| o.replace(&real(sub), shown))
+                .fold(o, |o, (shown, sub)| replace_path(&o, &real(sub), shown))
         })
         .collect();
     assert_eq!(
@@ -978,6 +998,19 @@ fn mask(text: &str) -> String {
         text = out;
     }
     text
+}
+
+#[test]
+fn a_folder_stands_for_whole_paths_only() {
+    for (text, want) in [
+        ("/hooklog/bin/hooklog x", "D/bin/hooklog x"),
+        ("--socket=/hooklog/hooklog.sock", "--socket=D/hooklog.sock"),
+        ("cd /tmp/hooklog-demo", "cd /tmp/hooklog-demo"),
+        ("/tmp/x/hooklog.sock /etc/hooklog-podinfo", "/tmp/x/hooklog.sock /etc/hooklog-podinfo"),
+        ("\"file:/hooklog\"", "\"file:D\""),
+    ] {
+        assert_eq!(replace_path(text, "/hooklog", "D"), want, "{text}");
+    }
 }
 
 #[test]
@@ -1577,4 +1610,274 @@ fn the_figure_scanner_finds_what_it_must() {
         );
     }
     assert!(quantities("v1.31 x86_64 sha256:12ab 3a", true).is_empty());
+}
+
+// --- The install path: every build command builds the image its name says ---
+
+/// The Dockerfile's stages in order (`FROM … AS NAME`); the last is what a build without
+/// `--target` makes.
+fn dockerfile_stages(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("FROM "))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let at = words.iter().position(|w| w.eq_ignore_ascii_case("AS"))?;
+            words.get(at + 1).map(|w| w.to_string())
+        })
+        .collect()
+}
+
+/// A command of a shell block or a Dockerfile comment, its `\` continuations joined.
+fn shell_commands(lines: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in lines {
+        let line = line.trim_start_matches('#').trim();
+        match line.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    out
+}
+
+/// One image build a page shows: the stage it builds and the names it tags.
+#[derive(Debug)]
+struct Build {
+    at: String,
+    stage: String,
+    tags: Vec<String>,
+}
+
+/// Every `docker build`, `docker buildx build` and `podman build` in `commands` (a command line
+/// may hold several, joined by `&&` or `;`), with the stage each builds.
+fn builds(at: &str, commands: &[String], default_stage: &str) -> Vec<Build> {
+    let mut out = Vec::new();
+    for command in commands {
+        for part in command.split("&&").flat_map(|p| p.split(';')) {
+            let words: Vec<&str> = part.split_whitespace().collect();
+            let builds = words
+                .windows(2)
+                .any(|w| matches!(w, ["docker" | "podman", "build"] | ["buildx", "build"]));
+            if !builds {
+                continue;
+            }
+            let mut stage = default_stage.to_string();
+            let mut tags = Vec::new();
+            let mut i = 0;
+            while i < words.len() {
+                match words[i] {
+                    "--target" | "-t" | "--tag" => {
+                        let value = words.get(i + 1).copied().unwrap_or_default().to_string();
+                        if words[i] == "--target" {
+                            stage = value;
+                        } else {
+                            tags.push(value);
+                        }
+                        i += 1;
+                    }
+                    w if w.starts_with("--target=") => stage = w["--target=".len()..].to_string(),
+                    w if w.starts_with("--tag=") => tags.push(w["--tag=".len()..].to_string()),
+                    _ => {}
+                }
+                i += 1;
+            }
+            out.push(Build {
+                at: at.to_string(),
+                stage,
+                tags,
+            });
+        }
+    }
+    out
+}
+
+/// An image reference's name without registry path, tag or digest: `hooklog-sidecar` of
+/// `REGISTRY/hooklog-sidecar:0.1.0-$arch`.
+fn image_name(reference: &str) -> &str {
+    let reference = reference.split('@').next().unwrap_or_default();
+    let last = reference.rsplit('/').next().unwrap_or_default();
+    last.split(':').next().unwrap_or_default()
+}
+
+/// The values of `KEY=VALUE` in `command`: a word, or after `=` or `,` in one
+/// (`--set a=1,KEY=VALUE`, `--post-renderer-args=--image=VALUE`); a shell variable is left out.
+fn set_values<'a>(command: &'a str, key: &str) -> Vec<&'a str> {
+    let pattern = format!("{key}=");
+    let mut out = Vec::new();
+    for word in command.split_whitespace() {
+        for (i, _) in word.match_indices(&pattern) {
+            if i == 0 || word[..i].ends_with(['=', ',']) {
+                let value = word[i + pattern.len()..].split(',').next().unwrap_or_default();
+                if !value.trim_matches('"').starts_with('$') {
+                    out.push(value);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Issue 41: the README built the sidecar (the Dockerfile's default stage) under the full CLI's
+/// name `hooklog`, which the chart runs as the webhook (`unrecognized subcommand 'webhook'`),
+/// and named a `hooklog-sidecar` image no step built. Every build command in README.md, docs/
+/// and the Dockerfile's own comments builds a stage of the Dockerfile under that stage's name;
+/// the README builds both; and every place that names an image for a role (the chart's
+/// `image` and `sidecarImage`, `inject --image`, k8s/webhook/, inject's and the webhook's
+/// `--help`) names the stage that has that role: the full CLI (`webhook`) for the webhook, the
+/// default stage for pods.
+#[test]
+fn every_install_path_builds_and_names_the_images_the_chart_and_inject_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let stages = dockerfile_stages(&dockerfile);
+    let sidecar = stages.last().expect("the Dockerfile has stages").clone();
+    // The full CLI: the stage built from `build` (not `build-sidecar`), the one the webhook runs.
+    let full = "hooklog";
+    assert!(stages.iter().any(|s| s == full), "{stages:?}");
+    assert_ne!(sidecar, full, "the default stage is the sidecar");
+
+    let mut all = Vec::new();
+    let comments: Vec<String> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(str::to_string)
+        .collect();
+    all.extend(builds(
+        "Dockerfile",
+        &shell_commands(&comments),
+        &sidecar,
+    ));
+    let mut readme = Vec::new();
+    let mut commands_of = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for block in blocks(&text) {
+            let at = format!("{}:{}", shown(&page), block.line);
+            let commands = shell_commands(&block.body);
+            let found = builds(&at, &commands, &sidecar);
+            if page.ends_with("README.md") {
+                readme.extend(found.iter().map(|b| b.stage.clone()));
+            }
+            all.extend(found);
+            commands_of.extend(commands.into_iter().map(|c| (at.clone(), c)));
+        }
+    }
+    assert!(all.len() >= 4, "too few builds found: {all:?}");
+    for b in &all {
+        assert!(
+            stages.contains(&b.stage),
+            "{}: --target {} is not a stage of the Dockerfile ({stages:?})",
+            b.at,
+            b.stage
+        );
+        assert!(!b.tags.is_empty(), "{}: a build without a name: {b:?}", b.at);
+        for tag in &b.tags {
+            assert_eq!(
+                image_name(tag),
+                b.stage,
+                "{}: `{tag}` names the image {} but the build makes the stage {}",
+                b.at,
+                image_name(tag),
+                b.stage
+            );
+        }
+    }
+    for want in [&sidecar, &full.to_string()] {
+        assert!(
+            readme.contains(want),
+            "README.md builds no `{want}` image (it builds {readme:?})"
+        );
+    }
+
+    // Every image a command names for a role: the chart's values and inject's --image.
+    let mut named = 0;
+    for (at, command) in &commands_of {
+        // `--image` of hooklog's own commands (inject, webhook, the post-renderer's arguments),
+        // not of `kubectl run`.
+        let ours = command.contains("hooklog ") || command.contains("--post-renderer");
+        for (key, stage) in [
+            ("image.repository", full),
+            ("sidecarImage.repository", sidecar.as_str()),
+            ("--image", sidecar.as_str()),
+        ] {
+            if key == "--image" && !ours {
+                continue;
+            }
+            for value in set_values(command, key) {
+                named += 1;
+                assert_eq!(image_name(value), stage, "{at}: {key}={value} in: {command}");
+            }
+        }
+        let words: Vec<&str> = command.split_whitespace().collect();
+        for w in words.windows(2) {
+            if ours && w[0] == "--image" && !w[1].trim_matches('"').starts_with('$') {
+                named += 1;
+                assert_eq!(image_name(w[1]), sidecar, "{at}: {command}");
+            }
+        }
+    }
+    assert!(named >= 3, "too few images named: {named}");
+
+    // The chart's values say which build makes each image.
+    let values = std::fs::read_to_string(root.join("charts/hooklog/values.yaml")).unwrap();
+    let comment_before = |key: &str| -> String {
+        let lines: Vec<&str> = values.lines().collect();
+        let at = lines.iter().position(|l| *l == key).unwrap();
+        let start = lines[..at]
+            .iter()
+            .rposition(|l| !l.starts_with('#'))
+            .map_or(0, |k| k + 1);
+        lines[start..at]
+            .iter()
+            .map(|l| l.trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let image = comment_before("image:");
+    assert!(
+        image.contains(&format!("`--target {full}`")) && image.contains("required"),
+        "values.yaml's image: {image}"
+    );
+    let sidecar_image = comment_before("sidecarImage:");
+    assert!(
+        sidecar_image.contains(&format!("`{sidecar}`"))
+            && sidecar_image.contains("default stage")
+            && sidecar_image.contains("required"),
+        "values.yaml's sidecarImage: {sidecar_image}"
+    );
+
+    // k8s/webhook/: the webhook container runs the full CLI and writes the sidecar into pods.
+    let shipped = std::fs::read_to_string(root.join("k8s/webhook/webhook.yaml")).unwrap();
+    let lines: Vec<&str> = shipped.lines().map(str::trim).collect();
+    let image_line = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("image: "))
+        .unwrap();
+    assert_eq!(image_name(image_line), full, "k8s/webhook/webhook.yaml");
+    let inject_at = lines
+        .iter()
+        .position(|l| *l == "- name: HOOKLOG_INJECT_IMAGE")
+        .unwrap();
+    let inject_image = lines[inject_at + 1].strip_prefix("value: ").unwrap();
+    assert_eq!(image_name(inject_image), sidecar, "k8s/webhook/webhook.yaml");
+
+    // inject's and the webhook's --help name the sidecar's image and stage.
+    for sub in ["inject", "webhook"] {
+        let out = std::process::Command::new(hooklog_bin())
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).replace(['\n', ' '], "");
+        assert!(
+            help.contains(&format!("(`{sidecar}`,theDockerfile'sdefaultstage)")),
+            "{sub} --help does not name the default stage `{sidecar}`"
+        );
+    }
 }

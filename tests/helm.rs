@@ -167,8 +167,43 @@ fn env_of(docs: &[Value], namespace: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Values that reach every branch of the templates, each with a name.
+/// The images k8s/webhook/webhook.yaml names: the two values the chart requires.
+const IMAGES: [(&str, &str); 2] = [
+    (
+        "image",
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog",
+    ),
+    (
+        "sidecarImage",
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com/hooklog-sidecar",
+    ),
+];
+
+/// `values` with [`IMAGES`]' repositories where it names none.
+fn with_images(mut values: Value) -> Value {
+    for (key, repository) in IMAGES {
+        let image = values
+            .as_object_mut()
+            .unwrap()
+            .entry(key)
+            .or_insert_with(|| json!({}));
+        if image.get("repository").is_none() {
+            image["repository"] = json!(repository);
+        }
+    }
+    values
+}
+
+/// Values that reach every branch of the templates, each with a name (and [`IMAGES`] where they
+/// name no image).
 fn matrix() -> Vec<(&'static str, Value)> {
+    matrix_without_images()
+        .into_iter()
+        .map(|(what, values)| (what, with_images(values)))
+        .collect()
+}
+
+fn matrix_without_images() -> Vec<(&'static str, Value)> {
     let digest = format!("sha256:{}", "ab".repeat(32));
     vec![
         ("defaults", json!({})),
@@ -207,7 +242,7 @@ fn the_chart_lints_strictly() {
     }
     for kube in ["v1.20.0", "v1.29.0", "v1.33.0"] {
         let report = helm(
-            &json!({"op": "lint", "chart": chart(), "namespace": "hooklog", "kube_version": kube}),
+            &json!({"op": "lint", "chart": chart(), "namespace": "hooklog", "kube_version": kube, "values": with_images(json!({}))}),
             &[],
         )
         .unwrap();
@@ -417,7 +452,7 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
         return;
     }
     let key = |d: &Value| format!("{}/{}", d["kind"].as_str().unwrap(), d["metadata"]["name"]);
-    let mut chart: Vec<Value> = render(&json!({}), "hooklog", "hooklog").unwrap();
+    let mut chart: Vec<Value> = render(&with_images(json!({})), "hooklog", "hooklog").unwrap();
     let mut shipped: Vec<Value> = Vec::new();
     for file in [
         "webhook.yaml",
@@ -470,9 +505,52 @@ fn bad_values_fail_the_render_naming_the_value() {
         ),
         (json!({"image": {"repository": ""}}), "repository"),
     ] {
+        let values = with_images(values);
         let err = render(&values, "hooklog", "hooklog").expect_err(&format!("{values} rendered"));
         assert!(err.contains(says), "{values}: {err}");
     }
+}
+
+/// Without its images the chart does not install (Helm's `required`): an error naming each
+/// missing value and the build that makes its image, never a webhook that cannot start (the
+/// sidecar image under the full CLI's name exits `unrecognized subcommand 'webhook'`, and with
+/// `failurePolicy: Ignore` pods go silently uninjected).
+#[test]
+fn an_install_without_the_images_fails_naming_the_value() {
+    if !helm_available() {
+        return;
+    }
+    for (values, says) in [
+        (json!({}), "image.repository is required"),
+        (
+            json!({"image": {"repository": IMAGES[0].1}}),
+            "sidecarImage.repository is required",
+        ),
+        (
+            json!({"sidecarImage": {"repository": IMAGES[1].1}}),
+            "image.repository is required",
+        ),
+        (
+            json!({"image": {"repository": IMAGES[0].1}, "sidecarImage": {"repository": ""}}),
+            "sidecarImage.repository is required",
+        ),
+    ] {
+        let err = render(&values, "hooklog", "hooklog").expect_err(&format!("{values} rendered"));
+        assert!(err.contains(says), "{values}: {err}");
+        let build = if says.starts_with("image") {
+            "--target hooklog"
+        } else {
+            "docker build -t REGISTRY/hooklog-sidecar"
+        };
+        assert!(err.contains(build), "{values}: {err}");
+    }
+    // A real install (client-side dry run) fails alike: nothing is created.
+    let err = helm(
+        &json!({"op": "install", "chart": chart(), "name": "hooklog", "namespace": "hooklog", "dry_run": "client"}),
+        &[],
+    )
+    .expect_err("installed without images");
+    assert!(err.contains("image.repository is required"), "{err}");
 }
 
 #[test]
@@ -486,6 +564,7 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
     let docs = render(
         &json!({
             "tls": {"mode": "secret", "secretName": "tls", "caBundle": "eA=="},
+            "image": {"repository": IMAGES[0].1},
             "sidecarImage": {"repository": sidecar},
             "sidecar": {"mode": "classic"},
         }),
@@ -676,6 +755,7 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
                 "failurePolicy": "Fail",
                 "namespaceSelector": {"matchExpressions": [{"key": "hooklog-test", "operator": "In", "values": [t.name]}]},
             },
+            "image": {"repository": IMAGES[0].1},
             "sidecarImage": {"repository": image_repo, "tag": image_tag},
             "tls": {"sans": ["127.0.0.1"]},
         })

@@ -279,7 +279,7 @@ fn validate_run(argv: &[String], root: &Path) -> Result<(), String> {
         .iter()
         .map(|a| {
             let mut s = a.clone();
-            for prefix in ["/shared-logs", "/etc/podinfo"] {
+            for prefix in ["/hooklog/", "/etc/podinfo"] {
                 if let Some(rest) = a.strip_prefix(prefix) {
                     s = format!("{}{prefix}{rest}", root.display());
                 }
@@ -308,7 +308,7 @@ fn every_hooklog_command_in_the_manifests_is_one_hooklog_accepts() {
     }
 
     let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("shared-logs")).unwrap();
+    std::fs::create_dir_all(root.path().join("hooklog")).unwrap();
     std::fs::create_dir_all(root.path().join("etc/podinfo")).unwrap();
     std::fs::write(
         root.path().join("etc/podinfo/labels"),

@@ -20,13 +20,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* An image reference from {repository, tag, digest}: REPOSITORY:TAG[@DIGEST], the tag defaulting to appVersion. */}}
+{{/* An image reference from {repository, tag, digest}: REPOSITORY:TAG[@DIGEST], the tag defaulting to appVersion. Arguments: the value, the root, the value's name, and what the image is (for the error when its repository is missing). */}}
 {{- define "hooklog.image" -}}
 {{- $image := index . 0 -}}
 {{- $root := index . 1 -}}
-{{- if not $image.repository -}}
-{{- fail "an image needs a repository" -}}
-{{- end -}}
+{{- $name := index . 2 -}}
+{{- $what := index . 3 -}}
+{{- $_ := required (printf "%s.repository is required: %s (README, Quick start)" $name $what) $image.repository -}}
 {{- $ref := printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) -}}
 {{- if $image.digest -}}
 {{- if not (regexMatch "^sha256:[0-9a-f]{64}$" $image.digest) -}}
