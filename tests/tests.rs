@@ -30,6 +30,8 @@ mod torture;
 mod webhook;
 mod webhook_limits;
 mod yaml;
+// After yaml: uses its helpers.
+mod yaml_suite;
 // After webhook: uses its helpers.
 mod apiserver;
 // After apiserver and webhook: uses their helpers.
