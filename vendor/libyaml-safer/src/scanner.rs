@@ -1162,7 +1162,8 @@ impl<R: BufRead> Scanner<R> {
 
     fn scan_tag_uri(
         &mut self,
-        uri_char: bool,
+        // hooklog: unused, as go-yaml v2 takes the same characters in every tag (below).
+        _uri_char: bool,
         directive: bool,
         head: Option<&str>,
         start_mark: Mark,
