@@ -503,7 +503,7 @@ fn inject_outputs_validate_are_idempotent_parse_and_round_trip() {
 
 /// The documents of `yaml` as JSON documents, a `List`'s items each on its own: the validator
 /// has no schema for `List` (nor for CRDs).
-fn validator_input(yaml: &str) -> String {
+pub(crate) fn validator_input(yaml: &str) -> String {
     let mut out = String::new();
     for doc in parse(yaml) {
         let items = match doc["items"].as_array() {

@@ -30,6 +30,10 @@ mod torture;
 mod webhook;
 mod webhook_limits;
 mod yaml;
+// After yaml: uses its helpers.
+mod yaml_suite;
+// After yaml and manifest: uses their helpers.
+mod yaml_values;
 // After webhook: uses its helpers.
 mod apiserver;
 // After apiserver and webhook: uses their helpers.

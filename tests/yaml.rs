@@ -921,7 +921,7 @@ fn tree_line_start(text: &str, at: usize) -> usize {
 // --- the properties -----------------------------------------------------------------------
 
 /// hooklog's reading: each document's value, empty ones left out.
-fn hooklog_reads(text: &str) -> Result<Vec<Value>, String> {
+pub(crate) fn hooklog_reads(text: &str) -> Result<Vec<Value>, String> {
     tree::parse(text)
         .map(|docs| {
             docs.into_iter()
@@ -932,7 +932,7 @@ fn hooklog_reads(text: &str) -> Result<Vec<Value>, String> {
         .map_err(|e| format!("{}:{}: {}", e.line, e.column, e.why))
 }
 
-fn non_null(docs: Vec<Value>) -> Vec<Value> {
+pub(crate) fn non_null(docs: Vec<Value>) -> Vec<Value> {
     docs.into_iter().filter(|v| !v.is_null()).collect()
 }
 
@@ -945,7 +945,7 @@ fn list_items(doc: &Value) -> Option<&Vec<Value>> {
 
 /// hooklog rejects a mapping with a key written twice, which go-yaml v2 reads with the last
 /// one winning: an edit could not know which one the user meant (docs/check-and-inject.md).
-fn deliberate_difference(hooklog: &Result<Vec<Value>, String>) -> bool {
+pub(crate) fn deliberate_difference(hooklog: &Result<Vec<Value>, String>) -> bool {
     hooklog
         .as_ref()
         .is_err_and(|e| e.contains("is written twice"))

@@ -15,6 +15,7 @@ use super::budget::{self, NATIVE_SIDECAR_SINCE, SidecarMode, secs};
 use super::adoption::{self, Adoption, PodView};
 use super::hooks::{self, Handler, container_hooklog_argv, is_sleep, parse_hooklog, wrapped};
 use super::podspec::{self, Container, ObjectRef, TemplateRef};
+use super::shape;
 use crate::cli::Command;
 
 use super::layout::prefix;
@@ -84,6 +85,8 @@ pub enum Outcome {
 pub struct InjectError {
     pub object: ObjectRef,
     pub why: String,
+    /// The JSON pointer (in the document changed) of the field refused, when one is.
+    pub at: Option<String>,
 }
 
 /// One line of the stderr report, per object: `deployment "shop/api-server" injected`.
@@ -164,9 +167,17 @@ pub fn inject_outcomes(
     report.extend(skipped);
     for (i, t) in templates.iter().enumerate() {
         let mut notes: Vec<String> = misplaced[i].take().into_iter().collect();
+        if let Some((at, why)) = shape::misfit(doc, t) {
+            return Err(InjectError {
+                object: t.object.clone(),
+                why,
+                at: Some(at),
+            });
+        }
         let outcome = inject_pod(doc, t, opts, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,
+            at: None,
         })?;
         report.push(report_line(
             &t.object.kind,

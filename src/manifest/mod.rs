@@ -21,6 +21,7 @@ pub mod load;
 pub mod number;
 pub mod podspec;
 pub mod report;
+mod shape;
 #[cfg(test)]
 mod shapes;
 pub(crate) mod transform;

@@ -216,7 +216,7 @@ fn edit_list(
                 let line = doc
                     .node
                     .at(&format!("/items/{index}"))
-                    .map_or(doc.line, |n| n.line);
+                    .map_or(doc.line, |n| refused_line(n.line, n, &e));
                 *refused = Some(format!("{}:{line}: {e}", input.name));
                 return Ok(ListEdited::Refused);
             }
@@ -233,7 +233,11 @@ fn edit_list(
     match f(&mut wrapper) {
         Ok(l) => lines.extend(l),
         Err(e) => {
-            *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+            *refused = Some(format!(
+                "{}:{}: {e}",
+                input.name,
+                refused_line(doc.line, &doc.node, &e)
+            ));
             return Ok(ListEdited::Refused);
         }
     }
@@ -390,7 +394,11 @@ fn edit_input(
             match f(&mut value) {
                 Ok(l) => lines.extend(l),
                 Err(e) => {
-                    *refused = Some(format!("{}:{}: {e}", input.name, doc.line));
+                    *refused = Some(format!(
+                        "{}:{}: {e}",
+                        input.name,
+                        refused_line(doc.line, &doc.node, &e)
+                    ));
                     return;
                 }
             }
@@ -456,6 +464,12 @@ fn edit_input(
         split: any_split,
         redo,
     })
+}
+
+/// The line a refusal names: the refused field's in `node`, else `line` (the document's or
+/// item's own).
+fn refused_line(line: usize, node: &tree::Node, e: &inject::InjectError) -> usize {
+    e.at.as_deref().map_or(line, |at| node.line_at(at))
 }
 
 /// Whether a List's item, read on its own, holds an alias inject wrote out (to its last line's

@@ -20,6 +20,7 @@ pub fn uninject(doc: &mut Value) -> Result<Vec<String>, inject::InjectError> {
         let outcome = uninject_pod(doc, &t, &mut warnings).map_err(|why| inject::InjectError {
             object: t.object.clone(),
             why,
+            at: None,
         })?;
         report.push(report_line(
             &t.object.kind,

@@ -258,8 +258,41 @@ pub const BOM: char = '\u{feff}';
 /// copy must differ): uninject finds it there and writes `*drain` back.
 pub(crate) const WRITTEN_OUT: &str = " # hooklog: written out from *";
 
+/// The comment inject writes after a key whose null it replaced with a collection (`volumes:
+/// ~`, `annotations: NULL`, a `null` on the next line), then the null as it was written (its
+/// text after the `:`, as a JSON string unless it is one plain token after one space):
+/// uninject finds it there and writes that text back, where it would write an empty value.
+pub(crate) const NULL_WAS: &str = " # hooklog: was ";
+
 /// The line ending of Windows editors: kept where the file has it.
 const CRLF: &str = "\r\n";
+
+/// [`NULL_WAS`] for the text `was` a null had after its key's `:` (line breaks as `\n`: a
+/// CRLF file's come back as CRLF, [`Splicer::finish`]).
+fn null_was(was: &str) -> String {
+    let was = was.replace(CRLF, "\n");
+    match was.strip_prefix(' ') {
+        Some(token)
+            if !token.is_empty()
+                && !token.starts_with('"')
+                && !token.contains(|c: char| c.is_whitespace()) =>
+        {
+            format!("{NULL_WAS}{token}")
+        }
+        _ => format!("{NULL_WAS}{}", Value::String(was)),
+    }
+}
+
+/// The text a null had after its key's `:`, from the [`NULL_WAS`] comment that starts `rest`.
+fn null_as_it_was(rest: &str) -> Option<String> {
+    let rest = rest.strip_prefix(NULL_WAS)?;
+    let line = rest.split('\n').next()?.trim_end_matches('\r');
+    if line.starts_with('"') {
+        serde_json::from_str(line).ok()
+    } else {
+        Some(format!(" {line}"))
+    }
+}
 
 /// The line break new text at `at` takes: at a line's start, the line before's; elsewhere its
 /// own line's; on a last line without one, the line before's.
@@ -914,7 +947,7 @@ impl<'a> Splicer<'a> {
                 self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
-            _ => self.replace(node, new, slot),
+            _ => self.replace(node, old, new, slot),
         }
     }
 
@@ -1070,7 +1103,13 @@ impl<'a> Splicer<'a> {
     }
 
     /// Writes `new` in place of `node` whole.
-    fn replace(&mut self, node: &Node, new: &Value, slot: Slot) -> Result<(), SpliceError> {
+    fn replace(
+        &mut self,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+        slot: Slot,
+    ) -> Result<(), SpliceError> {
         let flow_node = matches!(
             node.kind,
             Kind::Seq { flow: true, .. } | Kind::Map { flow: true, .. }
@@ -1112,6 +1151,11 @@ impl<'a> Splicer<'a> {
                     _ => unreachable!("block is only set for collections"),
                 }
                 text.pop(); // the node ends at its last character, not after its newline
+                let was = &self.text[after_colon..node.end.max(after_colon)];
+                if old.is_null() && !was.trim().is_empty() {
+                    // `~`, `null` on the next line: kept in a comment for uninject.
+                    text.insert_str(0, &null_was(was));
+                }
                 self.push(after_colon, node.end.max(after_colon), text);
             }
             Slot::BlockItem {
@@ -1135,9 +1179,10 @@ impl<'a> Splicer<'a> {
                 after_colon: at, ..
             }
             | Slot::BlockItem { after_dash: at, .. } => {
-                // null as nothing (`annotations:`), as charts write an empty key
+                // null as nothing (`annotations:`), as charts write an empty key, or as it was
+                // before inject replaced it ([`NULL_WAS`])
                 let text = match new {
-                    Value::Null => String::new(),
+                    Value::Null => null_as_it_was(&self.text[at..]).unwrap_or_default(),
                     other => format!(" {}", flow_text(other)),
                 };
                 self.push(at, node.end.max(at), text);
@@ -1496,7 +1541,12 @@ impl<'a> Splicer<'a> {
         let kept: Vec<usize> = (0..items.len()).filter(|i| !deleted.contains(i)).collect();
         if kept.is_empty() && inserts.is_empty() {
             return self
-                .replace(node, &Value::Array(new.to_vec()), Slot::Flow(None))
+                .replace(
+                    node,
+                    &Value::Array(old.to_vec()),
+                    &Value::Array(new.to_vec()),
+                    Slot::Flow(None),
+                )
                 .map(|_| ());
         }
         self.delete_items(node, flow, items, &deleted, &kept)?;

@@ -379,6 +379,9 @@ struct Anchored {
     decodes: u64,
     /// The List item it is in, if its items are read one at a time.
     item: Option<usize>,
+    /// An alias of it as a mapping key (`*a : v`) is this key: a scalar's [`key_string`]
+    /// (go-yaml takes the anchored value as the key); `None` for a collection.
+    key: Option<Result<String, String>>,
 }
 
 struct Reader<'a, 's> {
@@ -452,6 +455,7 @@ impl Reader<'_, '_> {
             shared,
             kind,
         };
+        let mut anchored_key = None;
         let (anchor, value, node) = match event.data {
             EventData::Scalar {
                 anchor,
@@ -460,13 +464,8 @@ impl Reader<'_, '_> {
                 style,
                 ..
             } => {
-                if self.flow > 0 && style == ScalarStyle::Plain && text.contains('?') {
-                    // libyaml 0.2.5 reads `[a?b]`; go-yaml's older libyaml ends the scalar at
-                    // the `?` and fails.
-                    return Err(self.error(
-                        &event.start_mark,
-                        "a '?' in a plain scalar in a flow collection, which Kubernetes' go-yaml rejects (quote it)",
-                    ));
+                if anchor.is_some() {
+                    anchored_key = Some(key_string(&text, style, tag.as_deref()));
                 }
                 // A key's value is its text ([`key_string`]); `.inf` is a key there.
                 let value = match scalar(&text, style, tag.as_deref()) {
@@ -573,6 +572,7 @@ impl Reader<'_, '_> {
                     value: value.clone(),
                     decodes,
                     item: self.item,
+                    key: anchored_key,
                 },
             );
         }
@@ -613,6 +613,8 @@ impl Reader<'_, '_> {
                 EventData::Scalar {
                     value, style, tag, ..
                 } => Some(key_string(value, *style, tag.as_deref())),
+                // `*a : v`: the anchored scalar is the key, as in go-yaml.
+                EventData::Alias { anchor } => self.anchors.get(anchor).and_then(|a| a.key.clone()),
                 _ => None,
             };
             let (_, key_node) = self.node(events, event, true)?;

@@ -940,7 +940,9 @@ impl<R: BufRead> Parser<R> {
                         "found duplicate %YAML directive",
                         mark,
                     ));
-                } else if *major != 1 || *minor != 1 && *minor != 2 {
+                } else if *major != 1 || *minor != 1 {
+                    // hooklog: only %YAML 1.1, as go-yaml v2 (Kubernetes' reader, a port of
+                    // libyaml 0.1) takes: 1.2 is "incompatible" there (libyaml 0.2.5 takes it).
                     return Err(Error::parser(
                         "",
                         Mark::default(),

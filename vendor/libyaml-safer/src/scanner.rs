@@ -1105,16 +1105,14 @@ impl<R: BufRead> Scanner<R> {
         }
 
         self.cache(1)?;
+        // hooklog: a tag ends at a blank or the end, as in go-yaml v2 (a ',' after it is part of
+        // it, see scan_tag_uri); libyaml-safer panicked here on a ',' in a flow collection.
         if !IS_BLANKZ!(self.buffer) {
-            if self.flow_level == 0 || !CHECK!(self.buffer, ',') {
-                return self.set_scanner_error(
-                    "while scanning a tag",
-                    start_mark,
-                    "did not find expected whitespace or line break",
-                );
-            }
-            // hooklog: libyaml 0.2.5 takes a tag followed by ',' in a flow collection (`[!!str,
-            // a]`); this panicked.
+            return self.set_scanner_error(
+                "while scanning a tag",
+                start_mark,
+                "did not find expected whitespace or line break",
+            );
         }
 
         let end_mark: Mark = self.mark;
@@ -1164,7 +1162,8 @@ impl<R: BufRead> Scanner<R> {
 
     fn scan_tag_uri(
         &mut self,
-        uri_char: bool,
+        // hooklog: unused, as go-yaml v2 takes the same characters in every tag (below).
+        _uri_char: bool,
         directive: bool,
         head: Option<&str>,
         start_mark: Mark,
@@ -1196,10 +1195,13 @@ impl<R: BufRead> Scanner<R> {
             || CHECK!(self.buffer, '\'')
             || CHECK!(self.buffer, '(')
             || CHECK!(self.buffer, ')')
-            || uri_char
-                && (CHECK!(self.buffer, ',')
-                    || CHECK!(self.buffer, '[')
-                    || CHECK!(self.buffer, ']'))
+            // hooklog: ',', '[' and ']' belong to a tag anywhere, as in go-yaml v2 (libyaml
+            // 0.1's URI characters): `[!!str, a]` is the tag `!!str,` on `a` there, which
+            // Kubernetes reads as the string "a". libyaml 0.2.5 ends a tag at them in a flow
+            // collection and reads an empty first item.
+            || CHECK!(self.buffer, ',')
+            || CHECK!(self.buffer, '[')
+            || CHECK!(self.buffer, ']')
         {
             if CHECK!(self.buffer, '%') {
                 self.scan_uri_escapes(directive, start_mark, &mut string)?;
@@ -1577,8 +1579,10 @@ impl<R: BufRead> Scanner<R> {
                             '"' => {
                                 string.push('"');
                             }
-                            '/' => {
-                                string.push('/');
+                            // hooklog: `\'` and no `\/`, as go-yaml v2's escapes (libyaml 0.1's);
+                            // libyaml-safer took `\/` (YAML 1.2) and refused `\'`.
+                            '\'' => {
+                                string.push('\'');
                             }
                             '\\' => {
                                 string.push('\\');
@@ -1751,25 +1755,14 @@ impl<R: BufRead> Scanner<R> {
                 break;
             }
             while !IS_BLANKZ!(self.buffer) {
-                if self.flow_level != 0
-                    && CHECK!(self.buffer, ':')
-                    && (CHECK_AT!(self.buffer, ',', 1)
-                        || CHECK_AT!(self.buffer, '?', 1)
-                        || CHECK_AT!(self.buffer, '[', 1)
-                        || CHECK_AT!(self.buffer, ']', 1)
-                        || CHECK_AT!(self.buffer, '{', 1)
-                        || CHECK_AT!(self.buffer, '}', 1))
-                {
-                    return self.set_scanner_error(
-                        "while scanning a plain scalar",
-                        start_mark,
-                        "found unexpected ':'",
-                    );
-                }
-
+                // hooklog: as go-yaml v2 (libyaml 0.1) ends a plain scalar: a ':' before a flow
+                // indicator is part of it (`{omitted value:, b}`), where libyaml 0.2.5 fails
+                // ("found unexpected ':'"); and a '?' in a flow collection ends it (`[a?b]`
+                // then fails there, as it does in go-yaml).
                 if CHECK!(self.buffer, ':') && IS_BLANKZ_AT!(self.buffer, 1)
                     || self.flow_level != 0
                         && (CHECK!(self.buffer, ',')
+                            || CHECK!(self.buffer, '?')
                             || CHECK!(self.buffer, '[')
                             || CHECK!(self.buffer, ']')
                             || CHECK!(self.buffer, '{')

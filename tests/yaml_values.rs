@@ -1,0 +1,307 @@
+//! What hooklog acts on, spelled every way YAML lets a user spell it (issue 39): a tag in a
+//! flow sequence (the distroless incident's `command: [!!str, sleep, "15"]`, as go-yaml reads
+//! it), every spelling of null where inject adds (given back byte for byte by uninject), and a
+//! field of the wrong shape where inject would change it (refused, naming its line).
+
+use serde_json::Value;
+
+use crate::manifest::{run, text, validate_strictly, validator_input};
+use crate::util::goyaml::GoYaml;
+
+const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
+const INCIDENT: &str = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
+const COMMAND: &str = r#"command: ["sleep", "15"]"#;
+
+fn incident() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(INCIDENT);
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.contains(COMMAND),
+        "{INCIDENT} changed: {COMMAND} not in it"
+    );
+    text
+}
+
+fn check(input: &str) -> Value {
+    let out = run(&["check", "--format", "json", "-"], Some(input));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{input}", text(&out.stderr)))
+}
+
+/// The envoy container's preStop command in go-yaml's reading of `yaml`.
+fn envoy_command(go: &mut GoYaml, yaml: &str) -> Vec<Value> {
+    let docs = go
+        .read(yaml)
+        .unwrap_or_else(|e| panic!("go-yaml: {e}\n{yaml}"));
+    docs[0]["spec"]["template"]["spec"]["containers"][1]["lifecycle"]["preStop"]["exec"]["command"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The incident's `sleep 15` spelled with tags in its flow sequence: each is read as go-yaml
+/// (Kubernetes) reads it, so the shell-less finding is there exactly when go-yaml's command is
+/// `sleep`, and inject makes that `hooklog sleep 15` (go-yaml's reading of its output), which
+/// uninject gives back byte for byte.
+#[test]
+fn a_tagged_command_in_a_flow_sequence_is_read_as_kubernetes_reads_it() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let base = incident();
+    let spellings = [
+        r#"[!!str, sleep, "15"]"#,
+        r#"[!!str, sleep, !!str, "15"]"#,
+        r#"[!!str sleep, "15"]"#,
+        r#"[ !!str,  sleep , "15" ]"#,
+        r#"[!local, sleep, "15"]"#,
+        r#"[!!str,sleep, "15"]"#,
+        r#"[!<tag:yaml.org,2002:str> sleep, "15"]"#,
+    ];
+    let mut found = 0;
+    for spelling in spellings {
+        let input = base.replace(COMMAND, &format!("command: {spelling}"));
+        let go_command = envoy_command(&mut go, &input);
+        let sleeps = go_command.first().is_some_and(|p| p == "sleep");
+        let doc = check(&input);
+        let shell_less =
+            doc["findings"].as_array().unwrap().iter().any(|f| {
+                f["rule"] == "hook-command-in-shell-less-image" && f["container"] == "envoy"
+            });
+        assert_eq!(
+            shell_less, sleeps,
+            "{spelling}: go-yaml reads {go_command:?}; check: {doc:#}"
+        );
+        if !sleeps {
+            continue;
+        }
+        found += 1;
+        let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+        assert!(out.status.success(), "{spelling}: {}", text(&out.stderr));
+        let injected = text(&out.stdout);
+        let wrapped: Vec<Value> = envoy_command(&mut go, &injected);
+        let dashes = wrapped
+            .iter()
+            .position(|a| a == "--")
+            .expect("hooklog's prefix");
+        let mut want = vec![Value::from("/hooklog/bin/hooklog")];
+        want.extend(go_command);
+        assert_eq!(wrapped[dashes + 1..], want[..], "{spelling}:\n{injected}");
+        let back = run(&["uninject", "-"], Some(&injected));
+        assert_eq!(text(&back.stdout), input, "{spelling}: uninject");
+    }
+    assert!(found >= 6, "only {found} spellings read as sleep");
+}
+
+/// The places inject adds to, each written as `{place}` in [`NULL_BASE`], with the text that
+/// fills it when it is not the one under test.
+const PLACES: &[(&str, &str)] = &[
+    ("{metadata}", " \n      labels: {app: web}"),
+    ("{annotations}", " {note: x}"),
+    ("{initContainers}", " []"),
+    ("{volumes}", " []"),
+    ("{volumeMounts}", " []"),
+];
+
+/// A Deployment whose template has each place inject adds to.
+const NULL_BASE: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:{annotations}
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:{metadata}
+    spec:
+      initContainers:{initContainers}
+      containers:
+        - name: web
+          image: nginx:1.25
+          volumeMounts:{volumeMounts}
+          lifecycle:
+            preStop:
+              exec:
+                command: [\"sh\", \"-c\", \"sleep 5\"]
+      volumes:{volumes}
+";
+
+/// Every spelling of a null after `key:` at `indent` (the key's column): each token, alone,
+/// with a comment after it, on the next line, empty.
+fn null_spellings(indent: usize) -> Vec<String> {
+    let mut out = vec![String::new(), "  # nothing".to_string()];
+    for token in ["~", "null", "Null", "NULL"] {
+        out.push(format!(" {token}"));
+        out.push(format!(" {token}  # a comment"));
+        out.push(format!("\n{}{token}", " ".repeat(indent + 2)));
+        out.push(format!(" # a comment\n{}{token}", " ".repeat(indent + 2)));
+    }
+    out
+}
+
+/// The template's `annotations` is a place too, under `metadata`.
+fn fill(place: &str, spelling: &str) -> String {
+    let mut text = NULL_BASE.to_string();
+    // The template's annotations go under its metadata (the object's are the base's).
+    let template_annotations = place == "{template-annotations}";
+    for (p, filler) in PLACES {
+        let value = if *p == place { spelling } else { filler };
+        text = text.replace(p, value);
+    }
+    if template_annotations {
+        text = text.replace(
+            "      labels: {app: web}\n",
+            &format!("      labels: {{app: web}}\n      annotations:{spelling}\n"),
+        );
+    }
+    text
+}
+
+/// Every spelling of null, at every place inject adds to (the template's metadata and
+/// annotations, initContainers, volumes, a container's volumeMounts), in a block document and
+/// as CRLF: go-yaml reads inject's output as inject meant, the output validates
+/// (`kubernetes-validate --strict`), inject again changes nothing, and uninject gives back
+/// every byte.
+#[test]
+fn every_spelling_of_null_where_inject_adds_comes_back() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let places = [
+        ("{metadata}", 4),
+        ("{template-annotations}", 6),
+        ("{initContainers}", 6),
+        ("{volumes}", 6),
+        ("{volumeMounts}", 10),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    let mut cases = 0;
+    for (place, indent) in places {
+        for spelling in null_spellings(indent) {
+            for crlf in [false, true] {
+                let mut input = fill(place, &spelling);
+                if crlf {
+                    input = input.replace('\n', "\r\n");
+                }
+                let Ok(before) = go.read(&input) else {
+                    panic!("go-yaml refuses the test's own input:\n{input}");
+                };
+                let what = format!("{place} = {spelling:?} (crlf {crlf})");
+                let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+                assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+                let once = text(&out.stdout);
+                let after = go
+                    .read(&once)
+                    .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
+                let spec = &after[0]["spec"]["template"]["spec"];
+                assert_eq!(
+                    spec["initContainers"][0]["name"], "hooklog-install",
+                    "{what}:\n{once}"
+                );
+                assert!(spec["volumes"].as_array().is_some_and(|v| v.len() >= 2));
+                assert_eq!(
+                    spec["containers"][0]["volumeMounts"][0]["name"],
+                    "hooklog-shared"
+                );
+                assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
+                let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
+                assert_eq!(twice, once, "{what}: inject twice");
+                let back = run(&["uninject", "-"], Some(&once));
+                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+                assert_eq!(
+                    text(&back.stdout),
+                    input,
+                    "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
+                );
+                if !crlf {
+                    let f = dir.path().join(format!("null-{cases}.yaml"));
+                    std::fs::write(&f, validator_input(&once)).unwrap();
+                    to_validate.push(f);
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 18 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// Each field inject would change, holding each shape Kubernetes does not give it, written as
+/// YAML and as JSON: inject refuses the document with one line naming the input, the field's
+/// line and the field, writes nothing, and the text is unchanged (never replaced silently).
+#[test]
+fn a_field_of_the_wrong_shape_is_refused_naming_its_line() {
+    let wrong = ["{a: b}", "[a]", "x", "3", "true", "\"\""];
+    // (field, where it is written, whether it wants a list)
+    let fields = [
+        ("{metadata}", "spec.template.metadata", false),
+        (
+            "{template-annotations}",
+            "spec.template.metadata.annotations",
+            false,
+        ),
+        (
+            "{initContainers}",
+            "spec.template.spec.initContainers",
+            true,
+        ),
+        ("{volumes}", "spec.template.spec.volumes", true),
+        (
+            "{volumeMounts}",
+            "spec.template.spec.containers[0].volumeMounts",
+            true,
+        ),
+    ];
+    let mut cases = 0;
+    for (place, path, list) in fields {
+        for value in wrong {
+            let is_list = value.starts_with('[');
+            let is_map = value.starts_with('{');
+            if (list && is_list) || (!list && is_map) {
+                continue;
+            }
+            let yaml = fill(place, &format!(" {value}"));
+            let json = {
+                let v: Value = serde_yaml_reading(&yaml);
+                serde_json::to_string_pretty(&v).unwrap()
+            };
+            for input in [&yaml, &json] {
+                let out = run(&["inject", "--image", IMAGE, "-"], Some(input));
+                let err = text(&out.stderr);
+                assert_eq!(out.status.code(), Some(64), "{path} = {value}: {err}");
+                assert!(out.stdout.is_empty(), "{path} = {value}: wrote output");
+                // The field's key line: the last of its name (the template's come after the
+                // object's own `metadata` and `annotations`).
+                let key = path.rsplit('.').next().unwrap();
+                let line = input
+                    .lines()
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .rposition(|l| {
+                        let l = l.trim_start();
+                        l.starts_with(&format!("{key}:")) || l.starts_with(&format!("\"{key}\":"))
+                    })
+                    .map(|i| i + 1)
+                    .unwrap_or_else(|| panic!("{path} = {value} not found in\n{input}"));
+                assert_eq!(err.lines().count(), 1, "{err}");
+                assert!(
+                    err.starts_with(&format!("hooklog: -:{line}: ")) && err.contains(path),
+                    "{path} = {value} (line {line}): {err}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 40, "{cases}");
+}
+
+/// `yaml` as JSON, read by hooklog's own reader (every case here is plain YAML).
+fn serde_yaml_reading(yaml: &str) -> Value {
+    hooklog::yaml::tree::parse(yaml)
+        .unwrap()
+        .remove(0)
+        .value
+}
