@@ -44,5 +44,7 @@ mod cloudwatch;
 mod helm;
 // After helm and cli: uses their helpers.
 mod release;
+// After webhook: uses its helpers.
+mod schema_pods;
 // After image: uses its helpers.
 mod log_format;
