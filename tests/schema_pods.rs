@@ -388,7 +388,8 @@ fn wrap(pod: &Value, kind: usize) -> Value {
     if at.is_empty() {
         return pod.clone();
     }
-    let mut doc = json!({"apiVersion": api, "kind": kind, "metadata": {"name": "w", "namespace": "shop"}});
+    let mut doc =
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": "w", "namespace": "shop"}});
     let mut template = Map::new();
     for k in ["metadata", "spec"] {
         if let Some(v) = pod.get(k) {
@@ -409,12 +410,12 @@ fn wrap(pod: &Value, kind: usize) -> Value {
 }
 
 /// A TLS connection kept open across requests, as the API server keeps one to a webhook.
-struct KeepAlive {
+pub struct KeepAlive {
     tls: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
 }
 
 impl KeepAlive {
-    fn open(port: u16, ca_pem: &str) -> KeepAlive {
+    pub fn open(port: u16, ca_pem: &str) -> KeepAlive {
         use rustls_pki_types::CertificateDer;
         use rustls_pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
@@ -439,7 +440,7 @@ impl KeepAlive {
 
     /// POSTs `body` to `path`: the status, the body, and whether the server keeps the
     /// connection.
-    fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>, bool)> {
+    pub fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>, bool)> {
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             body.len()
@@ -613,7 +614,11 @@ fn binary(c: &Case) -> Result<(), String> {
         let _ = writer.join();
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code().is_none_or(|c| c == 101) || stderr.contains("panicked") {
-            return Err(format!("hooklog {}: {:?}\n{stderr}", args.join(" "), out.status));
+            return Err(format!(
+                "hooklog {}: {:?}\n{stderr}",
+                args.join(" "),
+                out.status
+            ));
         }
     }
     Ok(())
@@ -644,8 +649,7 @@ fn over_tls(
         *conn = KeepAlive::open(webhook.port, &certs.ca_pem);
     }
     let review: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    if status != 200 || review["response"]["allowed"] != true || review["response"]["uid"] != uid
-    {
+    if status != 200 || review["response"]["allowed"] != true || review["response"]["uid"] != uid {
         return Err(format!(
             "answered {status}: {}",
             String::from_utf8_lossy(&bytes[..bytes.len().min(400)])
@@ -765,6 +769,12 @@ fn run_schema_hostile_pods() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(webhook.child.try_wait().unwrap().is_none(), "the webhook exited");
-    assert!(patched_count > cases / 20, "too few reviews reached inject's patch: {patched_count}");
+    assert!(
+        webhook.child.try_wait().unwrap().is_none(),
+        "the webhook exited"
+    );
+    assert!(
+        patched_count > cases / 20,
+        "too few reviews reached inject's patch: {patched_count}"
+    );
 }

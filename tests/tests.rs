@@ -46,5 +46,7 @@ mod helm;
 mod release;
 // After webhook: uses its helpers.
 mod schema_pods;
+// After schema_pods and webhook: uses their helpers.
+mod webhook_hostile;
 // After image: uses its helpers.
 mod log_format;

@@ -589,7 +589,30 @@ async fn bounded_review(
     }
     let _room = acquire(&shared.reviews, cost).await;
     drop(body_room);
-    review::review(body, scope, &shared.policy)
+    isolated(body, scope, &shared.policy)
+}
+
+/// [`review::review`], and if it panics (a bug hooklog's tests did not find), the answer every
+/// failed review gets: allowed, unpatched, with its uid and a warning. The connection and the
+/// process go on serving (the control plane's build unwinds: Cargo.toml's `[profile.control]`),
+/// as Go's net/http recovers a handler's panic.
+pub fn isolated(body: &[u8], scope: Scope, policy: &Policy) -> review::Reviewed {
+    let reviewed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        review::review(body, scope, policy)
+    }));
+    reviewed.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(panic = %why, "review failed (a bug in hooklog), admitted unchanged");
+        review::invalid(
+            review::api_version_of(body),
+            review::uid_of(body).unwrap_or_default(),
+            "hooklog failed on this review (a bug, in its log)".into(),
+        )
+    })
 }
 
 /// The memory a review of `body` takes at most, estimated from a scan of its JSON (no
