@@ -70,6 +70,20 @@ fn a_panic_in_one_review_leaves_the_webhook_serving() {
 /// A TLS connection to the webhook that does as an attacker says, written without reading.
 struct Attacker {
     tls: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
+    born: Instant,
+}
+
+/// Whether the peer closed `tcp`: what it sent read and dropped, without waiting.
+fn eof(tcp: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tcp.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
 }
 
 fn client_config(ca_pem: &str) -> std::sync::Arc<rustls::ClientConfig> {
@@ -102,7 +116,14 @@ impl Attacker {
         while tls.conn.is_handshaking() {
             tls.conn.complete_io(&mut tls.sock).ok()?;
         }
-        Some(Attacker { tls })
+        // From now on a look at whether the webhook closed it does not wait.
+        tls.sock
+            .set_read_timeout(Some(Duration::from_millis(1)))
+            .ok()?;
+        Some(Attacker {
+            tls,
+            born: Instant::now(),
+        })
     }
 
     fn send(&mut self, bytes: &[u8]) -> bool {
@@ -134,6 +155,8 @@ enum Attack {
     Slowloris,
     /// TCP connections that never start TLS.
     ManyConnections,
+    /// TLS connections that never send a request.
+    HandshakeOnly,
 }
 
 fn attack(
@@ -184,14 +207,19 @@ fn attack(
                         !fresh || a.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
                     }
                     Attack::Slowloris => tick % 10 != 0 || a.send(if fresh { b"P" } else { b"X" }),
-                    Attack::ManyConnections => true,
+                    Attack::ManyConnections | Attack::HandshakeOnly => true,
                 };
                 // A webhook that closed this one: the attacker comes back.
+                // Those that send nothing more read what came raw (never the TLS layer again),
+                // to see the close; one whose answer stays unread is replaced after a while.
                 let closed = !ok
-                    || matches!(
-                        kind,
-                        Attack::DeclaredOnly | Attack::IdleKeepAlive | Attack::UnreadAnswer
-                    ) && a.tls.sock.peek(&mut [0u8; 1]).is_ok_and(|n| n == 0);
+                    || match kind {
+                        Attack::DeclaredOnly | Attack::IdleKeepAlive | Attack::HandshakeOnly => {
+                            eof(&mut a.tls.sock)
+                        }
+                        Attack::UnreadAnswer => a.born.elapsed() > Duration::from_secs(12),
+                        _ => false,
+                    };
                 if closed {
                     tls[i] = None;
                 }
@@ -242,7 +270,8 @@ const REVIEW_EVERY: Duration = Duration::from_millis(500);
 const MEMORY_LIMIT_KIB: u64 = 64 * 1024;
 
 /// Every attacker at once (slow bodies, bodies declared and never sent, answers never read,
-/// idle keep-alives, slowloris headers, TCP connections that never start TLS) beside real
+/// idle keep-alives, slowloris headers, TCP connections that never start TLS, TLS connections
+/// that never send a request) beside real
 /// reviews at the API server's pace, each on a new connection: every real review is answered
 /// injected, with its uid, within `timeoutSeconds`; the probes are answered; the webhook's
 /// memory stays under its limit. Prints the figures.
@@ -260,6 +289,7 @@ fn hostile_clients_do_not_starve_real_reviews() {
         (Attack::IdleKeepAlive, 128),
         (Attack::Slowloris, 32),
         (Attack::ManyConnections, 300),
+        (Attack::HandshakeOnly, 300),
     ];
     let threads: Vec<_> = attacks
         .iter()
