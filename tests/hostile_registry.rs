@@ -1,7 +1,8 @@
 //! `hooklog check` against a registry that misbehaves on purpose (tests/support/
 //! hostile-registry.py, on 127.0.0.1): what Debian's docker-registry cannot do (issue 26).
 //! Credentials never reach plain HTTP, a pin of any digest algorithm is verified, and a
-//! registry that trickles ends at `--image-timeout` with the layer named.
+//! registry that trickles ends at `--image-timeout` with the layer named, and a layer whose bytes
+//! are not its digest's is refused and never cached (issue 36).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -178,4 +179,57 @@ fn a_trickling_registry_ends_at_the_image_timeout_naming_the_layer() {
             && stderr.contains("(1 of 1)"),
         "{stderr}"
     );
+}
+
+/// Issue 36: a layer whose bytes are not its digest's (a registry or a proxy between that lies)
+/// is refused, in every compression a layer comes in: `check` names the layer, trusts nothing
+/// read from it (no finding from the tampered listing), and caches nothing of it. Skipping the
+/// digest check (`src.verifier.finish()?` as `let _ =`) fails this test.
+#[test]
+fn a_layer_that_lies_about_its_digest_is_refused_and_not_cached() {
+    for compression in ["gzip", "zstd", "none"] {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Hostile::start(&format!("tampered-{compression}"), dir.path(), None);
+        let digest = std::fs::read_to_string(h.state.join("layer-digest")).unwrap();
+        let image = format!("127.0.0.1:{}/app:1", h.port);
+        let m = manifest(dir.path(), &[("web", image, &["sleep", "5"], None)]);
+        let insecure = format!("127.0.0.1:{}", h.port);
+        let cache = dir.path().join("cache");
+        let (_, _, stderr) = run(
+            &cache,
+            &[
+                "check",
+                "--format",
+                "json",
+                "--insecure-registry",
+                &insecure,
+                m.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(
+            stderr.contains("cannot read image") && stderr.contains(&format!("layer {digest}")),
+            "{compression}: {stderr}"
+        );
+        let hex = digest.trim_start_matches("sha256:");
+        let cached: Vec<String> = walk(&cache)
+            .into_iter()
+            .filter(|p| p.contains(hex))
+            .collect();
+        assert!(cached.is_empty(), "{compression}: cached {cached:?}");
+    }
+}
+
+/// Every file under `dir`, as text paths.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
 }

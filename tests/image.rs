@@ -43,9 +43,8 @@ pub fn release_bin() -> PathBuf {
 }
 
 /// The sidecar's static binary (`--no-default-features`), as scripts/test.sh builds it and
-/// copies it aside: `$HOOKLOG_SIDECAR_BIN`. Not built here: that build writes the same
-/// target/<triple>/release/hooklog as [`release_bin`]'s, which other tests may be running. Without
-/// it a test says it skipped, and fails in CI.
+/// copies it aside: `$HOOKLOG_SIDECAR_BIN`. Not built here (another fat-LTO build while other
+/// tests run). Without it a test says it skipped, and fails in CI.
 pub fn sidecar_bin() -> Option<PathBuf> {
     match std::env::var_os("HOOKLOG_SIDECAR_BIN") {
         Some(p) => {
@@ -81,7 +80,14 @@ fn static_bin(var: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
-        .args(["build", "--release", "--locked", "--target", MUSL_TARGET])
+        .args([
+            "build",
+            "--profile",
+            "control",
+            "--locked",
+            "--target",
+            MUSL_TARGET,
+        ])
         .current_dir(repo());
     // The variables cargo and nextest set for a test would make build scripts rerun: build
     // in the environment a shell has, so this finds the build scripts/test.sh made.
@@ -103,7 +109,7 @@ fn static_bin(var: &str) -> PathBuf {
     );
     let target_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from);
-    target_dir.join(MUSL_TARGET).join("release").join("hooklog")
+    target_dir.join(MUSL_TARGET).join("control").join("hooklog")
 }
 
 /// The files `ldd` says a binary loads (none for a static binary).

@@ -1300,3 +1300,80 @@ fn release_images_are_configured_as_the_dockerfile_builds_them() {
         }
     }
 }
+
+/// Issue 36: the release workflow holds least privilege. No permission by default; the build
+/// job reads only, and the publish job, which may write, builds nothing; no checkout keeps its
+/// credentials; every action is pinned by commit and every PyPI package by hash; zizmor (a
+/// workflow-security linter from PyPI, offline) finds nothing in any workflow.
+#[test]
+fn the_release_workflow_holds_least_privilege_and_zizmor_finds_nothing() {
+    let release = workflow("release.yml");
+    assert_eq!(release["permissions"], serde_json::json!({}), "{release:#}");
+    let jobs = release["jobs"].as_object().unwrap();
+    assert_eq!(
+        jobs["build"]["permissions"],
+        serde_json::json!({"contents": "read"})
+    );
+    let publish = &jobs["publish"];
+    assert_eq!(publish["needs"], "build");
+    let publish_runs: Vec<&str> = publish["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .collect();
+    assert!(
+        publish_runs
+            .iter()
+            .all(|r| !r.contains("cargo ") && !r.contains("scripts/")),
+        "{publish_runs:#?}"
+    );
+    for name in ["release.yml", "ci.yml"] {
+        let w = workflow(name);
+        for step in w["jobs"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|j| j["steps"].as_array().unwrap().iter())
+        {
+            if let Some(uses) = step["uses"].as_str() {
+                let (_, pin) = uses.split_once('@').unwrap();
+                assert!(
+                    pin.len() == 40 && pin.bytes().all(|b| b.is_ascii_hexdigit()),
+                    "{name}: {uses} is not pinned by commit"
+                );
+                if uses.starts_with("actions/checkout@") {
+                    assert_eq!(step["with"]["persist-credentials"], false, "{name}");
+                }
+            }
+            if let Some(run) = step["run"].as_str() {
+                for line in run.lines().filter(|l| l.contains("pip install")) {
+                    assert!(line.contains("--require-hashes"), "{name}: {line}");
+                }
+            }
+        }
+    }
+    let found = Command::new("sh")
+        .args(["-c", "command -v zizmor"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            !in_ci(),
+            "zizmor is not installed (scripts/test.sh installs it from PyPI)"
+        );
+        eprintln!("skipped zizmor: not installed (pip install zizmor)");
+        return;
+    }
+    let out = Command::new("zizmor")
+        .args(["--offline", "--no-progress", ".github/workflows/"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "zizmor:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}

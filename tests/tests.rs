@@ -48,5 +48,9 @@ mod cloudwatch;
 mod helm;
 // After helm and cli: uses their helpers.
 mod release;
+// After webhook: uses its helpers.
+mod schema_pods;
+// After schema_pods and webhook: uses their helpers.
+mod webhook_hostile;
 // After image: uses its helpers.
 mod log_format;

@@ -370,7 +370,7 @@ fn inject_pod(
     });
     let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
     for w in &survey.wraps {
-        let entry = wire(spec, w, plan.timeout);
+        let entry = wire(spec, w, plan.timeout)?;
         record.containers.insert(w.container.clone(), entry);
     }
     let outcome = if installed.is_some() {
@@ -419,12 +419,22 @@ fn mode_name(mode: SidecarMode) -> &'static str {
     }
 }
 
-/// Every container is a mapping and has a name of its own.
+/// Every container is a mapping and has a name of its own: a string (the API server requires
+/// one, but a mutating webhook sees the pod before its schema is checked; inject finds the
+/// containers it wires by name).
 fn distinct_mappings(containers: &[Container]) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for c in containers {
         if !c.value.is_object() {
             return Err(format!("{} is not a mapping", c.path));
+        }
+        match &c.value["name"] {
+            Value::String(n) if !n.is_empty() => {}
+            Value::String(_) => return Err(format!("{}.name is empty", c.path)),
+            Value::Null => return Err(format!("{} has no name", c.path)),
+            Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
+                return Err(format!("{}.name is not a string", c.path));
+            }
         }
         if !seen.insert(c.name.as_str()) {
             return Err(format!(
@@ -624,7 +634,9 @@ fn survey_container(c: &Container, opts: &Options, notes: &mut Vec<String>, s: &
 }
 
 /// Wraps one container's preStop and mounts the shared volume; returns what uninject needs.
-fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> ContainerRecord {
+/// The container and its exec preStop are the survey's ([`distinct_mappings`] made names
+/// unique strings); an error, not a panic, if they are not there.
+fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> Result<ContainerRecord, String> {
     let list = if w.init {
         "initContainers"
     } else {
@@ -633,7 +645,7 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> ContainerRecor
     let c = arr_mut(spec, list)
         .iter_mut()
         .find(|c| c["name"] == w.container.as_str())
-        .expect("the container was found in the snapshot");
+        .ok_or_else(|| format!("{list}: container {:?} not found again", w.container))?;
     let mut rec = ContainerRecord::default();
     let mut command: Vec<Value> =
         prefix(&w.container, if w.known.is_some() { None } else { timeout })
@@ -645,7 +657,7 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> ContainerRecor
             let pre = c
                 .pointer_mut("/lifecycle/preStop/exec")
                 .and_then(Value::as_object_mut)
-                .expect("an exec preStop was found in the snapshot");
+                .ok_or_else(|| format!("{}: its exec preStop not found again", w.container))?;
             let items = pre
                 .get("command")
                 .and_then(Value::as_array)
@@ -688,7 +700,7 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> ContainerRecor
     if !mounts.iter().any(|m| m["name"] == VOLUME) {
         mounts.push(json!({"name": VOLUME, "mountPath": MOUNT}));
     }
-    rec
+    Ok(rec)
 }
 
 /// Adds the installer, the sidecar and the volumes to a pod injected for the first time.

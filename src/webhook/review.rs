@@ -144,6 +144,36 @@ pub fn invalid(api_version: &str, uid: String, why: String) -> Reviewed {
     }
 }
 
+/// The request's uid, read alone (a body that parses as JSON but not as a review, or whose
+/// review failed): only an answer with the request's uid counts as one.
+pub fn uid_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Request {
+        uid: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Review {
+        request: Request,
+    }
+    serde_json::from_slice::<Review>(body)
+        .ok()
+        .map(|r| r.request.uid)
+        .or_else(|| uid_in_prefix(body))
+}
+
+/// The answer's `apiVersion`: the request's if it is one the API server sends, else v1.
+pub fn api_version_of(body: &[u8]) -> &'static str {
+    #[derive(serde::Deserialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion", borrow)]
+        api_version: std::borrow::Cow<'a, str>,
+    }
+    match serde_json::from_slice::<Review>(body) {
+        Ok(r) if r.api_version == "admission.k8s.io/v1beta1" => "admission.k8s.io/v1beta1",
+        _ => "admission.k8s.io/v1",
+    }
+}
+
 /// The request's uid from the first bytes of a body too large (or too broken) to parse: the API
 /// server writes `request.uid` first, and only an answer with that uid counts as one.
 pub fn uid_in_prefix(body: &[u8]) -> Option<String> {
@@ -177,6 +207,18 @@ fn skipped(why: String) -> Decision {
     (Verdict::Skipped(why), None, vec![warning])
 }
 
+/// A panic planted for the tests of the webhook's isolation (tests/webhook_hostile.rs): only in
+/// a debug build (the tests' binary; never a release one), only when `HOOKLOG_TEST_PANIC` is
+/// set, and only for a pod annotated `hooklog.dev/test-panic`.
+#[cfg(debug_assertions)]
+fn planted_panic(object: &Value) {
+    if std::env::var_os("HOOKLOG_TEST_PANIC").is_some()
+        && object["metadata"]["annotations"]["hooklog.dev/test-panic"].is_string()
+    {
+        panic!("planted panic (HOOKLOG_TEST_PANIC)");
+    }
+}
+
 /// A workload (Deployment, Job, ...): never changed, but an opt-in annotation on the object
 /// instead of its pod template is the mistake users make most (Linkerd #4125, Vault #525): said
 /// at `kubectl apply` time, where they look.
@@ -202,6 +244,8 @@ fn workload(object: &Value, kind: &Value) -> Decision {
 /// API server reinvokes the webhook after a later one changed the pod) gets what inject, run
 /// again, wires: containers added since.
 fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decision {
+    #[cfg(debug_assertions)]
+    planted_panic(object);
     let spec = &object["spec"];
     let rule = adoption::decide(&PodView {
         kind: "Pod",

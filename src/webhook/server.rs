@@ -54,6 +54,14 @@ pub const MAX_IDLE_CONNECTIONS: usize = 100;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; the API server keeps a few open per replica, more wait.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections kept beyond [`MAX_CONNECTIONS`] for the probes (`GET /healthz`, `/readyz`): the
+/// kubelet's probes are answered whatever the review connections do; any other request on one
+/// of these is answered 503 and its connection closed.
+pub const PROBE_CONNECTIONS: usize = 8;
+/// Writing an answer: a client that stops reading (its window full) has this long before its
+/// connection is closed, as net/http's `WriteTimeout` bounds it; the API server reads an answer
+/// at once.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The slowest a connection may send what it is sending (its TLS handshake, a request's
 /// headers and body), after [`PACE_GRACE`]: a request of `n` bytes must be in within
 /// `PACE_GRACE + n / MIN_RATE`, its first byte on (a time to complete, not an idle timer that a
@@ -145,6 +153,8 @@ struct PaceState {
     idle: Option<(Instant, Duration)>,
     /// This connection holds one of the [`IdleSlots`].
     holds_slot: bool,
+    /// A write has waited on the client since then ([`WRITE_TIMEOUT`]).
+    write_blocked: Option<Instant>,
 }
 
 impl Drop for Pace {
@@ -166,6 +176,7 @@ impl Pace {
                 answering: false,
                 idle: None,
                 holds_slot: false,
+                write_blocked: None,
             }),
             slots,
             idle_timeout,
@@ -224,6 +235,17 @@ impl Pace {
         kept
     }
 
+    /// A write could not go on (`blocked`: the client's window is full) or went on.
+    fn wrote(&self, blocked: bool) {
+        self.with(|s| {
+            if blocked {
+                s.write_blocked.get_or_insert_with(Instant::now);
+            } else {
+                s.write_blocked = None;
+            }
+        });
+    }
+
     /// A request's head is in: its answer bounds the wait for its body. Its clock runs from its
     /// first byte, or from now if none was read here (all of it was in a buffer above: hyper's,
     /// after an earlier request).
@@ -244,19 +266,23 @@ impl Pace {
         })
     }
 
-    /// Too slow, outside an answer (an answer reads its body against [`Pace::deadline`]): the
-    /// bytes arriving below [`MIN_RATE`], a request's headers not in within [`HEADER_TIMEOUT`],
-    /// or idle past its bound.
+    /// Too slow: a write waiting on the client past [`WRITE_TIMEOUT`]; or, outside an answer
+    /// (an answer reads its body against [`Pace::deadline`]), the bytes arriving below
+    /// [`MIN_RATE`], a request's headers not in within [`HEADER_TIMEOUT`], or idle past its
+    /// bound.
     fn too_slow(&self) -> bool {
         let now = Instant::now();
-        let (answering, headers_late, idle_over) = self.with(|s| {
+        let (answering, headers_late, idle_over, write_late) = self.with(|s| {
             (
                 s.answering,
                 s.since.is_some_and(|t| now > t + HEADER_TIMEOUT),
                 s.idle.is_some_and(|(t, bound)| now > t + bound),
+                s.write_blocked.is_some_and(|t| now > t + WRITE_TIMEOUT),
             )
         });
-        !answering && (headers_late || idle_over || self.deadline().is_some_and(|d| now > d))
+        write_late
+            || (!answering
+                && (headers_late || idle_over || self.deadline().is_some_and(|d| now > d)))
     }
 
     /// Resolves once the connection is too slow.
@@ -296,6 +322,16 @@ struct Paced<S> {
     layer: Layer,
 }
 
+impl<S> Paced<S> {
+    /// A write on the wire waited on the client (or went on): only the TCP stream's writes
+    /// count, since TLS above buffers what the wire has not taken.
+    fn wrote(&self, blocked: bool) {
+        if let Layer::Wire = self.layer {
+            self.pace.wrote(blocked);
+        }
+    }
+}
+
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
@@ -318,19 +354,25 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Paced<S> {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(r.is_pending());
+        r
     }
     fn poll_flush(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+        let r = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
+        self.wrote(r.is_pending());
+        r
     }
     fn poll_shutdown(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+        let r = std::pin::Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.wrote(r.is_pending());
+        r
     }
 }
 
@@ -369,11 +411,17 @@ pub async fn serve(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let probe_slots = Arc::new(Semaphore::new(PROBE_CONNECTIONS));
     loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-        };
+        // One slot free at least before the next accept (more connections wait in the backlog):
+        // a connection's own, or one of the probes'.
+        if slots.available_permits() == 0 && probe_slots.available_permits() == 0 {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = slots.acquire() => {}
+                _ = probe_slots.acquire() => {}
+            }
+        }
         let (tcp, peer) = tokio::select! {
             _ = stop.cancelled() => return,
             r = listener.accept() => match r {
@@ -384,6 +432,14 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
+            },
+        };
+        let (permit, probes_only) = match slots.clone().try_acquire_owned() {
+            Ok(p) => (p, false),
+            Err(_) => match probe_slots.clone().try_acquire_owned() {
+                Ok(p) => (p, true),
+                // Taken since the check above: given up, as a full backlog would.
+                Err(_) => continue,
             },
         };
         let acceptor = acceptor.clone();
@@ -426,8 +482,15 @@ pub async fn serve(
                 let (shared, pace) = (shared.clone(), pace.clone());
                 async move {
                     pace.answering();
-                    let keep = client_keeps(&req);
-                    let mut r = handle(req, shared, &pace).await;
+                    let keep = client_keeps(&req) && !probes_only;
+                    let mut r = if probes_only && !is_probe(&req) {
+                        Ok(text(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "every connection slot is taken; try again\n",
+                        ))
+                    } else {
+                        handle(req, shared, &pace).await
+                    };
                     if !pace.answered(keep)
                         && let Ok(answer) = &mut r
                     {
@@ -482,6 +545,11 @@ fn client_keeps(req: &Request<Incoming>) -> bool {
     }
 }
 
+/// `GET /healthz` or `GET /readyz`: the kubelet's probes.
+fn is_probe(req: &Request<Incoming>) -> bool {
+    req.method() == Method::GET && matches!(req.uri().path(), "/healthz" | "/readyz")
+}
+
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *r.status_mut() = status;
@@ -500,34 +568,30 @@ async fn handle(
         _ => return Ok(text(StatusCode::NOT_FOUND, "not found\n")),
     };
     let start = Instant::now();
-    // Room for the body before it is read: its Content-Length, or the most read.
-    let expected = hyper::body::Body::size_hint(req.body())
-        .exact()
-        .map_or(MAX_BODY, |n| {
-            usize::try_from(n).unwrap_or(MAX_BODY).min(MAX_BODY)
-        });
-    // The body's room is held until its review has room of its own (the review's cost counts
-    // the body again): bodies read and waiting can never pile up past the budget.
-    let mut room = None;
-    let read = tokio::time::timeout(BODY_TIMEOUT, async {
-        room = acquire(&shared.bodies, expected).await;
-        read_body(req.into_body(), expected).await
-    });
+    // The body's room in the budget is taken as its bytes arrive, never on its declared length
+    // (8 connections declaring 4 MiB and sending 10 KiB/s starved every real review: issue
+    // 36), and held until its review has room of its own (the review's cost counts the body
+    // again): bodies read and waiting can never pile up past the budget.
+    let mut reading = Reading::default();
+    let read = tokio::time::timeout(
+        BODY_TIMEOUT,
+        read_body(req.into_body(), &shared.bodies, &mut reading),
+    );
     // The body arrives at MIN_RATE or is given up (the request's clock started at its first
-    // byte); the answer then closes the connection.
+    // byte); the answer then closes the connection, with the uid if its bytes came.
     let body = tokio::select! {
         b = read => b.map_err(|_| format!("body not read within {BODY_TIMEOUT:?}")),
         _ = pace.late() => Err(format!("body slower than {MIN_RATE} bytes a second")),
     };
     let slow = body.is_err();
+    let room = reading.room.take();
     let reviewed = match body {
-        Ok(Ok(bytes)) => bounded_review(&bytes, scope, &shared, room.take()).await,
-        Ok(Err((prefix, why))) => review::invalid(
+        Ok(Ok(())) => bounded_review(&reading.kept, scope, &shared, room).await,
+        Ok(Err(why)) | Err(why) => review::invalid(
             "admission.k8s.io/v1",
-            review::uid_in_prefix(&prefix).unwrap_or_default(),
+            review::uid_in_prefix(&reading.kept).unwrap_or_default(),
             why,
         ),
-        Err(why) => review::invalid("admission.k8s.io/v1", String::new(), why),
     };
     let took = start.elapsed();
     match &reviewed.verdict {
@@ -589,7 +653,30 @@ async fn bounded_review(
     }
     let _room = acquire(&shared.reviews, cost).await;
     drop(body_room);
-    review::review(body, scope, &shared.policy)
+    isolated(body, scope, &shared.policy)
+}
+
+/// [`review::review`], and if it panics (a bug hooklog's tests did not find), the answer every
+/// failed review gets: allowed, unpatched, with its uid and a warning. The connection and the
+/// process go on serving (the control plane's build unwinds: Cargo.toml's `[profile.control]`),
+/// as Go's net/http recovers a handler's panic.
+pub fn isolated(body: &[u8], scope: Scope, policy: &Policy) -> review::Reviewed {
+    let reviewed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        review::review(body, scope, policy)
+    }));
+    reviewed.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(panic = %why, "review failed (a bug in hooklog), admitted unchanged");
+        review::invalid(
+            review::api_version_of(body),
+            review::uid_of(body).unwrap_or_default(),
+            "hooklog failed on this review (a bug, in its log)".into(),
+        )
+    })
 }
 
 /// The memory a review of `body` takes at most, estimated from a scan of its JSON (no
@@ -620,38 +707,61 @@ pub fn review_cost(body: &[u8]) -> usize {
         .saturating_add(values.saturating_mul(COST_PER_VALUE))
 }
 
-/// The body, at most [`MAX_BODY`] bytes (room for `expected` made at once); else what came
-/// first (for the uid) and why it stopped. The rest of a larger body is read and dropped, up to
+/// A body being read: its bytes (the first 4 KiB only, for the uid, once it is over
+/// [`MAX_BODY`]) and the room they hold in the bodies' budget.
+#[derive(Default)]
+struct Reading<'a> {
+    kept: Vec<u8>,
+    room: Option<tokio::sync::SemaphorePermit<'a>>,
+    /// KiB of room held.
+    held: u32,
+}
+
+/// Reads the body into `into`, at most [`MAX_BODY`] bytes, taking room in `budget` for each
+/// KiB as it arrives; or why it stopped. The rest of a larger body is read and dropped, up to
 /// [`MAX_DISCARD`], so that the answer reaches a client still writing (closing on unread bytes
 /// resets the connection, answer and all).
-async fn read_body(mut body: Incoming, expected: usize) -> Result<Bytes, (Bytes, String)> {
-    let mut kept = bytes::BytesMut::with_capacity(expected);
+async fn read_body<'a>(
+    mut body: Incoming,
+    budget: &'a Semaphore,
+    into: &mut Reading<'a>,
+) -> Result<(), String> {
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = match frame {
-            Ok(f) => f,
-            Err(e) => {
-                kept.truncate(4096);
-                return Err((kept.freeze(), format!("body not read: {e}")));
-            }
+        let data = match frame.map(|f| f.into_data()) {
+            Ok(Ok(data)) => data,
+            Ok(Err(_)) => continue,
+            Err(e) => return Err(format!("body not read: {e}")),
         };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        total += data.len();
+        total = total.saturating_add(data.len());
         if total <= MAX_BODY {
-            kept.extend_from_slice(&data);
+            let kib = u32::try_from(total.div_ceil(KIB)).unwrap_or(u32::MAX);
+            if kib > into.held {
+                let more = budget
+                    .acquire_many(kib - into.held)
+                    .await
+                    .map_err(|e| format!("body not read: {e}"))?;
+                into.held = kib;
+                match &mut into.room {
+                    Some(room) => room.merge(more),
+                    None => into.room = Some(more),
+                }
+            }
+            into.kept.extend_from_slice(&data);
         } else {
-            kept.truncate(4096);
+            into.kept.truncate(4096);
+            into.kept.shrink_to_fit();
+            drop(into.room.take());
+            into.held = 0;
             if total > MAX_DISCARD {
                 break;
             }
         }
     }
     if total > MAX_BODY {
-        return Err((kept.freeze(), format!("body larger than {MAX_BODY} bytes")));
+        return Err(format!("body larger than {MAX_BODY} bytes"));
     }
-    Ok(kept.freeze())
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 engine (libhelm) as a library. One request, a JSON object, on stdin; its answer, JSON, on stdout;
 a Helm error exits 2 with the message on stderr.
 
-  {"op": "render", "chart": DIR, "values": {...}, "name": NAME, "namespace": NS}
+  {"op": "render", "chart": DIR, "values": {...}, "name": NAME, "namespace": NS,
+   "kube_version": "v1.29.0" (optional: Capabilities.KubeVersion; Helm's default otherwise)}
       -> {template path: rendered text}
   {"op": "lint", "chart": DIR, "values": {...}}                  (strict)
       -> {"messages": [...], "errors": [...]}
@@ -61,7 +62,14 @@ def main():
     req = json.load(sys.stdin)
     op = req["op"]
     try:
-        if op == "render":
+        if op == "render" and req.get("kube_version"):
+            # Chart.render takes no kube_version; libhelm's render does (as lint's).
+            with helm.Chart.load(req["chart"]) as chart:
+                opts = {"name": req["name"], "namespace": req["namespace"], "is_install": True,
+                        "kube_version": req["kube_version"]}
+                out = json.loads(_native.call_string(
+                    "helm_render", chart._raw(), json.dumps(req.get("values") or {}), json.dumps(opts)))
+        elif op == "render":
             with helm.Chart.load(req["chart"]) as chart:
                 out = chart.render(
                     req.get("values") or {}, name=req["name"], namespace=req["namespace"],

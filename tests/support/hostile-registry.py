@@ -9,7 +9,10 @@ bin/sleep), and misbehaves as MODE says:
              the Authorization header it got in plain HTTP;
   realm      over HTTPS, a Bearer challenge whose realm is http:// on the same host and port
              (the Authorization the token request carried is recorded);
-  sha512     the manifest asked for by a sha512 digest is answered with other content.
+  sha512     the manifest asked for by a sha512 digest is answered with other content;
+  tampered-gzip, tampered-zstd, tampered-none
+             the layer (in that compression) is listed under its honest digest and size, and
+             its blob is other bytes of the same size: bin/sh and bin/sleeq.
 
 Usage: hostile-registry.py MODE STATE_DIR [CERT KEY]. Prints `ready PORT` once listening;
 writes each Authorization that came in plain HTTP to STATE_DIR/plain-auth (one a line, `-` for
@@ -33,14 +36,39 @@ MODE, STATE = sys.argv[1], sys.argv[2]
 LIFETIME = 120
 
 
-def layer():
+def tar(names):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
-        for name in ["bin/sh", "bin/sleep"]:
+        for name in names:
             info = tarfile.TarInfo(name)
             info.mode = 0o755
             t.addfile(info, io.BytesIO(b""))
-    return gzip.compress(buf.getvalue(), mtime=0)
+    return buf.getvalue()
+
+
+def zstd(data):
+    """One zstd frame of raw blocks (RFC 8878 3.1.1): no compressor needed."""
+    out = bytearray(b"\x28\xb5\x2f\xfd")
+    out += bytes([0xA0])  # single segment, 4-byte content size, no checksum, no dictionary
+    out += len(data).to_bytes(4, "little")
+    blocks = [data[i:i + 65536] for i in range(0, len(data), 65536)] or [b""]
+    for i, block in enumerate(blocks):
+        last = 1 if i == len(blocks) - 1 else 0
+        out += ((len(block) << 3) | last).to_bytes(3, "little")  # block type 0: raw
+        out += block
+    return bytes(out)
+
+
+COMPRESS = {
+    "gzip": (lambda b: gzip.compress(b, mtime=0), "application/vnd.oci.image.layer.v1.tar+gzip"),
+    "zstd": (zstd, "application/vnd.oci.image.layer.v1.tar+zstd"),
+    "none": (lambda b: b, "application/vnd.oci.image.layer.v1.tar"),
+}
+KIND = MODE.split("-", 1)[1] if MODE.startswith("tampered-") else "gzip"
+
+
+def layer(names=("bin/sh", "bin/sleep")):
+    return COMPRESS[KIND][0](tar(names))
 
 
 def sha256(b):
@@ -48,13 +76,16 @@ def sha256(b):
 
 
 LAYER = layer()
+# The tampered blob: another file where bin/sleep was, the same size in every compression here.
+SERVED = layer(("bin/sh", "bin/sleeq")) if MODE.startswith("tampered-") else LAYER
+assert len(SERVED) == len(LAYER), (len(SERVED), len(LAYER))
 CONFIG = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/bin"]},
                      "rootfs": {"type": "layers", "diff_ids": []}}).encode()
 MANIFEST = json.dumps({
     "schemaVersion": 2,
     "mediaType": "application/vnd.oci.image.manifest.v1+json",
     "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha256(CONFIG), "size": len(CONFIG)},
-    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": sha256(LAYER), "size": len(LAYER)}],
+    "layers": [{"mediaType": COMPRESS[KIND][1], "digest": sha256(LAYER), "size": len(LAYER)}],
 }).encode()
 BASIC = "Basic dXNlcjpzZWNyZXQ="  # user:secret
 PORTS = {}
@@ -113,7 +144,7 @@ class Registry(http.server.BaseHTTPRequestHandler):
                     self.wfile.flush()
                     time.sleep(2)
                 return
-            return self.send(200, LAYER)
+            return self.send(200, SERVED)
         return self.send(404, b"{}")
 
 
@@ -143,5 +174,7 @@ PORTS["main"] = main.server_address[1]
 threading.Thread(target=main.serve_forever, daemon=True).start()
 with open(os.path.join(STATE, "manifest-sha512"), "w") as f:
     f.write("sha512:" + hashlib.sha512(MANIFEST).hexdigest())
+with open(os.path.join(STATE, "layer-digest"), "w") as f:
+    f.write(sha256(LAYER))
 print(f"ready {PORTS['main']}", flush=True)
 time.sleep(LIFETIME)
