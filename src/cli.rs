@@ -597,7 +597,7 @@ pub struct HookArgs {
     #[arg(long, env = "HOOKLOG_FILE")]
     pub file: Option<PathBuf>,
 
-    /// Kill the command after this long (SIGTERM, then SIGKILL 2 s later). At most 24h.
+    /// Kill the command after this long (SIGTERM, then SIGKILL 1 s later). At most 24h.
     #[arg(long, env = "HOOKLOG_HOOK_TIMEOUT", value_parser = bounded_duration)]
     pub timeout: Option<Duration>,
 

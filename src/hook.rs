@@ -30,8 +30,28 @@ pub const EXIT_TIMED_OUT: u8 = 124;
 /// Exit status when hooklog itself could not start (no runtime).
 pub const EXIT_INTERNAL: u8 = 70;
 
-/// Time between SIGTERM and SIGKILL when the timeout fires.
-const KILL_AFTER: Duration = Duration::from_secs(2);
+/// Time between SIGTERM and SIGKILL when the timeout fires. With what follows a timeout
+/// ([`TIMED_OUT_DRAIN_MAX`], [`TIMED_OUT_PASS_THROUGH`]) it stays within
+/// [`TIMED_OUT_REPORTED_WITHIN`], so that `hook.finished` is out before the kubelet's own kill
+/// when inject's `--timeout` leaves `manifest::budget::REPORT_MARGIN` to it: with 2 s here, a
+/// hook that ignores SIGTERM was killed by hooklog and the kubelet at the same moment, and
+/// reported `unfinished` (issue 37, grace 4 s and `--timeout 2s` under a v1.32 kubelet).
+const KILL_AFTER: Duration = Duration::from_secs(1);
+
+/// After a timeout's SIGKILL (the command's process group is gone), the longest its remaining
+/// output is read for: what a killed group left in its pipes is read in milliseconds.
+const TIMED_OUT_DRAIN_MAX: Duration = Duration::from_millis(250);
+
+/// After a timeout, how long the pass-through of the output may take.
+const TIMED_OUT_PASS_THROUGH: Duration = Duration::from_millis(250);
+
+/// The longest from a timeout's SIGTERM to `hook.finished` being handed to the reporter; the
+/// record then takes a write to the socket. `manifest::budget::REPORT_MARGIN` holds it.
+pub const TIMED_OUT_REPORTED_WITHIN: Duration = Duration::from_millis(
+    KILL_AFTER.as_millis() as u64
+        + TIMED_OUT_DRAIN_MAX.as_millis() as u64
+        + TIMED_OUT_PASS_THROUGH.as_millis() as u64,
+);
 
 /// After the command exits, how long its pipes may stay open without a line before the rest of
 /// its output is given up (a background child may hold them open forever).
@@ -357,7 +377,12 @@ pub async fn execute(
     }
     // The rest of the output, at the pace of its readers as before, until the pipes close, or
     // stay open without a line for OUTPUT_DRAIN (something else holds them), or OUTPUT_DRAIN_MAX.
-    let drain_by = tokio::time::Instant::now() + OUTPUT_DRAIN_MAX;
+    let drain_by = tokio::time::Instant::now()
+        + if timed_out {
+            TIMED_OUT_DRAIN_MAX
+        } else {
+            OUTPUT_DRAIN_MAX
+        };
     loop {
         if !(reporter.has_room() && passed.has_room()) {
             // Both, as above: the branches' own looks could disagree with this one.
@@ -378,7 +403,11 @@ pub async fn execute(
         on_line(stream, &line, partial);
     }
     // Blocking, but bounded and after the command: the timers have nothing left to do.
-    passed.finish(PASS_THROUGH_FINISH);
+    passed.finish(if timed_out {
+        TIMED_OUT_PASS_THROUGH
+    } else {
+        PASS_THROUGH_FINISH
+    });
     judge(&name, status, timed_out)
 }
 

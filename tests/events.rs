@@ -1,8 +1,9 @@
 //! `hooklog run --events` (issue 29): the Warning Event a hook that does not end ok leaves on
 //! its pod, read back from a real kube-apiserver 1.20.2 (the API server tier, scripts/
 //! apiserver.sh) as the pod's service account with k8s/events/rbac.yaml applied; and what no
-//! API server, a 403 or a server that never answers cost: at most a call's deadline, counted in
-//! the summary, warned once, the summary still last. The termination message, with and
+//! API server, a 403 or a server that never answers cost: tries within the grace (issue 37;
+//! faults one by one in tests/events_faults.rs), counted in the summary, warned once, the
+//! summary still last. The termination message, with and
 //! without a tier.
 
 use std::net::TcpListener;
@@ -13,9 +14,6 @@ use serde_json::{Value, json};
 
 use crate::apiserver::Api;
 use crate::util::{Daemon, hooklog, wait_until};
-
-/// hooklog's deadline for one call (src/events/mod.rs, `CALL_TIMEOUT`).
-const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
 const SLACK: Duration = Duration::from_millis(2000);
@@ -417,15 +415,16 @@ fn closed_port() -> u16 {
 }
 
 #[test]
-fn an_unreachable_api_server_costs_no_more_than_the_deadline_and_the_summary_is_last() {
+fn an_unreachable_api_server_is_tried_until_the_grace_and_the_summary_is_last() {
     let dir = tempfile::tempdir().unwrap();
-    let (d, to_summary, to_exit) = run_against(closed_port(), dir.path(), &[]);
+    let (d, to_summary, to_exit) = run_against(closed_port(), dir.path(), &["--grace", "3s"]);
     // The announce timeout and the linger, then at once.
     assert!(
         to_summary < Duration::from_millis(400) + SLACK,
         "{to_summary:?}"
     );
-    assert!(to_exit < to_summary + CALL_TIMEOUT, "{to_exit:?}");
+    // Tried again (issue 37) until the grace leaves no time: never past it.
+    assert!(to_exit < Duration::from_secs(3) + EXIT_SLACK, "{to_exit:?}");
     let summary = last_summary(&d);
     assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
     assert_eq!(summary["counts"]["missing"], 1);
@@ -433,7 +432,7 @@ fn an_unreachable_api_server_costs_no_more_than_the_deadline_and_the_summary_is_
 }
 
 #[test]
-fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_delays_the_summary() {
+fn a_server_that_never_answers_is_tried_within_the_grace_and_never_delays_the_summary() {
     // Accepts connections and never says a word: the TLS handshake waits for ever.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -444,28 +443,27 @@ fn a_server_that_never_answers_costs_one_deadline_within_the_grace_and_never_del
                 Ok(c) => conns.push(c),
                 Err(_) => break,
             }
-            if conns.len() > 16 {
+            if conns.len() > 64 {
                 break;
             }
         }
     });
     for (grace, bound) in [
-        (None, Duration::from_secs(25)),
+        ("3s", Duration::from_secs(3)),
         // A grace shorter than a call's deadline: the call ends before the grace does.
-        (Some("800ms"), Duration::from_millis(800)),
+        ("800ms", Duration::from_millis(800)),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let extra: Vec<&str> = grace.map(|g| vec!["--grace", g]).unwrap_or_default();
-        let (d, to_summary, to_exit) = run_against(port, dir.path(), &extra);
+        let (d, to_summary, to_exit) = run_against(port, dir.path(), &["--grace", grace]);
         assert!(
             to_summary < Duration::from_millis(400) + SLACK,
             "{to_summary:?}"
         );
-        eprintln!("--grace {grace:?}: summary after {to_summary:?}, exit after {to_exit:?}");
-        // One call's deadline after the summary at most, and never past the grace.
+        eprintln!("--grace {grace}: summary after {to_summary:?}, exit after {to_exit:?}");
+        // Never past the grace, whatever the tries.
         assert!(
-            to_exit < (to_summary + CALL_TIMEOUT).min(bound) + EXIT_SLACK,
-            "{grace:?}: summary after {to_summary:?}, exit after {to_exit:?}"
+            to_exit < bound.max(to_summary) + EXIT_SLACK,
+            "{grace}: summary after {to_summary:?}, exit after {to_exit:?}"
         );
         let summary = last_summary(&d);
         assert_eq!(summary["events"]["pending"], 1, "{summary:#}");

@@ -104,8 +104,8 @@ pub fn yaml_documents(text: &str) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The chart rendered with `values` as release `name` in `namespace`: every manifest's
-/// documents (NOTES.txt left out), or Helm's error.
+/// The chart rendered with `values` (and [`IMAGES`] where they name none) as release `name` in
+/// `namespace`: every manifest's documents (NOTES.txt left out), or Helm's error.
 pub fn render(values: &Value, name: &str, namespace: &str) -> Result<Vec<Value>, String> {
     render_for(values, name, namespace, None)
 }
@@ -113,6 +113,16 @@ pub fn render(values: &Value, name: &str, namespace: &str) -> Result<Vec<Value>,
 /// [`render`] for the API server version `kube` (`Capabilities.KubeVersion`; Helm's default,
 /// its newest, without).
 pub fn render_for(
+    values: &Value,
+    name: &str,
+    namespace: &str,
+    kube: Option<&str>,
+) -> Result<Vec<Value>, String> {
+    render_exact(&with_images(values.clone()), name, namespace, kube)
+}
+
+/// [`render_for`] with `values` as they are: no [`IMAGES`] filled in.
+fn render_exact(
     values: &Value,
     name: &str,
     namespace: &str,
@@ -243,6 +253,7 @@ fn matrix_without_images() -> Vec<(&'static str, Value)> {
             json!({"image": {"repository": "ghcr.io/acme/hooklog", "tag": "9.9.9", "digest": digest, "pullPolicy": "Always"}, "sidecarImage": {"repository": "ghcr.io/acme/hooklog-sidecar", "digest": digest}, "imagePullSecrets": [{"name": "regcred"}], "replicas": 3, "pdb": {"enabled": false}, "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]}}}, "resources": {"requests": {"cpu": "100m", "memory": "48Mi"}, "limits": {"memory": "96Mi"}}, "priorityClassName": "system-cluster-critical", "podAnnotations": {"prometheus.io/scrape": "false"}, "podLabels": {"team": "platform"}, "terminationGracePeriodSeconds": 45}),
         ),
         ("a fullname override", json!({"fullnameOverride": "hooks"})),
+        ("events", json!({"events": {"enabled": true}})),
     ]
 }
 
@@ -550,7 +561,7 @@ fn an_install_without_the_images_fails_naming_the_value() {
             "sidecarImage.repository is required",
         ),
     ] {
-        let err = render(&values, "hooklog", "hooklog").expect_err(&format!("{values} rendered"));
+        let err = render_exact(&values, "hooklog", "hooklog", None).expect_err(&format!("{values} rendered"));
         assert!(err.contains(says), "{values}: {err}");
         let build = if says.starts_with("image") {
             "--target hooklog"
@@ -1020,4 +1031,96 @@ fn the_webhook_policy_keeps_its_word() {
     )
     .unwrap();
     crate::manifest::validate_strictly(&files);
+}
+
+/// Issue 37: `events.enabled` makes the webhook inject `run --events` (HOOKLOG_INJECT_EVENTS)
+/// and renders one ClusterRole with create and patch on events.k8s.io events, nothing more,
+/// bound to no one; with the RoleBinding docs/webhook.md shows, `check` finds the grant for an
+/// injected pod's service account, and warns without it. Off by default: neither.
+#[test]
+fn events_enabled_renders_the_flag_and_the_least_cluster_role_that_the_docs_binding_grants() {
+    if !helm_available() {
+        return;
+    }
+    let off = render(&json!({}), "hooklog", "hooklog").unwrap();
+    assert!(
+        !env_of(&off, "hooklog")
+            .iter()
+            .any(|(k, _)| k == "HOOKLOG_INJECT_EVENTS")
+    );
+    assert!(
+        !off.iter()
+            .any(|d| d["metadata"]["name"] == "hooklog-events")
+    );
+    let docs = render(&json!({"events": {"enabled": true}}), "hooklog", "hooklog").unwrap();
+    assert!(
+        env_of(&docs, "hooklog").contains(&("HOOKLOG_INJECT_EVENTS".into(), "true".into())),
+        "{:?}",
+        env_of(&docs, "hooklog")
+    );
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "hooklog-events")
+        .expect("the events ClusterRole");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}])
+    );
+    assert!(
+        !docs.iter().any(
+            |d| d["kind"].as_str().is_some_and(|k| k.ends_with("Binding"))
+                && d["roleRef"]["name"] == "hooklog-events"
+        ),
+        "the chart binds it to no one"
+    );
+    // The docs' RoleBinding, as shown, and a pod injected with --events in its namespace.
+    let text = std::fs::read_to_string(root().join("docs/webhook.md")).unwrap();
+    let at = text
+        .find("kind: RoleBinding")
+        .expect("the docs' RoleBinding");
+    let start = text[..at].rfind("```yaml\n").unwrap() + "```yaml\n".len();
+    let end = start + text[start..].find("```").unwrap();
+    let binding = &text[start..end];
+    let dir = tempfile::tempdir().unwrap();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n    - name: web\n      image: nginx:1.25\n      lifecycle: {preStop: {exec: {command: [sh, -c, \"sleep 1\"]}}}\n";
+    std::fs::write(dir.path().join("pod.yaml"), pod).unwrap();
+    let injected = hooklog()
+        .args([
+            "inject",
+            "--events",
+            "--image",
+            "registry.example.com/hooklog:0.1.0",
+        ])
+        .arg(dir.path().join("pod.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        injected.status.success(),
+        "{}",
+        String::from_utf8_lossy(&injected.stderr)
+    );
+    let role_yaml = serde_json::to_string(role).unwrap();
+    let check = |with_binding: bool| {
+        let mut all = format!(
+            "{}\n---\n{role_yaml}\n",
+            String::from_utf8_lossy(&injected.stdout)
+        );
+        if with_binding {
+            all.push_str(&format!("---\n{binding}"));
+        }
+        std::fs::write(dir.path().join("all.yaml"), &all).unwrap();
+        let out = hooklog()
+            .args(["check", "--offline", "--format", "json"])
+            .arg(dir.path().join("all.yaml"))
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "sidecar-events-rbac-unknown")
+    };
+    assert!(check(false), "without the binding, check warns");
+    assert!(!check(true), "with the docs' binding, the grant is found");
 }

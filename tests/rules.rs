@@ -593,3 +593,51 @@ fn check_errors_follow_log_format_json() {
         }
     }
 }
+
+/// Issue 37: a live pod the webhook skipped for its grace period (its hooks' sleeps and
+/// hooklog's margin do not fit) was said to be "created while the webhook was down": its cause
+/// is the skip, with the period that fits; a pod that fits keeps the down-webhook cause.
+#[test]
+fn a_pod_the_webhook_skipped_for_its_grace_period_is_said_to_be_skipped_on_purpose() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = |name: &str, period: u64| {
+        format!(
+            r#"  - apiVersion: v1
+    kind: Pod
+    metadata: {{name: {name}, namespace: shop}}
+    spec:
+      terminationGracePeriodSeconds: {period}
+      containers:
+        - name: web
+          image: nginx:1.25
+          lifecycle: {{preStop: {{exec: {{command: [sleep, "5"]}}}}}}
+"#
+        )
+    };
+    let input = format!(
+        "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Namespace\n    metadata: {{name: shop, labels: {{hooklog.dev/inject: enabled}}}}\n{}{}",
+        pod("short", 4),
+        pod("long", 30)
+    );
+    let (_, doc) = json_in(dir.path(), &input, &[]);
+    let missed: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "missed-injection")
+        .collect();
+    assert_eq!(missed.len(), 2, "{doc:#}");
+    let text = |f: &Value| f.to_string();
+    let short = missed
+        .iter()
+        .find(|f| text(f).contains("shop/short"))
+        .unwrap();
+    let long = missed
+        .iter()
+        .find(|f| text(f).contains("shop/long"))
+        .unwrap();
+    assert!(text(short).contains("skipped it on purpose"), "{short:#}");
+    assert!(!text(short).contains("webhook was down"), "{short:#}");
+    assert!(text(short).contains("at least 7"), "{short:#}");
+    assert!(text(long).contains("webhook was down"), "{long:#}");
+}

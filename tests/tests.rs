@@ -38,6 +38,8 @@ mod yaml_values;
 mod apiserver;
 // After apiserver and webhook: uses their helpers.
 mod events;
+// After webhook: uses its helpers.
+mod events_faults;
 // After webhook and manifest: uses their helpers.
 mod adoption;
 // After manifest: uses its helpers.

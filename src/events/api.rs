@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
@@ -25,6 +26,10 @@ const MAX_ANSWER: usize = 64 * 1024;
 
 /// The port when `KUBERNETES_SERVICE_PORT` is not set: the `kubernetes` Service's HTTPS port.
 const DEFAULT_PORT: &str = "443";
+
+/// Every call's `User-Agent`: the API server names a create's or a patch's field manager after
+/// it (`managedFields[].manager`, the part before the first `/`), and audit logs show it.
+pub const USER_AGENT: &str = concat!("hooklog/", env!("CARGO_PKG_VERSION"));
 
 /// Where the API server is and how to ask it.
 pub struct Client {
@@ -51,6 +56,9 @@ pub enum CallError {
         status: u16,
         /// The start of the API server's `Status` message.
         body: String,
+        /// The answer's `Retry-After` in whole seconds (the API server sends it with a 429 and
+        /// with some 5xx), when it holds one.
+        retry_after: Option<Duration>,
     },
     /// Anything else: the token, the connection, TLS.
     #[error("{0:#}")]
@@ -121,20 +129,21 @@ impl Client {
         let started = Instant::now();
         let answer = tokio::time::timeout_at(
             deadline,
-            self.request_unbounded(method, path, Some(content_type), body, MAX_ANSWER),
+            self.request_with_retry_after(method, path, Some(content_type), body, MAX_ANSWER),
         )
         .await
         .map_err(|_| {
             CallError::Deadline(deadline.saturating_duration_since(started).as_millis() as u64)
         })?
         .map_err(CallError::Other)?;
-        let (status, bytes) = answer;
+        let (status, retry_after, bytes) = answer;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
             let shown: String = text.trim().chars().take(ERROR_BODY_SHOWN).collect();
             return Err(CallError::Status {
                 status: status.as_u16(),
                 body: shown,
+                retry_after,
             });
         }
         serde_json::from_slice(&bytes)
@@ -153,6 +162,22 @@ impl Client {
         body: Vec<u8>,
         max_answer: usize,
     ) -> Result<(StatusCode, Bytes)> {
+        let (status, _, bytes) = self
+            .request_with_retry_after(method, path, content_type, body, max_answer)
+            .await?;
+        Ok((status, bytes))
+    }
+
+    /// [`Client::request_unbounded`], with the answer's `Retry-After` (delay-seconds; an
+    /// HTTP-date is not read: the API server sends seconds).
+    async fn request_with_retry_after(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+        max_answer: usize,
+    ) -> Result<(StatusCode, Option<Duration>, Bytes)> {
         let token = std::fs::read_to_string(&self.token)
             .with_context(|| format!("{}", self.token.display()))?;
         let tcp = tokio::net::TcpStream::connect(&self.addr)
@@ -175,7 +200,8 @@ impl Client {
                 hyper::header::AUTHORIZATION,
                 format!("Bearer {}", token.trim()),
             )
-            .header(hyper::header::ACCEPT, "application/json");
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(hyper::header::USER_AGENT, USER_AGENT);
         if let Some(ct) = content_type {
             req = req.header(hyper::header::CONTENT_TYPE, ct);
         }
@@ -184,12 +210,18 @@ impl Client {
             .context("the request")?;
         let answer = sender.send_request(req).await.context("send")?;
         let status = answer.status();
+        let retry_after = answer
+            .headers()
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let bytes = Limited::new(answer.into_body(), max_answer)
             .collect()
             .await
             .map_err(|e| anyhow::anyhow!("the answer: {e}"))?
             .to_bytes();
         driver.abort();
-        Ok((status, bytes))
+        Ok((status, retry_after, bytes))
     }
 }

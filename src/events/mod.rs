@@ -8,16 +8,26 @@
 //! taken from a `hook.finished` record only when the peers paired it with its run's start
 //! ([`Peers::finish_of`]), so a forged finish posts nothing. Calls ([`api`]) are made one at a
 //! time by a task of their own, each by a deadline inside the grace period ([`CALL_TIMEOUT`],
-//! [`EXIT_RESERVE`]); the first that fails (no API server, a 403, no answer in time) is warned
-//! once and ends the calls, the Events left are counted as not posted. The summary counts them
-//! as of its writing and is never waited for them; at exit hooklog waits for calls in flight
-//! only until the grace deadline's reserve.
+//! [`EXIT_RESERVE`]). A call that fails for want of an answer (a refused or reset connection,
+//! no answer in time, a 429 or a 5xx) is tried again as client-go's event broadcaster tries it
+//! ([`retry`]), while the grace period leaves time; an answer every later call would get too
+//! (401, 403, 404) is warned once and ends the calls; any other gives up that Event alone. The
+//! Events given up are counted as not posted. Each container has its own share of Events
+//! ([`budget`]), and the expected containers' are posted first, so names a peer makes up cost
+//! the others nothing. The summary counts the Events as of its writing and is never waited
+//! for them; at exit hooklog waits for calls in flight only until the grace deadline's reserve.
 //!
 //! Repeated outcomes of a container (its hook failing on every run) become one Event's series
-//! (events.k8s.io/v1 `series.count`), not a flood.
+//! (events.k8s.io/v1 `series.count`), not a flood. The Event's `deprecatedCount`,
+//! `deprecatedFirstTimestamp` and `deprecatedLastTimestamp` stay unset: the API server refuses
+//! an events.k8s.io/v1 create that sets them ("needs to be unset",
+//! k8s.io/kubernetes `pkg/apis/core/validation/events.go`, `ValidateEventCreate`), and keeps
+//! them immutable on update; core/v1 readers see the series' count in `series.count`.
 
 pub mod api;
+pub mod budget;
 pub mod note;
+pub mod retry;
 pub mod termination;
 
 use std::borrow::Cow;
@@ -37,6 +47,7 @@ use crate::batch::Batch;
 use crate::lifecycle::peers::{PeerOutcome, Peers};
 use crate::pod::PodMeta;
 use crate::protocol::{self, Event};
+use budget::{Budget, Lane};
 use note::Tail;
 use termination::TerminationMessage;
 
@@ -69,10 +80,9 @@ const TAP_BATCHES: usize = 32;
 /// the expected ones a peer is ignored anyway; any container may write any `container_name`.
 const MAX_TAILS: usize = 128;
 
-/// Events (creates and series updates) per run at most; past it they are counted as not
-/// posted. A pod rarely has more than a handful of containers; a peer writing fake failing runs
-/// by the thousand makes no more calls than this.
-const MAX_POSTS: usize = 256;
+/// After the signal, a try is not started with less than this left before the grace deadline's
+/// reserve: a TLS handshake and a call on a loaded node take some tens of milliseconds.
+const MIN_TRY: Duration = Duration::from_millis(200);
 
 /// `--events` settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,13 +118,13 @@ struct Post {
 struct Stats {
     /// Events created or series updated.
     posted: AtomicU64,
-    /// Events given up on: a failed call, the calls ended, or past [`MAX_POSTS`].
+    /// Events given up on: a failed call, the calls ended, or past the container's share.
     not_posted: AtomicU64,
     /// Events queued and not yet done.
     pending: AtomicU64,
-    /// Set by the first failed call: no more calls.
+    /// Set by a 401, 403 or 404: no more calls.
     stopped: AtomicBool,
-    /// Why the calls ended, for the summary.
+    /// Why the calls ended, or the first Event was given up, for the summary.
     error: Mutex<Option<String>>,
 }
 
@@ -277,7 +287,10 @@ impl Reporter {
     ) -> Reporter {
         let (tap, tap_rx) = mpsc::channel(TAP_BATCHES);
         let (summary_tx, summary_rx) = oneshot::channel();
-        let (posts_tx, posts_rx) = mpsc::channel(MAX_POSTS);
+        let budget = Budget::new(peers.expected_names());
+        // As long as the shares: an Event the budget lets through always finds room.
+        let (expected_tx, expected_rx) = mpsc::channel(budget.expected_capacity().max(1));
+        let (others_tx, others_rx) = mpsc::channel(budget.other_capacity().max(1));
         let shared = Arc::new(Shared::default());
         let target = Target::new(settings, pod);
         if let Err(why) = &target {
@@ -287,10 +300,19 @@ impl Reporter {
             tap_rx,
             summary_rx,
             peers,
-            posts_tx,
+            Queues {
+                budget: Mutex::new(budget),
+                expected: expected_tx,
+                others: others_tx,
+            },
             shared.clone(),
         ));
-        let calls = tokio::spawn(make_calls(posts_rx, target, deadline, shared.clone()));
+        let calls = tokio::spawn(make_calls(
+            [expected_rx, others_rx],
+            target,
+            deadline,
+            shared.clone(),
+        ));
         Reporter {
             tap,
             at_summary: Mutex::new(Some(summary_tx)),
@@ -370,25 +392,43 @@ struct SeenHooklog<'a> {
     input: Option<Cow<'a, str>>,
 }
 
+/// Where the tap's task queues Events: each container's share, and a queue per [`Lane`].
+struct Queues {
+    /// The shares left (the tap's task alone spends them).
+    budget: Mutex<Budget>,
+    /// The expected containers' Events, posted first.
+    expected: mpsc::Sender<Post>,
+    /// The other containers'.
+    others: mpsc::Sender<Post>,
+}
+
 /// The tap's task: keeps each container's output tail, queues an Event for each paired
 /// `hook.finished` not ok, and at the summary the Events of the rest.
 async fn watch_records(
     mut tap: mpsc::Receiver<Arc<Batch>>,
     mut at_summary: oneshot::Receiver<AtSummary>,
     peers: Arc<Peers>,
-    posts: mpsc::Sender<Post>,
+    queues: Queues,
     shared: Arc<Shared>,
 ) {
     let mut tails: HashMap<String, Tail> = HashMap::new();
-    let queued = std::sync::atomic::AtomicUsize::new(0);
     let queue = |post: Post| {
         shared
             .reported()
             .insert((post.container.clone(), post.reason));
-        let past_cap = queued.fetch_add(1, Ordering::Relaxed) >= MAX_POSTS;
+        let lane = queues
+            .budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(&post.container);
         // Pending before it is sent: the calls' task counts it down as it takes it.
         shared.stats.pending.fetch_add(1, Ordering::Relaxed);
-        if past_cap || posts.try_send(post).is_err() {
+        let sent = match lane {
+            Some(Lane::Expected) => queues.expected.try_send(post).is_ok(),
+            Some(Lane::Other) => queues.others.try_send(post).is_ok(),
+            None => false,
+        };
+        if !sent {
             shared.stats.pending.fetch_sub(1, Ordering::Relaxed);
             shared.stats.not_posted.fetch_add(1, Ordering::Relaxed);
         }
@@ -528,12 +568,13 @@ fn look_at(batch: &Batch, tails: &mut HashMap<String, Tail>, peers: &Peers, queu
     }
 }
 
-/// The calls' task: posts each Event in turn, a repeated one as its series, until the first
-/// failure; each call by its deadline.
+/// The calls' task: posts each Event in turn, the expected containers' first, a repeated one as
+/// its series, each tried again while [`retry`] says so and the grace leaves time, until an
+/// answer ends the calls.
 async fn make_calls(
-    mut posts: mpsc::Receiver<Post>,
+    [mut expected, mut others]: [mpsc::Receiver<Post>; 2],
     target: Result<Target, String>,
-    deadline: watch::Receiver<Option<Instant>>,
+    mut deadline: watch::Receiver<Option<Instant>>,
     shared: Arc<Shared>,
 ) {
     let stats = &shared.stats;
@@ -542,20 +583,22 @@ async fn make_calls(
         stats.stopped.store(true, Ordering::Relaxed);
         *stats.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
     }
-    // (container, reason) to the Event's name and its count.
-    let mut series: HashMap<(String, &'static str), (String, u64)> = HashMap::new();
+    let mut series = Series::default();
     let mut seq = 0u64;
-    while let Some(post) = posts.recv().await {
+    let mut warned = false;
+    loop {
+        let post = tokio::select! {
+            biased;
+            Some(p) = expected.recv() => p,
+            Some(p) = others.recv() => p,
+            else => break,
+        };
         let result = match &target {
             _ if stats.stopped.load(Ordering::Relaxed) => Err(None),
             Err(_) => Err(None),
-            Ok(t) => {
-                let call_by = call_deadline(*deadline.borrow());
-                seq += 1;
-                post_one(t, &post, &mut series, seq, call_by)
-                    .await
-                    .map_err(Some)
-            }
+            Ok(t) => post_with_retries(t, &post, &mut series, &mut seq, &mut deadline)
+                .await
+                .map_err(Some),
         };
         // Pending until done: one aborted at exit is counted as not posted.
         stats.pending.fetch_sub(1, Ordering::Relaxed);
@@ -563,20 +606,119 @@ async fn make_calls(
             Ok(()) => {
                 stats.posted.fetch_add(1, Ordering::Relaxed);
             }
-            Err(why) => {
+            Err(failure) => {
                 stats.not_posted.fetch_add(1, Ordering::Relaxed);
-                if let Some(why) = why
-                    && !stats.stopped.swap(true, Ordering::Relaxed)
-                {
+                let Some(failure) = failure else { continue };
+                if failure.stop {
+                    stats.stopped.store(true, Ordering::Relaxed);
+                }
+                if !warned {
+                    warned = true;
                     tracing::warn!(
-                        error = %why,
+                        error = %failure.why,
                         container = %post.container,
                         reason = post.reason,
-                        "event not posted: no more events this run (counted in the summary)"
+                        "{}",
+                        if failure.stop {
+                            "event not posted: no more events this run (counted in the summary)"
+                        } else {
+                            "event not posted (counted in the summary; no more warnings)"
+                        }
                     );
-                    *stats.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+                    *stats.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure.why);
+                } else if failure.stop {
+                    tracing::warn!(error = %failure.why, "event not posted: no more events this run (counted in the summary)");
+                    *stats.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(failure.why);
                 }
             }
+        }
+    }
+}
+
+/// An Event given up.
+#[derive(Debug)]
+struct Failure {
+    /// The call and its error.
+    why: String,
+    /// True when no more calls are to be made ([`retry::Verdict::Stop`]).
+    stop: bool,
+}
+
+/// (container, reason) to its Event's name and its series' count.
+type Series = HashMap<(String, &'static str), (String, u64)>;
+
+/// Posts `post`, trying again as [`retry::verdict`] says, at most
+/// [`retry::MAX_TRIES_PER_EVENT`] tries, while the grace deadline (once known) leaves time.
+async fn post_with_retries(
+    t: &Target,
+    post: &Post,
+    series: &mut Series,
+    seq: &mut u64,
+    deadline: &mut watch::Receiver<Option<Instant>>,
+) -> Result<(), Failure> {
+    // Chosen once: a create whose answer was lost is found taken (409) on the next try.
+    let mut created_as: Option<String> = None;
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        let by = call_deadline(*deadline.borrow());
+        let err = match post_one(t, post, series, seq, &mut created_as, by).await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let after = match retry::verdict(&err.1) {
+            retry::Verdict::Stop => return Err(err.failure(true, "")),
+            retry::Verdict::GiveUp => return Err(err.failure(false, "")),
+            retry::Verdict::Retry { after } => after,
+        };
+        if tries >= retry::MAX_TRIES_PER_EVENT {
+            return Err(err.failure(false, &format!(" (given up after {tries} tries)")));
+        }
+        let wait = retry::sleep(tries, after, fastrand::f64());
+        tracing::debug!(error = %err.1, tries, wait_ms = wait.as_millis() as u64, "event call failed: trying again");
+        if !sleep_within_grace(wait, deadline).await {
+            return Err(err.failure(
+                false,
+                &format!(
+                    " (given up after {tries} tries: the grace period leaves no time for another)"
+                ),
+            ));
+        }
+    }
+}
+
+/// A failed call: what it was, and its error.
+struct Failed(String, api::CallError);
+
+impl Failed {
+    fn failure(&self, stop: bool, why: &str) -> Failure {
+        Failure {
+            why: format!("{}: {}{why}", self.0, self.1),
+            stop,
+        }
+    }
+}
+
+/// Sleeps `wait`, unless the grace deadline (known now or told during the wait) leaves no time
+/// for a try after it: false then, at once.
+async fn sleep_within_grace(
+    wait: Duration,
+    deadline: &mut watch::Receiver<Option<Instant>>,
+) -> bool {
+    let until = Instant::now() + wait;
+    loop {
+        let last_start =
+            (*deadline.borrow()).map(|d| d.checked_sub(EXIT_RESERVE + MIN_TRY).unwrap_or(d));
+        if last_start.is_some_and(|l| until > l) {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => return true,
+            changed = deadline.changed() => if changed.is_err() {
+                // The daemon is gone: no deadline will come; the wait is all that is left.
+                tokio::time::sleep_until(until).await;
+                return true;
+            },
         }
     }
 }
@@ -591,21 +733,26 @@ fn call_deadline(grace_deadline: Option<Instant>) -> Instant {
     }
 }
 
-/// Creates the Event, or updates its series when the container's hook had this outcome before.
+/// One try: creates the Event, or updates its series when the container's hook had this
+/// outcome before. `created_as` is the name of this Event's create, once one was tried.
 async fn post_one(
     t: &Target,
     post: &Post,
-    series: &mut HashMap<(String, &'static str), (String, u64)>,
-    seq: u64,
+    series: &mut Series,
+    seq: &mut u64,
+    created_as: &mut Option<String>,
     by: Instant,
-) -> Result<(), String> {
+) -> Result<(), Failed> {
     let now = crate::timefmt::now_ms();
     let base = format!(
         "/apis/events.k8s.io/v1/namespaces/{}/events",
         t.pod.namespace
     );
     let key = (post.container.clone(), post.reason);
-    if let Some((name, count)) = series.get_mut(&key) {
+    if created_as.is_none()
+        && let Some((name, count)) = series.get_mut(&key)
+    {
+        // The count sent is absolute: a retried update whose answer was lost counts once.
         let body = json!({"series": {"count": *count + 1, "lastObservedTime": micro_time(now)}});
         match t
             .client
@@ -624,12 +771,19 @@ async fn post_one(
             }
             // The Event expired (the API server keeps Events an hour by default): a new one.
             Err(api::CallError::Status { status: 404, .. }) => {}
-            Err(e) => return Err(format!("PATCH {base}/{name}: {e}")),
+            Err(e) => return Err(Failed(format!("PATCH {base}/{name}"), e)),
         }
     }
-    let name = event_name(&t.pod.name, now, seq);
+    let retried_create = created_as.is_some();
+    let name = created_as
+        .get_or_insert_with(|| {
+            *seq += 1;
+            event_name(&t.pod.name, now, *seq)
+        })
+        .clone();
     let body = event_object(&t.pod, &name, post, now);
-    t.client
+    match t
+        .client
         .call(
             Method::POST,
             &base,
@@ -638,7 +792,12 @@ async fn post_one(
             by,
         )
         .await
-        .map_err(|e| format!("POST {base}: {e}"))?;
+    {
+        Ok(_) => {}
+        // An earlier try of this create was done; its answer was lost.
+        Err(api::CallError::Status { status: 409, .. }) if retried_create => {}
+        Err(e) => return Err(Failed(format!("POST {base}"), e)),
+    }
     series.insert(key, (name, 1));
     Ok(())
 }

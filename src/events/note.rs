@@ -1,6 +1,7 @@
 //! (the sidecar) What an Event says: the reason for an outcome, and the note (the hook's end and the last
 //! lines of its output), bounded to what the API server accepts.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 /// Longest `note` the API server accepts in an events.k8s.io/v1 Event, in bytes (`len()` of a
@@ -53,8 +54,9 @@ impl Tail {
         if self.lines.len() == TAIL_LINES {
             self.lines.pop_front();
         }
+        let line = escape_controls(line.trim_end_matches(['\r', '\n']));
         self.lines
-            .push_back(prefix(line.trim_end_matches(['\r', '\n']), LINE_MAX_BYTES).to_string());
+            .push_back(prefix(&line, LINE_MAX_BYTES).to_string());
     }
 
     /// Forgets the lines (a new run of the hook starts).
@@ -72,7 +74,7 @@ impl Tail {
 /// newest `tail` lines as fit, oldest first; never more than [`NOTE_MAX_BYTES`] bytes. The
 /// newest line is kept even when it alone is too long: its end is shown, after [`CUT_MARK`].
 pub fn note(head: &str, tail: &Tail) -> String {
-    let mut out = prefix(head, HEAD_MAX_BYTES).to_string();
+    let mut out = prefix(&escape_controls(head), HEAD_MAX_BYTES).to_string();
     let mut budget = NOTE_MAX_BYTES.saturating_sub(out.len() + OUTPUT_HEADER.len());
     let mut shown: Vec<String> = Vec::new();
     for line in tail.lines().rev() {
@@ -100,6 +102,24 @@ pub fn note(head: &str, tail: &Tail) -> String {
     }
     debug_assert!(out.len() <= NOTE_MAX_BYTES);
     out
+}
+
+/// `s` with every control character but the newline (C0, DEL and C1: what a terminal acts on,
+/// ESC starting an escape sequence) written as `\xNN`, as the records' JSON escapes them: a
+/// note is shown by `kubectl describe` on a terminal.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() && c != '\n' {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The longest start of `s` of at most `max` bytes that ends on a character boundary.
@@ -172,21 +192,39 @@ mod tests {
         assert_eq!(reason("success"), Some("PreStopHookFailed"));
     }
 
+    #[test]
+    fn control_characters_are_escaped_and_newlines_kept() {
+        assert_eq!(
+            escape_controls("\u{1b}[31mred\u{7}\r\tx\ny\u{9b}2J\u{7f}"),
+            "\\x1b[31mred\\x07\\x0d\\x09x\ny\\x9b2J\\x7f"
+        );
+        assert!(matches!(escape_controls("plain é"), Cow::Borrowed(_)));
+        let n = note(
+            "head\u{1b}]0;title\u{7}",
+            &tail_of(&["\u{1b}[2Jcleared", "ok\r"]),
+        );
+        assert_eq!(
+            n,
+            "head\\x1b]0;title\\x07\nlast output:\n\\x1b[2Jcleared\nok"
+        );
+    }
+
     proptest! {
         /// Any head and any output lines (multi-byte characters, empty lines, lines far past
         /// the limit) give a note within the API server's limit that is valid UTF-8 and keeps
         /// the newest line's end.
         #[test]
         fn every_note_fits_the_api_servers_limit(
-            head in "\\PC{0,600}",
+            head in prop_oneof!["\\PC{0,600}", "[\\x00-\\x1f\\x7f-\\u{9f}a]{0,600}"],
             lines in proptest::collection::vec(
-                prop_oneof!["\\PC{0,40}", "[a-zé€𝄞]{0,3000}"], 0..40),
+                prop_oneof!["\\PC{0,40}", "[a-zé€𝄞]{0,3000}", "[\\x00-\\x1f\\x7f-\\u{9f}a]{0,80}"], 0..40),
         ) {
             let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
             let t = tail_of(&refs);
             let n = note(&head, &t);
             prop_assert!(n.len() <= NOTE_MAX_BYTES, "{} bytes", n.len());
-            prop_assert!(n.starts_with(prefix(&head, HEAD_MAX_BYTES)));
+            prop_assert!(n.starts_with(prefix(&escape_controls(&head), HEAD_MAX_BYTES)));
+            prop_assert!(!n.chars().any(|c| c.is_control() && c != '\n'), "{n:?}");
             if let Some(last) = t.lines().next_back() {
                 let end: String = last.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect();
                 if !end.is_empty() {

@@ -363,6 +363,15 @@ impl Peers {
             .collect()
     }
 
+    /// The peers `--peers` named.
+    pub fn expected_names(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, p)| p.expected)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     /// True when some expected peer has not been heard from.
     pub fn any_unannounced(&self) -> bool {
         self.lock().values().any(|p| p.expected && !p.announced())

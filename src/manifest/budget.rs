@@ -83,10 +83,22 @@ pub fn check(
 }
 
 /// How long before the kubelet's own kill a wrapped hook of unknown length is stopped, so that
-/// its end is reported: `hooklog hook --timeout` sends SIGTERM, then SIGKILL 2 s later
-/// (`hook::KILL_AFTER`), and its `hook.finished` record goes out within that window. This is
-/// the only time hooklog ever takes off a hook, and only off one whose length nobody knows.
+/// its end is reported: `hooklog hook --timeout` sends SIGTERM, then SIGKILL 1 s later
+/// (`hook::KILL_AFTER`), reads what is left of the output and hands `hook.finished` over within
+/// [`crate::hook::TIMED_OUT_REPORTED_WITHIN`] (1.5 s), which leaves its write half a second
+/// before the kubelet's kill. This is the only time hooklog ever takes off a hook, and only off
+/// one whose length nobody knows.
 pub const REPORT_MARGIN: Duration = Duration::from_secs(2);
+
+/// Time left within [`REPORT_MARGIN`] for writing `hook.finished` to the socket after it is
+/// handed over: a local write, milliseconds even on a loaded node.
+const FINISH_WRITE: Duration = Duration::from_millis(500);
+
+// A hook that ignores SIGTERM is killed, drained and reported before the kubelet's kill.
+const _: () = assert!(
+    crate::hook::TIMED_OUT_REPORTED_WITHIN.as_millis() + FINISH_WRITE.as_millis()
+        <= REPORT_MARGIN.as_millis()
+);
 
 /// What `inject` writes for one pod: `--grace`, and the `--timeout` of hooks of unknown length
 /// (`None`: no such hook, or too short a period to leave a margin).

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{Pod, Rule, Severity, Sink};
 use crate::manifest::adoption::{Adoption, Leave};
+use crate::manifest::budget::Unfit;
 use crate::manifest::hooks::container_hooklog_argv;
 use crate::manifest::layout::{ANNOTATION, OPT_IN, SYSTEM_NAMESPACES};
 use crate::manifest::podspec;
@@ -16,8 +17,8 @@ use crate::manifest::podspec;
 pub const MISSED_INJECTION: Rule = Rule {
     id: "missed-injection",
     severity: Severity::Warning,
-    description: "A pod that opted in to `hooklog webhook` (its namespace's label or its own annotation hooklog.dev/inject) runs without hooklog: it was created while the webhook was down or unreachable.",
-    remediation: "Restart the pod's workload while the webhook is up (`kubectl rollout restart`), so it is created with hooklog.",
+    description: "A pod that opted in to `hooklog webhook` (its namespace's label or its own annotation hooklog.dev/inject) runs without hooklog: it was created while the webhook was down or unreachable, or the webhook skipped it on purpose (a grace period too short for its hooks and hooklog's margin).",
+    remediation: "Restart the pod's workload while the webhook is up (`kubectl rollout restart`), so it is created with hooklog; for a pod skipped for its grace period, raise terminationGracePeriodSeconds first.",
 };
 
 pub const NOT_LINUX: Rule = Rule {
@@ -61,12 +62,14 @@ pub fn opted_in_namespaces(doc: &Value, out: &mut BTreeSet<String>) {
 }
 
 /// A Pod (not a template: the webhook injects pods as they are created) that opted in, is not
-/// one the webhook skips, and has no hooklog.
+/// one the webhook leaves alone, and has no hooklog; `unfit` when the webhook skipped it on
+/// purpose for its grace period (said as the cause: it was not down).
 pub fn check_pod(
     pod: &Pod,
     metadata: Option<&Value>,
     opted_in: &BTreeSet<String>,
     native: bool,
+    unfit: Option<Unfit>,
     sink: &mut Sink,
 ) {
     if pod.object.kind != "Pod" {
@@ -102,14 +105,28 @@ pub fn check_pod(
     } else {
         format!("namespace {namespace} has the label {OPT_IN}=enabled")
     };
-    sink.add(
-        &MISSED_INJECTION,
-        None,
-        pod.spec_path,
-        format!(
-            "pod {} opted in to hooklog ({why}) but has no hooklog: it was created while the webhook was down or unreachable (failurePolicy Ignore admits such pods as they are)",
-            pod.object.qualified_name()
+    let name = pod.object.qualified_name();
+    match unfit {
+        Some(unfit) => sink.add(
+            &MISSED_INJECTION,
+            None,
+            pod.spec_path,
+            format!(
+                "pod {name} opted in to hooklog ({why}) but has no hooklog: the webhook skipped it on purpose, {unfit} (it leaves a pod unchanged rather than cut a hook short)"
+            ),
+            format!(
+                "raise terminationGracePeriodSeconds to at least {} in the pod's workload; its new pods get hooklog",
+                unfit.needed()
+            ),
         ),
-        "check the webhook (`kubectl -n hooklog get pods`, its log says what it skipped and why), then delete the pod so that its controller creates it again through the webhook",
-    );
+        None => sink.add(
+            &MISSED_INJECTION,
+            None,
+            pod.spec_path,
+            format!(
+                "pod {name} opted in to hooklog ({why}) but has no hooklog: it was created while the webhook was down or unreachable (failurePolicy Ignore admits such pods as they are)"
+            ),
+            "check the webhook (`kubectl -n hooklog get pods`, its log says what it skipped and why), then delete the pod so that its controller creates it again through the webhook",
+        ),
+    }
 }

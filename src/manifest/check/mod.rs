@@ -307,7 +307,8 @@ pub fn check_document(
         let pod = pod(&t, spec, metadata);
         check_pod(&pod, opts, &mut sink);
         let native = timing::inject_mode(opts) == super::budget::SidecarMode::Native;
-        adoption::check_pod(&pod, metadata, opted_in, native, &mut sink);
+        let unfit = timing::unfit(&pod, opts);
+        adoption::check_pod(&pod, metadata, opted_in, native, unfit, &mut sink);
         events::check_pod(&pod, grants, &mut sink);
         let ignores = control::ignores(doc.value.get("metadata"), &doc.path, &pod);
         control::apply_ignores(&ignores, &mut sink);

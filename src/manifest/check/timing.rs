@@ -87,9 +87,9 @@ pub(super) fn inject_mode(opts: &Options) -> SidecarMode {
     }
 }
 
-/// A pod without hooklog whose period cannot hold its hooks' known sleeps and hooklog's
-/// margin: the one `hooklog inject` leaves unchanged (the same [`budget::plan`] decides).
-fn check_fit(pod: &Pod, opts: &Options, sink: &mut Sink) {
+/// Why `hooklog inject` and the webhook leave `pod` unchanged on purpose, when its period cannot
+/// hold its hooks' known sleeps and hooklog's margin (the same [`budget::plan`] decides).
+pub fn unfit(pod: &Pod, opts: &Options) -> Option<budget::Unfit> {
     let mode = inject_mode(opts);
     let mut longest = Duration::ZERO;
     let mut unknown = false;
@@ -115,7 +115,13 @@ fn check_fit(pod: &Pod, opts: &Options, sink: &mut Sink) {
             }
         }
     }
-    if let Err(unfit) = budget::plan(mode, longest, unknown, pod.period) {
+    budget::plan(mode, longest, unknown, pod.period).err()
+}
+
+/// A pod without hooklog whose period cannot hold its hooks' known sleeps and hooklog's
+/// margin: the one `hooklog inject` leaves unchanged.
+fn check_fit(pod: &Pod, opts: &Options, sink: &mut Sink) {
+    if let Some(unfit) = unfit(pod, opts) {
         sink.add(
             &CANNOT_FIT,
             None,
