@@ -22,11 +22,13 @@ pub mod image_notes;
 pub mod inject;
 pub mod layout;
 pub mod load;
+pub mod migrate;
 pub mod number;
 pub mod podspec;
 pub mod report;
 pub mod splice;
 pub mod spool;
+pub mod tailer;
 pub mod tree;
 pub mod uninject;
 #[cfg(test)]
