@@ -757,8 +757,7 @@ fn sidecar_args(spec: &mut Value) -> Option<&mut Vec<Value>> {
         .filter_map(|(_, v)| v.as_array_mut())
         .flat_map(|l| l.iter_mut())
         .find(|c| c["name"] == SIDECAR)
-        .and_then(|c| c.get_mut("args"))
-        .and_then(Value::as_array_mut)
+        .and_then(super::migrate::run_line_mut)
 }
 
 /// Adds `--events` to hooklog's sidecar, last as [`sidecar`] puts it, unless it has it (or an
@@ -772,7 +771,8 @@ fn add_events(spec: &mut Value) -> bool {
         .filter_map(Value::as_str)
         .any(|a| a == "--events" || a.starts_with("--events="));
     if !has {
-        args.push(Value::String("--events".into()));
+        let at = super::migrate::end_of_flags(args);
+        args.insert(at, Value::String("--events".into()));
     }
     !has
 }
@@ -792,7 +792,7 @@ fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
             _ => {
                 let at = before
                     .and_then(|b| args.iter().position(|a| a == b))
-                    .unwrap_or(args.len());
+                    .unwrap_or_else(|| super::migrate::end_of_flags(args));
                 args.insert(at, Value::String(value));
                 args.insert(at, Value::String(flag.to_string()));
             }

@@ -2,18 +2,21 @@
 //! sidecar takes the tailer's place, in the tailer's own container entry, and reads the files it
 //! followed (`run --file`) on the same mounts; its keep-alive preStop becomes `hooklog sleep 0`.
 //!
-//! Every change is a scalar replaced in place or an item or key added, never a line of the
-//! user's removed: that is what lets `uninject` give back the user's bytes exactly (the splicer
-//! undoes a replacement in the scalar's own style and an insertion with the bytes it added). The
-//! tailer's whole entry, as written, is kept in inject's record ([`super::inject::Record`]).
+//! Only the name and image are replaced (names and image references are written as they read);
+//! everything else is added: hooklog's `run` line goes in front of the tailer's own words, which
+//! follow `--` and are never run (`hooklog run -- ...` and `hooklog sleep 0 -- ...` ignore
+//! them), and the env, mounts, resources and securityContext hooklog needs are added. The
+//! splicer takes an insertion out again with exactly its bytes: `uninject` gives back the
+//! user's bytes. The tailer's entry as it was is kept in inject's record
+//! ([`super::inject::Record`]).
 
 use serde_json::{Map, Value, json};
 
 use super::budget::SidecarMode;
 use super::hooks::{self, Handler, IMAGE_BINARY};
 use super::inject::Record;
-use super::layout::{FILE, PODINFO_MOUNT, SIDECAR, SOCKET};
-use super::podspec::Container;
+use super::layout::{INSTALLER, SIDECAR};
+use super::podspec::{Container, strings};
 use super::tailer::{self, Tailer};
 
 /// The keys a tailer's container may have for hooklog to take its place: what `run` ignores or
@@ -35,10 +38,6 @@ const KEPT_KEYS: [&str; 15] = [
     "workingDir",
     "restartPolicy",
 ];
-
-/// hooklog's `run` flags that take a path, written as one word each (`--file=PATH`) where the
-/// tailer's `command` has room for them.
-const PATH_FLAGS: [&str; 3] = ["--file", "--socket", "--podinfo"];
 
 /// A tailer inject migrates.
 #[derive(Debug, Clone)]
@@ -111,6 +110,14 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
             ));
         }
     }
+    // Replaced, they must read back as written (a digest's `@` would come back quoted).
+    for (key, value) in [("name", c.name.as_str()), ("image", c.image())] {
+        if !super::emit::plain_safe(value) {
+            return Some(format!(
+                "its {key} `{value}` is not one inject can replace and give back byte for byte"
+            ));
+        }
+    }
     if c.init && !c.native_sidecar() {
         return Some("an init container".into());
     }
@@ -134,16 +141,6 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
             }
         }
     }
-    let (command, args) = c.argv();
-    // The words of the shortest `run` line before `--grace G`: hooklog, run, one word for each
-    // path flag and file.
-    let words = 2 + PATH_FLAGS.len() + t.files.len();
-    if command.len() + args.len() > words {
-        return Some(format!(
-            "its command line has {} words, more than hooklog's `run` has ({words}), and inject only replaces and adds",
-            command.len() + args.len()
-        ));
-    }
     None
 }
 
@@ -157,6 +154,9 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
     }) else {
         return;
     };
+    if plan.native {
+        place_installer_after(spec, &plan.tailer.name);
+    }
     let Some(c) = tailer::container_mut(spec, &plan.tailer.name) else {
         return;
     };
@@ -177,20 +177,22 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
     ));
     map.insert("name".into(), json!(SIDECAR));
     map.insert("image".into(), sidecar["image"].clone());
-    set_argv(map, run_line(&sidecar, &plan.tailer));
+    // hooklog's line goes in front of the tailer's own words, which follow `--`, never run: only
+    // insertions, which uninject takes out again with exactly their bytes.
+    let line = run_line(&sidecar, &plan.tailer);
+    if map.get("command").is_some_and(|c| !strings(c).is_empty()) {
+        prepend(map, "command", &line);
+    } else {
+        // hooklog's image's ENTRYPOINT is the binary.
+        prepend(map, "args", &line[1..]);
+    }
     if let Some(exec) = map
         .get_mut("lifecycle")
         .and_then(|l| l.get_mut("preStop"))
         .and_then(|p| p.get_mut("exec"))
         .and_then(Value::as_object_mut)
     {
-        // `hooklog sleep` adds its arguments up: one `0` for each word past three.
-        let n = super::podspec::strings(exec.get("command").unwrap_or(&Value::Null))
-            .len()
-            .max(3);
-        let mut cmd = vec![json!(IMAGE_BINARY), json!("sleep")];
-        cmd.extend(std::iter::repeat_n(json!("0"), n - 2));
-        exec.insert("command".into(), Value::Array(cmd));
+        prepend(exec, "command", &[IMAGE_BINARY.into(), "sleep".into(), "0".into(), "--".into()]);
     }
     for key in ["env", "volumeMounts"] {
         let add = sidecar[key].as_array().cloned().unwrap_or_default();
@@ -212,6 +214,27 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
             map.insert(key.into(), sidecar[key].clone());
         }
     }
+}
+
+/// Moves inject's installer to just after the native forwarder: the forwarder's entry then lines
+/// up with hooklog's (the splicer pairs entries by name, else by place), and the installer is
+/// an insertion. It still runs before any app container starts.
+fn place_installer_after(spec: &mut Value, forwarder: &str) {
+    let Some(list) = spec
+        .get_mut("initContainers")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let Some(at) = list.iter().position(|c| c["name"] == INSTALLER) else {
+        return;
+    };
+    let installer = list.remove(at);
+    let after = list
+        .iter()
+        .position(|c| c["name"] == forwarder)
+        .map_or(at, |i| i + 1);
+    list.insert(after, installer);
 }
 
 /// The sidecar form of a migrated pod: the tailer's (a native sidecar's place is among the init
@@ -257,46 +280,50 @@ pub fn restore(spec: &mut Value, record: &Record) -> bool {
     }
 }
 
-/// The sidecar's `run` line, with the tailer's files added after hooklog's own.
+/// The sidecar's `run` line (hooklog's binary first), with the tailer's files after hooklog's own
+/// `--file`, ending in `--`.
 fn run_line(sidecar: &Value, t: &Tailer) -> Vec<String> {
-    let args = super::podspec::strings(&sidecar["args"]);
     let mut out = vec![IMAGE_BINARY.to_string()];
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if PATH_FLAGS.contains(&a.as_str()) && i + 1 < args.len() {
-            out.push(format!("{a}={}", args[i + 1]));
-            if a == "--file" {
-                out.extend(t.files.iter().map(|f| format!("--file={}", f.path)));
+    let args = strings(&sidecar["args"]);
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        out.push(a.clone());
+        if a == "--file" {
+            out.extend(rest.next().cloned());
+            for f in &t.files {
+                out.extend(["--file".to_string(), f.path.clone()]);
             }
-            i += 2;
-        } else {
-            out.push(a.clone());
-            i += 1;
         }
     }
-    debug_assert!(out.iter().any(|a| a == &format!("--file={FILE}")));
-    debug_assert!(out.iter().any(|a| a == &format!("--socket={SOCKET}")));
-    debug_assert!(out.iter().any(|a| a == &format!("--podinfo={PODINFO_MOUNT}")));
+    out.push("--".into());
     out
 }
 
-/// Writes `line` over the container's `command` and `args`: each keeps at least as many words as
-/// it had (replaced in place, the rest added), `--peers` and `--grace` in `args`, where inject
-/// updates them later. Without a `command`, the image's ENTRYPOINT is hooklog.
-fn set_argv(map: &mut Map<String, Value>, line: Vec<String>) {
-    let had_command = super::podspec::strings(map.get("command").unwrap_or(&Value::Null)).len();
-    let words = |v: &[String]| Value::Array(v.iter().map(|s| json!(s)).collect());
-    if had_command == 0 {
-        map.insert("args".into(), words(&line[1..]));
-        return;
+/// Puts `words` in front of the sequence at `key` (made when missing).
+fn prepend(map: &mut Map<String, Value>, key: &str, words: &[String]) {
+    let entry = map.entry(key.to_string()).or_insert_with(|| json!([]));
+    if !entry.is_array() {
+        *entry = json!([]);
     }
-    // The one-word flags end where `--peers` (or `--grace`) starts.
-    let fixed = line
-        .iter()
-        .position(|a| a == "--peers" || a == "--grace")
-        .unwrap_or(line.len());
-    let k = had_command.max(2).min(fixed);
-    map.insert("command".into(), words(&line[..k]));
-    map.insert("args".into(), words(&line[k..]));
+    if let Some(list) = entry.as_array_mut() {
+        for (i, w) in words.iter().enumerate() {
+            list.insert(i, json!(w));
+        }
+    }
+}
+
+/// The list holding a hooklog sidecar's `run` line: its `command` when that runs hooklog (a
+/// migrated forwarder's), else its `args`.
+pub fn run_line_mut(c: &mut Value) -> Option<&mut Vec<Value>> {
+    let in_command = c["command"]
+        .get(0)
+        .and_then(Value::as_str)
+        .is_some_and(hooks::is_hooklog);
+    c.get_mut(if in_command { "command" } else { "args" })?
+        .as_array_mut()
+}
+
+/// Where flags added to a `run` line go: before the `--` of a migrated forwarder's words.
+pub fn end_of_flags(line: &[Value]) -> usize {
+    line.iter().position(|a| a == "--").unwrap_or(line.len())
 }

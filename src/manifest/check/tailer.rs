@@ -44,13 +44,13 @@ fn workaround(pod: &Pod, writes: &[tailer::Write], sink: &mut Sink) {
             .iter()
             .filter(|w| w.container != t.name)
             .filter(|w| w.shared.as_ref().is_some_and(|s| shared.contains(&s)))
-            .map(|w| format!("{} {}", w.container, w.hook))
+            .map(|w| format!("{}'s {}", w.container, w.hook))
             .collect();
         let written = if writers.is_empty() {
             "no hook writes to it".to_string()
         } else {
             format!(
-                "written by the hooks {}",
+                "written by {}",
                 writers.into_iter().collect::<Vec<_>>().join(", ")
             )
         };
