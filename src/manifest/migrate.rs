@@ -135,9 +135,7 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
         match hooks::hooks(c).into_iter().find(|h| h.name == "preStop") {
             Some(h) if t.keep_alive.is_some() && matches!(h.handler, Handler::Exec(_)) => {}
             _ => {
-                return Some(
-                    "its preStop does more than sleep (or is not an exec command)".into(),
-                );
+                return Some("its preStop does more than sleep (or is not an exec command)".into());
             }
         }
     }
@@ -192,14 +190,21 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
         .and_then(|p| p.get_mut("exec"))
         .and_then(Value::as_object_mut)
     {
-        prepend(exec, "command", &[IMAGE_BINARY.into(), "sleep".into(), "0".into(), "--".into()]);
+        prepend(
+            exec,
+            "command",
+            &[IMAGE_BINARY.into(), "sleep".into(), "0".into(), "--".into()],
+        );
     }
     for key in ["env", "volumeMounts"] {
         let add = sidecar[key].as_array().cloned().unwrap_or_default();
         match map.get_mut(key).and_then(Value::as_array_mut) {
             Some(list) => {
                 for item in add {
-                    if !list.iter().any(|e| e["name"] == item["name"] && key == "env") {
+                    if !list
+                        .iter()
+                        .any(|e| e["name"] == item["name"] && key == "env")
+                    {
                         list.push(item);
                     }
                 }
@@ -220,10 +225,7 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
 /// up with hooklog's (the splicer pairs entries by name, else by place), and the installer is
 /// an insertion. It still runs before any app container starts.
 fn place_installer_after(spec: &mut Value, forwarder: &str) {
-    let Some(list) = spec
-        .get_mut("initContainers")
-        .and_then(Value::as_array_mut)
-    else {
+    let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) else {
         return;
     };
     let Some(at) = list.iter().position(|c| c["name"] == INSTALLER) else {

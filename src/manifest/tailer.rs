@@ -118,7 +118,9 @@ fn followed(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         if let Some(f) = tail_files(words) {
             files.extend(f);
             let stdout_elsewhere = cmd.redirects.iter().any(|r| {
-                r.fd_out() && r.kind != RedirectKind::Dup && !OWN_OUTPUT.contains(&r.target.as_str())
+                r.fd_out()
+                    && r.kind != RedirectKind::Dup
+                    && !OWN_OUTPUT.contains(&r.target.as_str())
             });
             if cmd.piped || cmd.opaque || stdout_elsewhere {
                 extra.get_or_insert_with(|| {
@@ -177,7 +179,9 @@ pub fn tail_files(argv: &[String]) -> Option<Vec<String>> {
             continue;
         }
         if let Some(long) = a.strip_prefix("--") {
-            let (name, value) = long.split_once('=').map_or((long, None), |(n, v)| (n, Some(v)));
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
             match name {
                 "follow" => follow = true,
                 "lines" | "bytes" | "sleep-interval" | "pid" | "max-unchanged-stats"
@@ -263,12 +267,18 @@ pub fn written(argv: &[String]) -> Vec<String> {
             }
         }
         let words = strip_prefixes(&cmd.words);
-        if words.first().is_some_and(|p| p == "tee" || p.ends_with("/tee")) {
+        if words
+            .first()
+            .is_some_and(|p| p == "tee" || p.ends_with("/tee"))
+        {
             out.extend(words[1..].iter().filter(|w| !w.starts_with('-')).cloned());
         }
     }
     out.retain(|p| {
-        p.starts_with('/') && !p.contains('$') && !p.starts_with("/dev/") && !p.starts_with("/proc/")
+        p.starts_with('/')
+            && !p.contains('$')
+            && !p.starts_with("/dev/")
+            && !p.starts_with("/proc/")
     });
     out.dedup();
     out
@@ -298,8 +308,10 @@ struct Redirect {
 impl Redirect {
     /// It sends an output (stdout, stderr or both) somewhere.
     fn fd_out(&self) -> bool {
-        matches!(self.kind, RedirectKind::Write | RedirectKind::Append | RedirectKind::Dup)
-            && self.fd.is_none_or(|f| f == 1 || f == 2)
+        matches!(
+            self.kind,
+            RedirectKind::Write | RedirectKind::Append | RedirectKind::Dup
+        ) && self.fd.is_none_or(|f| f == 1 || f == 2)
     }
 }
 
@@ -486,7 +498,8 @@ pub fn read_by(
             if names(c, file) {
                 return true;
             }
-            !writers.contains(&c.name.as_str()) && c.mounts().iter().any(|m| m.volume == file.volume)
+            !writers.contains(&c.name.as_str())
+                && c.mounts().iter().any(|m| m.volume == file.volume)
         })
 }
 

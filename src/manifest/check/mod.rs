@@ -8,8 +8,8 @@ mod fargate;
 pub mod image;
 mod jobs;
 mod output;
-pub mod timing;
 mod tailer;
+pub mod timing;
 pub mod version;
 mod wiring;
 
