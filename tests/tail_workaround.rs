@@ -149,7 +149,7 @@ fn inject_migrates_the_forwarder_and_uninject_gives_the_bytes_back() {
                 .flatten()
                 .map(|c| c["name"].as_str().unwrap())
                 .collect();
-            let left = report.contains(&format!("left as it is"))
+            let left = report.contains("left as it is")
                 && after.iter().any(|f| {
                     f["object"]["name"] == name.as_str() && f["rule"] == "tail-sidecar-workaround"
                 });

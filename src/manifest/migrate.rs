@@ -103,7 +103,7 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
             .into_iter()
             .flatten()
             .find(|v| v["name"] == shared.volume.as_str());
-        if !volume.is_some_and(|v| v.get("emptyDir").is_some()) {
+        if volume.is_none_or(|v| v.get("emptyDir").is_none()) {
             return Some(format!(
                 "{} is on volume {}, which is not an emptyDir: it may hold what earlier pods wrote, which hooklog would read again",
                 f.path, shared.volume

@@ -131,7 +131,8 @@ fn followed(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         }
         let program = words.first().map(String::as_str).unwrap_or_default();
         let quiet = SETUP.contains(&program) && !cmd.opaque && !cmd.piped;
-        if !quiet && !(words.is_empty() && cmd.redirects.is_empty()) {
+        let nothing = words.is_empty() && cmd.redirects.is_empty();
+        if !(quiet || nothing) {
             extra.get_or_insert_with(|| format!("it also runs `{}`", cmd.text()));
         }
     }
