@@ -117,8 +117,11 @@ fn followed(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         let words = strip_prefixes(&cmd.words);
         if let Some(f) = tail_files(words) {
             files.extend(f);
+            // Its stdout sent elsewhere (a file, not the container's own output); stderr may go
+            // anywhere.
             let stdout_elsewhere = cmd.redirects.iter().any(|r| {
                 r.fd_out()
+                    && r.fd.is_none_or(|f| f == 1)
                     && r.kind != RedirectKind::Dup
                     && !OWN_OUTPUT.contains(&r.target.as_str())
             });
@@ -568,11 +571,13 @@ mod tests {
             "tail -F /l/p.log | sed -u s/x/y/",
             "nginx; tail -F /l/p.log",
             "tail -F /l/p.log >> /l/copy.log",
-            "while true; do tail -F $LOG; done",
+            "tail -F \"$LOG\" /l/p.log",
         ] {
             let (_, extra) = followed(&v(&["sh", "-c", script])).expect(script);
             assert!(extra.is_some(), "{script}");
         }
+        // A loop is not read: no tailer inject would take.
+        assert!(followed(&v(&["sh", "-c", "while true; do tail -F /l/p.log; done"])).is_none());
         let (files, _) = followed(&v(&["sh", "-c", "tail -F /a/x & tail -F /b/y & wait"])).unwrap();
         assert_eq!(files, v(&["/a/x", "/b/y"]));
     }
