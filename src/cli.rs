@@ -580,6 +580,11 @@ pub struct RunArgs {
     /// `-` for none.
     #[arg(long, env = "HOOKLOG_TERMINATION_MESSAGE_PATH")]
     pub termination_message_path: Option<PathBuf>,
+
+    /// After `--`: the command of the `tail -F` forwarder whose container `hooklog inject` gave
+    /// hooklog, never run; kept as written so that `uninject` gives it back byte for byte.
+    #[arg(last = true, hide = true, value_name = "REPLACED")]
+    pub replaced: Vec<String>,
 }
 
 /// `hooklog hook`.
@@ -621,6 +626,11 @@ pub struct SleepArgs {
     /// sleep does (`1m 30s`).
     #[arg(value_parser = crate::duration::clap_parse_sleep, required = true, num_args = 1..)]
     pub durations: Vec<Duration>,
+
+    /// After `--`: the keep-alive of a `tail -F` forwarder `hooklog inject` migrated, never run;
+    /// kept as written so that `uninject` gives it back byte for byte.
+    #[arg(last = true, hide = true, value_name = "REPLACED")]
+    pub replaced: Vec<String>,
 }
 
 /// `hooklog install`.

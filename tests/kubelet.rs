@@ -613,6 +613,9 @@ const TEST_IMAGES: &[(&str, Local)] = &[
     ("envoyproxy/envoy-distroless:v1.31.2", Local::ShellLess),
     ("registry.example.com/shop/checkout:2.3.1", Local::Busybox),
     ("envoyproxy/envoy-distroless:v1.31.0", Local::ShellLess),
+    ("registry.example.com/shop/api-server:1.4.2", Local::Busybox),
+    ("envoyproxy/envoy:v1.31.2", Local::Busybox),
+    ("busybox:1.36", Local::Busybox),
 ];
 
 /// The local image that stands for `image` in this tier, with `hooklog` as the hooklog image.
@@ -633,9 +636,10 @@ fn local_image(tier: &Tier, hooklog: &str, image: &str) -> String {
 
 /// The manifests the kubelet tests run, each in the form they run it (the incident after inject,
 /// whose image is the test's own).
-const KUBELET_MANIFESTS: [&str; 2] = [
+const KUBELET_MANIFESTS: [&str; 3] = [
     "k8s/api-server-classic-sidecar.yaml",
     "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+    "tests/manifests/incidents/busybox-tail-workaround.yaml",
 ];
 
 /// Tier-free: the log reader follows its path as the kubelet's GC and containerd's reopen move
@@ -1260,4 +1264,72 @@ fn kubelet_events_without_an_api_change_nothing_and_the_termination_message_is_t
         "{:#?}",
         with.2
     );
+}
+
+/// The busybox `tail -F` workaround (issue 40) migrated by `hooklog inject` and run by a real
+/// kubelet: hooklog in the forwarder's place reads the shared file, so every line the hooks
+/// append (their hand-written JSON, read as JSON, and their commands' output: the missing upload
+/// script's and curl's errors) arrives in hooklog's stdout, with each hook's outcome, the
+/// summary last. Only the grace period (before inject) and envoy's drain sleep are shortened.
+#[test]
+fn kubelet_runs_the_migrated_tail_workaround_and_every_appended_line_arrives() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[2])).unwrap();
+    let mut deployment = yaml_documents(&yaml).remove(0);
+    let spec = &mut deployment["spec"]["template"]["spec"];
+    spec["terminationGracePeriodSeconds"] = json!(TEST_GRACE_SECS);
+    let envoy = container(spec, "envoy");
+    let script = envoy["lifecycle"]["preStop"]["exec"]["command"][2]
+        .as_str()
+        .unwrap()
+        .replace("sleep 15", &format!("sleep {ENVOY_SLEEP}"));
+    envoy["lifecycle"]["preStop"]["exec"]["command"][2] = json!(script);
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), serde_json::to_string(&deployment).unwrap()).unwrap();
+    let out = run(crate::util::hooklog()
+        .args(["inject", "--offline", "--image", &hooklog])
+        .arg(input.path()));
+    assert!(out.status.success(), "inject: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("log-forwarder: its `tail -F`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let injected = yaml_documents(&text(&out.stdout)).remove(0);
+    let name = format!("tail-workaround-{}", std::process::id());
+    let pod = Pod::create(
+        &tier,
+        pod_from_deployment(&tier, &injected, &name, &hooklog),
+    );
+    pod.wait_running(&["hooklog", "api-server", "envoy"]);
+    assert!(
+        wait_for_ready(&pod, "hooklog"),
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+    pod.delete();
+    let (records, exit) = wait_summary(&pod, "hooklog");
+    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let summary = records.last().unwrap();
+    assert_eq!(summary["counts"]["ok"], 2, "{summary}");
+    let from_file: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["hooklog"]["input"] == "file:/shared-logs/prestop.log")
+        .collect();
+    for msg in ["prestop start", "prestop done", "draining"] {
+        assert!(
+            from_file.iter().any(|r| r["msg"] == msg),
+            "{msg}: {from_file:#?}"
+        );
+    }
+    for said in ["upload-heap-dump.sh", "curl"] {
+        assert!(
+            from_file
+                .iter()
+                .any(|r| r["message"].as_str().is_some_and(|m| m.contains(said))),
+            "the appended output naming {said}: {records:#?}"
+        );
+    }
+    assert_eq!(finished(&records, "envoy")["outcome"], "ok");
 }

@@ -26,6 +26,7 @@ mod routes;
 mod sidecar;
 mod socket;
 mod tail;
+mod tail_workaround;
 mod torture;
 mod webhook;
 mod webhook_limits;

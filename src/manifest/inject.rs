@@ -204,6 +204,9 @@ pub struct Record {
     /// Keys inject found holding something other than a list or mapping (`null`): put back.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub replaced: Map<String, Value>,
+    /// The `tail -F` forwarder whose place hooklog's sidecar took, as it was ([`super::migrate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<Value>,
 }
 
 /// What inject changed in one container that its prefix and mount do not show.
@@ -326,7 +329,15 @@ fn inject_pod(
             None
         }
     };
-    let mode = installed.as_ref().map_or(opts.mode, |i| i.mode);
+    // A `tail -F` forwarder hooklog takes the place of: its container's form is hooklog's.
+    let migration = match installed {
+        None => super::migrate::plan(&containers, &spec, notes),
+        Some(_) => None,
+    };
+    let mode = match &migration {
+        Some(m) => super::migrate::mode(m, opts.mode, notes),
+        None => installed.as_ref().map_or(opts.mode, |i| i.mode),
+    };
     if installed.as_ref().is_some_and(|i| i.mode != opts.mode) {
         notes.push(format!(
             "keeps its {} sidecar (uninject, then inject, to change it)",
@@ -340,7 +351,8 @@ fn inject_pod(
         return Ok(Outcome::NotInjected);
     }
     let mut hook_notes = Vec::new();
-    let survey = survey(&containers, mode, opts, &mut hook_notes);
+    let surveyed = super::migrate::without(&containers, migration.as_ref());
+    let survey = survey(&surveyed, mode, opts, &mut hook_notes);
     if installed.is_some() && survey.wraps.is_empty() {
         // Nothing new to wire: said when it was injected. `--events` asked for now is the one
         // change to the sidecar an injected pod can take without uninject.
@@ -381,6 +393,9 @@ fn inject_pod(
         Outcome::Rewired(survey.wraps.iter().map(|w| w.container.clone()).collect())
     } else {
         add_hooklog(spec, opts, mode, &survey.peers, plan.grace, &mut record);
+        if let Some(m) = &migration {
+            super::migrate::take_place(spec, m, &mut record, notes);
+        }
         Outcome::Injected
     };
     write_record(doc, t, &mut record)?;
@@ -765,8 +780,7 @@ fn sidecar_args(spec: &mut Value) -> Option<&mut Vec<Value>> {
         .filter_map(|(_, v)| v.as_array_mut())
         .flat_map(|l| l.iter_mut())
         .find(|c| c["name"] == SIDECAR)
-        .and_then(|c| c.get_mut("args"))
-        .and_then(Value::as_array_mut)
+        .and_then(super::migrate::run_line_mut)
 }
 
 /// Adds `--events` to hooklog's sidecar, last as [`sidecar`] puts it, unless it has it (or an
@@ -780,7 +794,8 @@ fn add_events(spec: &mut Value) -> bool {
         .filter_map(Value::as_str)
         .any(|a| a == "--events" || a.starts_with("--events="));
     if !has {
-        args.push(Value::String("--events".into()));
+        let at = super::migrate::end_of_flags(args);
+        args.insert(at, Value::String("--events".into()));
     }
     !has
 }
@@ -800,7 +815,7 @@ fn update_sidecar(spec: &mut Value, peers: &[String], grace: Duration) {
             _ => {
                 let at = before
                     .and_then(|b| args.iter().position(|a| a == b))
-                    .unwrap_or(args.len());
+                    .unwrap_or_else(|| super::migrate::end_of_flags(args));
                 args.insert(at, Value::String(value));
                 args.insert(at, Value::String(flag.to_string()));
             }

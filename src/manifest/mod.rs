@@ -18,12 +18,14 @@ pub mod image_notes;
 pub mod inject;
 pub mod layout;
 pub mod load;
+pub mod migrate;
 pub mod number;
 pub mod podspec;
 pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
+pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod fargate;
 pub mod image;
 mod jobs;
 mod output;
+mod tailer;
 pub mod timing;
 pub mod version;
 mod wiring;
@@ -73,6 +74,8 @@ pub const RULES: &[Rule] = &[
     version::NATIVE_SIDECAR,
     adoption::MISSED_INJECTION,
     control::UNKNOWN_IGNORE,
+    tailer::TAIL_WORKAROUND,
+    tailer::OUTPUT_UNREAD,
 ];
 
 /// What decided a finding.
@@ -410,6 +413,7 @@ fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     timing::check_pod(pod, opts, sink);
     wiring::check_pod(pod, opts, sink);
     jobs::check_pod(pod, sink);
+    tailer::check_pod(pod, sink);
     adoption::check_not_linux(pod, sink);
     version::check_pod(pod, opts, sink);
     if opts.fargate {

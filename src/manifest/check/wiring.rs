@@ -114,7 +114,12 @@ pub fn check_hook(pod: &Pod, c: &Container, hook: &Hook, sink: &mut Sink) {
         shared_paths(pod, c, hook, h, sink);
     }
     binaries.dedup();
-    for b in binaries.iter().filter(|b| b.starts_with('/')) {
+    // hooklog's own container runs its image, which holds the binary there.
+    let own_image = container_hooklog_argv(c).is_some();
+    for b in binaries
+        .iter()
+        .filter(|b| b.starts_with('/') && !(own_image && *b == IMAGE_BINARY))
+    {
         match c.on_volume(b) {
             None => sink.add(
                 &BINARY_NOT_MOUNTED,
