@@ -10,6 +10,11 @@ podinfo folder as in production), GNU `tail -n +1 -F`, busybox `tail -n +1 -F` a
 ceiling) with stdout to a pipe read by this script. It prints one markdown table with hooklog's
 ratio to each baseline and writes it to bench/out/results.md (and results.json).
 
+Issue 42's side by side: `--glibc-bin PATH` adds the glibc build of the same commit as a column
+(the in-repo baseline of the static build, which `--bin` then names), and `FLUENT_BIT=PATH` adds
+Fluent Bit (`tail` from the head with the `json` parser, `stdout` as JSON lines); below the table,
+hooklog's ratios to both against issue 42's targets.
+
 Python 3.11 standard library only; installs nothing. A baseline that is not installed is named in
 its table cell ("missing: apt-get install busybox"). Everything stays on this machine: files in a
 temporary folder and Unix sockets only.
@@ -50,6 +55,12 @@ TARGET_SOCKET_LINES_PER_S = 500_000
 TARGET_READY_MS = 20.0
 TARGET_EXIT_AFTER_QUIET_MS = 100.0
 TARGET_BINARY_MB = 7.0
+# Issue 42: the static sidecar within 10% of the glibc build's CPU per line; beside Fluent Bit,
+# at least 5x its throughput, at most 0.2x its CPU per line and 0.25x its peak RSS.
+TARGET_STATIC_CPU_VS_GLIBC = 1.10
+TARGET_VS_FLUENT_BIT = (("lines_per_s", ">=", 5.0), ("cpu_s_per_1m", "<=", 0.2), ("peak_rss_mb", "<=", 0.25))
+# Fluent Bit's `json` parser (its own conf/parsers.conf has the same), given with -R.
+FLUENT_BIT_PARSERS = "[PARSER]\n    Name   json\n    Format json\n"
 
 # Linux's F_SETPIPE_SZ (fcntl.h); a 1 MiB pipe keeps the reader's syscalls per line low for all.
 F_SETPIPE_SZ = 1031
@@ -187,21 +198,46 @@ def status_kb(pid: int, key: str) -> int | None:
 class Tool:
     def __init__(self, key: str, label: str, argv: list[str] | None, missing: str = ""):
         self.key, self.label, self.argv, self.missing = key, label, argv, missing
+        # Fluent Bit's parsers file (written into the run's temporary folder).
+        self.parsers: Path | None = None
+
+    @property
+    def is_hooklog(self) -> bool:
+        """hooklog itself or its glibc build: `run --file`, a socket, a quiet period."""
+        return self.key in ("hooklog", "glibc")
 
     def cmd(self, path: Path, sock: Path | None = None) -> list[str]:
         assert self.argv is not None
-        if self.key == "hooklog":
+        if self.is_hooklog:
             c = self.argv + ["run", "--file", str(path)]
             if sock is not None:
                 c += ["--socket", str(sock)]
             return c
         if self.key == "cat":
             return self.argv + [str(path)]
+        if self.key == "fluentbit":
+            return self.argv + [
+                "-q", "-R", str(self.parsers),
+                "-i", "tail", "-p", f"path={path}", "-p", "read_from_head=on", "-p", "parser=json",
+                "-o", "stdout", "-p", "format=json_lines",
+            ]  # fmt: skip
         return self.argv + ["-n", "+1", "-F", str(path)]
 
 
-def find_tools(hooklog_bin: Path) -> list[Tool]:
+def find_tools(hooklog_bin: Path, glibc_bin: Path | None = None) -> list[Tool]:
     tools = [Tool("hooklog", "hooklog", [str(hooklog_bin)])]
+    tools.append(
+        Tool("glibc", "glibc build of hooklog", [str(glibc_bin)] if glibc_bin else None, "not given (--glibc-bin)")
+    )
+    fb = os.environ.get("FLUENT_BIT")
+    tools.append(
+        Tool(
+            "fluentbit",
+            "Fluent Bit (tail, json, stdout)",
+            [fb] if fb and Path(fb).is_file() else None,
+            f"not found: FLUENT_BIT={fb}" if fb else "not given (FLUENT_BIT=PATH)",
+        )
+    )
     cat = shutil.which("cat")
     tools.append(Tool("cat", "`cat` (ceiling)", [cat] if cat else None, "missing: coreutils"))
     gnu = None
@@ -234,7 +270,7 @@ class Env:
         self.stderr = open(out / "stderr.log", "ab")
 
     def spawn(self, tool: Tool, path: Path, sock: Path | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
-        if tool.key == "hooklog":
+        if tool.is_hooklog:
             # Each run starts from the file's beginning, not from the last run's checkpoint
             # (where this hooklog keeps it, and where older ones did, for A/B runs).
             for cp in (path.with_name(".hooklog") / f"{path.name}.offset", path.with_name(f".{path.name}.hooklog-offset")):
@@ -353,7 +389,7 @@ def m_idle(env: Env, tool: Tool, seconds: float) -> dict:
     d.mkdir(exist_ok=True)
     path = d / "idle.log"
     path.write_bytes(b"".join(workload_line(i) for i in range(10)))
-    sock = d / "hooklog.sock" if tool.key == "hooklog" else None
+    sock = d / "hooklog.sock" if tool.is_hooklog else None
     t_exec = time.monotonic_ns()
     p = env.spawn(tool, path, sock)
     try:
@@ -465,7 +501,7 @@ def m_shutdown(env: Env, tool: Tool, reps: int) -> dict:
     d = env.tmp / f"stop-{tool.key}"
     d.mkdir(exist_ok=True)
     path = d / "f.log"
-    sock = d / "hooklog.sock" if tool.key == "hooklog" else None
+    sock = d / "hooklog.sock" if tool.is_hooklog else None
     totals, after = [], []
     for i in range(reps):
         path.write_bytes(b"")
@@ -491,7 +527,7 @@ def m_shutdown(env: Env, tool: Tool, reps: int) -> dict:
             elif p.stdout:
                 p.stdout.close()
         totals.append((t_exit - t_sig) * 1000)
-        quiet_end = max(t_sig, t_line + LINGER_MS / 1000) if tool.key == "hooklog" else t_sig
+        quiet_end = max(t_sig, t_line + LINGER_MS / 1000) if tool.is_hooklog else t_sig
         after.append((t_exit - quiet_end) * 1000)
     return {"exit_ms": statistics.median(totals), "exit_after_quiet_ms": statistics.median(after)}
 
@@ -607,8 +643,12 @@ def ratio(h, b) -> str:
     return f"{r:.2f}×"
 
 
+# Columns shown only when given (--glibc-bin, FLUENT_BIT).
+OPTIONAL = ("glibc", "fluentbit")
+
+
 def table(tools: list[Tool], res: dict) -> str:
-    base = [t for t in tools if t.key != "hooklog"]
+    base = [t for t in tools if t.key != "hooklog" and (t.argv is not None or t.key not in OPTIONAL)]
     head = ["Metric", "Unit", "Target", "hooklog"] + [t.label for t in base] + [f"hooklog ÷ {t.label.split(' (')[0]}" for t in base] + ["Met"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, label, unit, target, check, _ in ROWS:
@@ -622,6 +662,31 @@ def table(tools: list[Tool], res: dict) -> str:
         cells.append(met)
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def issue42_targets(tools: list[Tool], res: dict) -> str:
+    """Issue 42's targets, as lines under the table: hooklog (the static build) against the
+    glibc build and Fluent Bit, each when it ran."""
+    given = {t.key for t in tools if t.argv is not None}
+    h = res["hooklog"]
+    out = []
+
+    def check(key: str, op: str, target: float, other: str, label: str) -> None:
+        a, b = h.get(key), res[other].get(key)
+        if not isinstance(a, (int, float)) or not b:
+            return
+        r = a / b
+        met = r >= target if op == ">=" else r <= target
+        out.append(f"- {label}: {r:.2f}× (target {op.replace('>=', '≥').replace('<=', '≤')} {target:g}×): {'met' if met else '**not met**'}")
+
+    if "glibc" in given:
+        check("cpu_s_per_1m_min", "<=", TARGET_STATIC_CPU_VS_GLIBC, "glibc", "CPU per line (the least of the runs), hooklog ÷ its glibc build")
+        check("cpu_s_per_1m", "<=", TARGET_STATIC_CPU_VS_GLIBC, "glibc", "CPU per line (the median, as in the table), hooklog ÷ its glibc build")
+    if "fluentbit" in given:
+        names = {"lines_per_s": "throughput", "cpu_s_per_1m": "CPU per line", "peak_rss_mb": "peak RSS"}
+        for key, op, target in TARGET_VS_FLUENT_BIT:
+            check(key, op, target, "fluentbit", f"{names[key]}, hooklog ÷ Fluent Bit")
+    return ("Issue 42's targets:\n" + "\n".join(out)) if out else ""
 
 
 def build_counter() -> Path:
@@ -645,8 +710,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="short idle/latency windows and one repetition")
     ap.add_argument("--repeat", type=int, default=None, help="throughput runs per tool, median kept (default 3, 1 with --quick)")
     ap.add_argument("--bin", type=Path, default=None, help="hooklog binary to measure (default: cargo build --release --no-default-features, the sidecar)")
+    ap.add_argument("--glibc-bin", type=Path, default=None, help="the glibc build of the same commit, measured beside --bin (the static build) as its baseline")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="where results.md/json go")
-    ap.add_argument("--only", default=None, help="comma-separated tools to run (hooklog,cat,gnu,busybox)")
+    ap.add_argument("--only", default=None, help="comma-separated tools to run (hooklog,cat,gnu,busybox; --glibc-bin and FLUENT_BIT always run when given)")
     args = ap.parse_args()
     if args.lines < 100:
         ap.error("--lines must be at least 100")
@@ -658,15 +724,18 @@ def main() -> int:
     if args.bin is None:
         log("cargo build --release --no-default-features (the sidecar)")
         subprocess.run(["cargo", "build", "--release", "--no-default-features", "--quiet"], cwd=ROOT, check=True)
-        args.bin = ROOT / "target" / "release" / "hooklog"
+        args.bin = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "hooklog"
     if not args.bin.is_file():
         log(f"no hooklog binary at {args.bin}")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     counter = build_counter()
-    tools = find_tools(args.bin.resolve())
+    if args.glibc_bin is not None and not args.glibc_bin.is_file():
+        log(f"no binary at --glibc-bin {args.glibc_bin}")
+        return 2
+    tools = find_tools(args.bin.resolve(), args.glibc_bin.resolve() if args.glibc_bin else None)
     if args.only:
-        keep = set(args.only.split(",")) | {"hooklog"}
+        keep = set(args.only.split(",")) | {"hooklog", *OPTIONAL}  # given: measured
         for t in tools:
             if t.key not in keep:
                 t.argv, t.missing = None, "not run (--only)"
@@ -680,6 +749,10 @@ def main() -> int:
         tmp = Path(tmp_s)
         env = Env(tmp, args.out)
         env.counter = counter
+        for t in tools:
+            if t.key == "fluentbit":
+                t.parsers = tmp / "parsers.conf"
+                t.parsers.write_text(FLUENT_BIT_PARSERS)
         work = tmp / "work" / "prestop.log"
         work.parent.mkdir()
         size = write_workload(work, args.lines)
@@ -695,6 +768,10 @@ def main() -> int:
                 runs[t.key].append(m_throughput(env, t, work, args.lines))
         for t in active:
             res[t.key].update(median_of(runs[t.key]))
+            # The least CPU of the runs, for issue 42's static-to-glibc ratio: other work on
+            # the machine only ever adds CPU time to a run (cache and core sharing), never takes
+            # it away, so the least is the nearest to the code's own cost.
+            res[t.key]["cpu_s_per_1m_min"] = min(r["cpu_s_per_1m"] for r in runs[t.key])
         for t in active:
             if t.key == "cat":
                 continue  # cat does not follow: no idle, latency or shutdown to measure
@@ -715,6 +792,9 @@ def main() -> int:
 
     cmd = "python3 bench/run.py " + " ".join(sys.argv[1:])
     md = table(tools, res)
+    targets = issue42_targets(tools, res)
+    if targets:
+        md += "\n\n" + targets
     info = (
         f"`{cmd.strip()}` on {platform.node() or 'this machine'}: {os.cpu_count()} CPUs, "
         f"Linux {platform.release()}, {args.lines:,} lines of ~{size / args.lines:.0f} bytes, "

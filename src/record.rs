@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +21,10 @@ use crate::framing::{Frame, FrameEnd};
 use crate::lifecycle::once::CopyKey;
 use crate::pod::{PodMeta, json_str};
 use crate::protocol::{self, Event, field};
+use crate::timefmt::RFC3339_MS_LEN;
+
+mod append;
+use append::append;
 
 /// Smallest output cap accepted: room for the envelope and some message.
 pub const MIN_MAX_LINE_BYTES: usize = 1024;
@@ -32,6 +37,9 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 - 1;
 /// without the pod's metadata: run ids, seals (64 hex digits), outcomes and exit codes fit, a
 /// long `message` or `command` does not.
 pub const SHORT_MEMBER_BYTES: usize = 128;
+
+/// The start of the `kubernetes` member.
+const KUBE_OPEN: &str = "\"kubernetes\":{";
 
 /// Keys of a JSON line that hooklog owns.
 const RESERVED: [&str; 3] = ["time", "kubernetes", "hooklog"];
@@ -141,13 +149,22 @@ pub enum HookEventKind {
     },
 }
 
-/// The parts of every record that depend only on the pod and the settings, built once.
+/// The parts of every record that depend only on the pod and the settings, built once: the
+/// `kubernetes` member as the few fragments a record is written from (issue 42: fewer, larger
+/// copies; `container_name` sits between the pod's scalars and its labels, as in Fluent Bit's
+/// output, so the member is written around it).
 #[derive(Debug)]
 pub struct Enrichment {
-    /// The pod's scalar `kubernetes` members.
-    pod_members: String,
-    /// The pod's `labels` and `annotations` members.
-    map_members: String,
+    /// `"kubernetes":{` and the pod's scalar members: the member's start without a container.
+    kube_open: String,
+    /// `kube_open`, a comma after any scalars, and `"container_name":`: the start with one.
+    kube_container: String,
+    /// After `kube_container` and the container's name: a comma and the pod's `labels` and
+    /// `annotations` members (when it has any), then the end of `kubernetes` and of the record,
+    /// `}}` and the newline.
+    close_container: String,
+    /// The same after `kube_open` (no comma when the pod has no scalar members).
+    close_open: String,
     /// Longest record written, newline included.
     max_line: usize,
     /// Prefix of split ids, unique to this run of hooklog.
@@ -162,9 +179,14 @@ impl Enrichment {
         let max_line = max_line.max(MIN_MAX_LINE_BYTES);
         let (pod_members, map_members) =
             pod.kubernetes_members_within(crate::pod::metadata_budget(max_line));
+        let kube_open = format!("{KUBE_OPEN}{pod_members}");
+        let (scalars, maps) = (!pod_members.is_empty(), !map_members.is_empty());
+        let comma = |between: bool| if between { "," } else { "" };
         Enrichment {
-            pod_members,
-            map_members,
+            kube_container: format!("{kube_open}{}\"container_name\":", comma(scalars)),
+            close_container: format!("{}{map_members}}}}}\n", comma(maps)),
+            close_open: format!("{}{map_members}}}}}\n", comma(scalars && maps)),
+            kube_open,
             max_line,
             split_prefix: format!("{:x}", crate::timefmt::now_ms()),
             split_seq: AtomicU64::new(0),
@@ -176,31 +198,15 @@ impl Enrichment {
         self.max_line
     }
 
-    /// Writes the `"kubernetes":{...}` member; `container_name` sits between the pod's scalars
-    /// and its labels, as in Fluent Bit's output. `lean` leaves the labels and annotations out.
-    pub fn write_kubernetes(&self, out: &mut Vec<u8>, container: Option<&str>, lean: bool) {
-        out.extend_from_slice(b"\"kubernetes\":{");
-        let mut empty = true;
-        let mut member = |out: &mut Vec<u8>| {
-            if !empty {
-                out.push(b',');
-            }
-            empty = false;
+    /// Ends a record whose `kubernetes` member was begun with `kube_open` (and the container,
+    /// when `container`): the labels and annotations (unless `lean`), `}}` and the newline.
+    fn write_close(&self, out: &mut Vec<u8>, container: bool, lean: bool) {
+        let close = match (lean, container) {
+            (true, _) => "}}\n",
+            (false, true) => &self.close_container,
+            (false, false) => &self.close_open,
         };
-        if !self.pod_members.is_empty() {
-            member(out);
-            out.extend_from_slice(self.pod_members.as_bytes());
-        }
-        if let Some(c) = container {
-            member(out);
-            out.extend_from_slice(b"\"container_name\":");
-            write_str(out, c);
-        }
-        if !lean && !self.map_members.is_empty() {
-            member(out);
-            out.extend_from_slice(self.map_members.as_bytes());
-        }
-        out.push(b'}');
+        append(out, close.as_bytes());
     }
 
     fn next_split_id(&self) -> String {
@@ -215,8 +221,14 @@ impl Enrichment {
 pub struct Encoder {
     /// Shared enrichment.
     enrichment: Arc<Enrichment>,
-    /// `hooklog.input` as a JSON string literal, e.g. `"file:/hooklog/prestop.log"`.
-    input: String,
+    /// `,"hooklog":{"input":` and this stream's name as a JSON string literal, e.g.
+    /// `"file:/hooklog/prestop.log"`: the start of the `hooklog` member.
+    hooklog_open: Vec<u8>,
+    /// A plain record's middle (no flags, split or shadowed keys): `hooklog_open`, `},` and
+    /// the enrichment's `kube_open`, joined once so a record copies them in one piece.
+    plain_open: Vec<u8>,
+    /// The same up to `"container_name":` (the enrichment's `kube_container`).
+    plain_container: Vec<u8>,
     /// The split line in progress: its id and the next part's index.
     split: Option<(String, u32)>,
     /// The last `time_ms` formatted and its text: a whole read shares one timestamp, so most
@@ -232,15 +244,24 @@ enum Body<'a> {
     /// A `message` string.
     Text(&'a str),
     /// Members of a JSON object line, reserved keys removed.
-    Fields(&'a [(Key<'a>, &'a RawValue)]),
+    Fields(&'a [(Key<'a>, &'a RawValue)], Line<'a>),
 }
+
+/// The text of the JSON object line whose members a [`Body::Fields`] borrows: members that
+/// stand in it as a record writes them are copied from it as one run (see [`write_members`]).
+#[derive(Clone, Copy)]
+struct Line<'a>(&'a [u8]);
 
 impl Encoder {
     /// An encoder for the stream called `input` (shown in `hooklog.input`).
     pub fn new(enrichment: Arc<Enrichment>, input: &str) -> Self {
+        let hooklog_open = format!(",\"hooklog\":{{\"input\":{}", json_str(input)).into_bytes();
+        let plain = |kube: &str| [&hooklog_open[..], b"},", kube.as_bytes()].concat();
         Encoder {
+            plain_open: plain(&enrichment.kube_open),
+            plain_container: plain(&enrichment.kube_container),
+            hooklog_open,
             enrichment,
-            input: json_str(input),
             split: None,
             time_cache: (0, crate::timefmt::rfc3339_ms(0)),
             own: false,
@@ -276,9 +297,10 @@ impl Encoder {
         if !is_piece && !flags.has(Flags::INVALID_UTF8) && looks_like_object(frame.bytes) {
             match serde_json::from_str::<Fields<'_>>(&text) {
                 Ok(fields) => {
+                    let line = Line(text.as_bytes());
                     let start = out.buf.len();
                     let max = self.enrichment.max_line;
-                    let event = self.write_object(&fields.0, flags, &time, &mut out.buf);
+                    let event = self.write_object(&fields.0, line, flags, &time, &mut out.buf);
                     if out.buf.len() - start <= max {
                         out.push_record(time_ms);
                         return event;
@@ -289,7 +311,7 @@ impl Encoder {
                     out.buf.truncate(start);
                     let mut lean = flags;
                     lean.set(Flags::METADATA_OMITTED);
-                    self.write_object(&fields.0, lean, &time, &mut out.buf);
+                    self.write_object(&fields.0, line, lean, &time, &mut out.buf);
                     if out.buf.len() - start <= max {
                         out.push_record(time_ms);
                         return event;
@@ -303,7 +325,7 @@ impl Encoder {
                             .cloned()
                             .collect();
                         lean.set(Flags::MEMBERS_OMITTED);
-                        self.write_object(&short, lean, &time, &mut out.buf);
+                        self.write_object(&short, line, lean, &time, &mut out.buf);
                         if out.buf.len() - start <= max {
                             out.push_record(time_ms);
                             return event;
@@ -348,10 +370,10 @@ impl Encoder {
         &mut self,
         text: &str,
         flags: Flags,
-        container: Option<&str>,
+        container: Option<&[u8]>,
         line_ends_here: bool,
         force_split: bool,
-        time: &[u8],
+        time: &[u8; RFC3339_MS_LEN],
         time_ms: i64,
         out: &mut Batch,
     ) {
@@ -419,18 +441,19 @@ impl Encoder {
     fn write_object(
         &self,
         fields: &[(Key<'_>, &RawValue)],
+        line: Line<'_>,
         mut flags: Flags,
-        time: &[u8],
+        time: &[u8; RFC3339_MS_LEN],
         out: &mut Vec<u8>,
     ) -> Option<HookEvent> {
         // No per-line copies: `container_name` is borrowed when its literal has no escapes, and
         // the kept members are filtered while writing.
-        let mut container: Option<Cow<'_, str>> = None;
+        let mut container: Option<(Cow<'_, str>, &RawValue)> = None;
         let mut shadowed: Vec<(Key<'_>, &RawValue)> = Vec::new();
         for (k, v) in fields {
             if k.0 == "container_name" {
                 match json_string(v) {
-                    Some(c) => container = Some(c),
+                    Some(c) => container = Some((c, v)),
                     None => shadowed.push((k.clone(), v)),
                 }
             } else if RESERVED.contains(&k.0.as_ref()) {
@@ -443,53 +466,94 @@ impl Encoder {
         if !self.own && imitates_hooklog(fields) {
             flags.set(Flags::FORGED);
         }
+        // The name as the record writes it: a literal without escapes is that already (it holds
+        // no quote, backslash or control character, so `write_str` adds nothing), one with
+        // escapes is written anew.
+        let literal: Option<Cow<'_, [u8]>> = container.as_ref().map(|(c, v)| match c {
+            Cow::Borrowed(_) => Cow::Borrowed(v.get().as_bytes()),
+            Cow::Owned(c) => {
+                let mut b = Vec::with_capacity(c.len() + 2);
+                write_str(&mut b, c);
+                Cow::Owned(b)
+            }
+        });
         self.write_record(
             out,
             time,
-            container.as_deref(),
-            Body::Fields(fields),
+            literal.as_deref(),
+            Body::Fields(fields, line),
             flags,
             None,
             &shadowed,
         );
-        hook_event(fields, container.as_deref())
+        hook_event(fields, container.as_ref().map(|(c, _)| c.as_ref()))
     }
 
-    /// Writes one record and its newline.
+    /// Writes one record and its newline. A plain record (no flags, split or shadowed keys: the
+    /// common case) is written in a few pieces, constant fragments joined once beforehand
+    /// (`plain_open`, `plain_container`, the enrichment's closes), the others member by member.
     #[allow(clippy::too_many_arguments)]
     fn write_record(
         &self,
         out: &mut Vec<u8>,
-        time: &[u8],
-        container: Option<&str>,
+        time: &[u8; RFC3339_MS_LEN],
+        container: Option<&[u8]>,
         body: Body<'_>,
         flags: Flags,
         split: Option<(&str, u32, bool)>,
         shadowed: &[(Key<'_>, &RawValue)],
     ) {
+        // Lengths known at compile time: moved in line.
         out.extend_from_slice(b"{\"time\":\"");
         out.extend_from_slice(time);
         out.push(b'"');
         if let Some(c) = container {
             out.extend_from_slice(b",\"container_name\":");
-            write_str(out, c);
+            append(out, c);
         }
         match body {
             Body::Text(t) => {
                 out.extend_from_slice(b",\"message\":");
                 write_str(out, t);
             }
-            Body::Fields(fields) => {
-                for (k, v) in fields.iter().filter(|(k, _)| is_kept(k)) {
-                    out.push(b',');
-                    k.write(out);
-                    out.push(b':');
-                    out.extend_from_slice(v.get().as_bytes());
-                }
-            }
+            Body::Fields(fields, line) => write_members(out, fields, line),
         }
-        out.extend_from_slice(b",\"hooklog\":{\"input\":");
-        out.extend_from_slice(self.input.as_bytes());
+        let enrichment = &self.enrichment;
+        if flags == Flags::default() && split.is_none() && shadowed.is_empty() {
+            append(
+                out,
+                match container {
+                    Some(_) => &self.plain_container,
+                    None => &self.plain_open,
+                },
+            );
+        } else {
+            self.write_hooklog(out, flags, split, shadowed);
+            out.extend_from_slice(b"},");
+            append(
+                out,
+                match container {
+                    Some(_) => enrichment.kube_container.as_bytes(),
+                    None => enrichment.kube_open.as_bytes(),
+                },
+            );
+        }
+        if let Some(c) = container {
+            append(out, c);
+        }
+        enrichment.write_close(out, container.is_some(), flags.has(Flags::METADATA_OMITTED));
+    }
+
+    /// Writes the `hooklog` member but its closing brace: the input, then what hooklog did to
+    /// the line.
+    fn write_hooklog(
+        &self,
+        out: &mut Vec<u8>,
+        flags: Flags,
+        split: Option<(&str, u32, bool)>,
+        shadowed: &[(Key<'_>, &RawValue)],
+    ) {
+        append(out, &self.hooklog_open);
         if flags.has(Flags::FORGED) {
             out.extend_from_slice(b",\"forged\":true");
         }
@@ -503,7 +567,7 @@ impl Encoder {
                     }
                     first = false;
                     out.push(b'"');
-                    out.extend_from_slice(name.as_bytes());
+                    append(out, name.as_bytes());
                     out.push(b'"');
                 }
             }
@@ -512,7 +576,10 @@ impl Encoder {
         if let Some((id, index, last)) = split {
             out.extend_from_slice(b",\"split\":{\"id\":");
             write_str(out, id);
-            out.extend_from_slice(format!(",\"index\":{index},\"last\":{last}}}").as_bytes());
+            append(
+                out,
+                format!(",\"index\":{index},\"last\":{last}}}").as_bytes(),
+            );
         }
         if !shadowed.is_empty() {
             out.extend_from_slice(b",\"shadowed\":{");
@@ -522,15 +589,74 @@ impl Encoder {
                 }
                 k.write(out);
                 out.push(b':');
-                out.extend_from_slice(v.get().as_bytes());
+                append(out, v.get().as_bytes());
             }
             out.push(b'}');
         }
-        out.extend_from_slice(b"},");
-        self.enrichment
-            .write_kubernetes(out, container, flags.has(Flags::METADATA_OMITTED));
-        out.extend_from_slice(b"}\n");
     }
+}
+
+/// Writes the kept members of a JSON object line, each after a comma. Members that stand in the
+/// line as they are written here (`"key":value`, no space around the colon, one comma between
+/// them: a line as most loggers write it) are copied from it as one run, not key by key (issue
+/// 42); the others are written piece by piece. The bytes are the same either way.
+fn write_members(out: &mut Vec<u8>, fields: &[(Key<'_>, &RawValue)], line: Line<'_>) {
+    let mut run: Option<Range<usize>> = None;
+    for (k, v) in fields.iter().filter(|(k, _)| is_kept(k)) {
+        let member = line.member(k, v);
+        if let (Some(r), Some(m)) = (&mut run, &member)
+            && r.end + 1 == m.start
+            && line.0[r.end] == b','
+        {
+            r.end = m.end;
+            continue;
+        }
+        if let Some(r) = run.take() {
+            out.push(b',');
+            append(out, &line.0[r]);
+        }
+        match member {
+            Some(m) => run = Some(m),
+            None => {
+                out.push(b',');
+                k.write(out);
+                out.push(b':');
+                append(out, v.get().as_bytes());
+            }
+        }
+    }
+    if let Some(r) = run {
+        out.push(b',');
+        append(out, &line.0[r]);
+    }
+}
+
+impl Line<'_> {
+    /// Where `"key":value` stands in the line as a record writes it, when it does: the key
+    /// borrowed from the line (one with escapes was decoded into a copy), a quote either side
+    /// of it, the colon right after, the value right after the colon. Found from where the key
+    /// and the value lie in memory: serde_json borrows both from the line.
+    fn member(self, k: &Key<'_>, v: &RawValue) -> Option<Range<usize>> {
+        let Cow::Borrowed(key) = &k.0 else {
+            return None;
+        };
+        let key_start = offset_in(self.0, key.as_bytes())?;
+        let value_start = offset_in(self.0, v.get().as_bytes())?;
+        let key_end = key_start + key.len();
+        let start = key_start.checked_sub(1)?;
+        (self.0[start] == b'"'
+            && self.0.get(key_end) == Some(&b'"')
+            && self.0.get(key_end + 1) == Some(&b':')
+            && value_start == key_end + 2)
+            .then(|| start..value_start + v.get().len())
+    }
+}
+
+/// Where `part` starts in `whole` when it lies inside it: the same bytes in memory, not equal
+/// bytes elsewhere.
+fn offset_in(whole: &[u8], part: &[u8]) -> Option<usize> {
+    let start = part.as_ptr().addr().checked_sub(whole.as_ptr().addr())?;
+    (start + part.len() <= whole.len()).then_some(start)
 }
 
 /// True when a JSON line uses one of hooklog's own event names without being hooklog's: any
@@ -613,7 +739,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         // The common case: nothing to escape, one copy.
         out.reserve(s.len() + 2);
         out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
+        append(out, s.as_bytes());
         out.push(b'"');
     } else {
         // Writing to a Vec cannot fail, and a &str always serialises.
@@ -691,7 +817,7 @@ impl Key<'_> {
         match &self.0 {
             Cow::Borrowed(k) => {
                 out.push(b'"');
-                out.extend_from_slice(k.as_bytes());
+                append(out, k.as_bytes());
                 out.push(b'"');
             }
             Cow::Owned(k) => write_str(out, k),
