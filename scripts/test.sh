@@ -84,6 +84,12 @@ log "cargo-cyclonedx (scripts/cyclonedx.sh)"
 HOOKLOG_CYCLONEDX=$(bash scripts/cyclonedx.sh)
 export HOOKLOG_CYCLONEDX
 
+# Cargo's builds are kept in the cache dir, as the tiers' are: CI's clean clone then rebuilds only
+# hooklog's own crate (its dependencies' debug, release, control and arm64 builds are reused;
+# cargo keys them by their versions and flags, not the clone's path). Cold, the builds are
+# about 25 min of this 2-core machine; warm, a few minutes of hooklog's own relinks.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${HOOKLOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hooklog}/target}"
+
 # --- services ---------------------------------------------------------------------------------
 # moto's CloudWatch Logs server on a free 127.0.0.1 port, for tests/cloudwatch.rs
 # (HOOKLOG_TEST_MOTO). Those tests fail in CI (CI=true) when it is not reachable.
