@@ -46,3 +46,5 @@ mod helm;
 mod release;
 // After image: uses its helpers.
 mod log_format;
+// After manifest: uses its helpers.
+mod day_one;
