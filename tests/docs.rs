@@ -1006,7 +1006,10 @@ fn a_folder_stands_for_whole_paths_only() {
         ("/hooklog/bin/hooklog x", "D/bin/hooklog x"),
         ("--socket=/hooklog/hooklog.sock", "--socket=D/hooklog.sock"),
         ("cd /tmp/hooklog-demo", "cd /tmp/hooklog-demo"),
-        ("/tmp/x/hooklog.sock /etc/hooklog-podinfo", "/tmp/x/hooklog.sock /etc/hooklog-podinfo"),
+        (
+            "/tmp/x/hooklog.sock /etc/hooklog-podinfo",
+            "/tmp/x/hooklog.sock /etc/hooklog-podinfo",
+        ),
         ("\"file:/hooklog\"", "\"file:D\""),
     ] {
         assert_eq!(replace_path(text, "/hooklog", "D"), want, "{text}");
@@ -1250,14 +1253,14 @@ fn initializer<'a>(src: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// The value of `const NAME` in `file` (relative to the repository), in bytes or seconds: a
-/// name ending in `_KB` counts KiB, as `/proc` does.
+/// name ending in `_KB` (or `_KIB`) counts KiB, as `/proc` does.
 fn const_value(file: &str, name: &str) -> f64 {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
     let init = initializer(&src, name).unwrap_or_else(|| panic!("{file} has no `const {name}`"));
     let value =
         eval_const(&src, init).unwrap_or_else(|| panic!("{file} {name}: cannot read {init:?}"));
-    if name.ends_with("_KB") {
+    if name.ends_with("_KB") || name.ends_with("_KIB") {
         value * 1024.0
     } else {
         value
@@ -1412,7 +1415,18 @@ fn every_figure_holds_against_its_source() {
 
 /// The words that make a quantity a claim about hooklog's size or a budget when they come
 /// shortly before it in its clause ([`CLAIM_WINDOW`]), or anywhere in its table row.
-const CLAIM_WORDS: &[&str] = &["binary", "budget", "image", "sidecar is", "full cli is"];
+const CLAIM_WORDS: &[&str] = &[
+    "binary",
+    "binaries",
+    "budget",
+    "image",
+    "sidecar is",
+    "full cli is",
+];
+
+/// Words right after a quantity that make it a claim about a binary (`3.8 MB for the sidecar`:
+/// the README stated 6.15 MB so, unchecked, for months after it was 3.8, issue 41).
+const CLAIM_WORDS_AFTER: &[&str] = &["for the sidecar", "for the full cli"];
 
 /// How far before a quantity, in bytes of its clause (cut at `; `, `, `, `(`, `)` and `: `), a
 /// claim word makes it a claim.
@@ -1521,7 +1535,13 @@ fn stray_figures(page: &str, text: &str, figures: &[Figure]) -> Vec<String> {
                 before[start..].to_string()
             };
             let memory = MEMORY_WORDS.iter().any(|w| window.contains(w));
-            let claimed = CLAIM_WORDS.iter().any(|w| window.contains(w)) && (budget || !memory);
+            let after = lower[at..]
+                .split([';', '(', ')'])
+                .next()
+                .unwrap_or_default();
+            let after = after.get(..after.len().min(40)).unwrap_or(after);
+            let claimed = (CLAIM_WORDS.iter().any(|w| window.contains(w)) && (budget || !memory))
+                || CLAIM_WORDS_AFTER.iter().any(|w| after.contains(w));
             // A measured region's numbers are results, its budgets still figures.
             let checked = if measured { budget } else { budget || claimed };
             if !checked {
@@ -1586,6 +1606,10 @@ fn the_figure_scanner_finds_what_it_must() {
             0,
         ),
         ("```\nthe binary is 9 MB\n```", 0),
+        // Issue 41's stale figures: a plural, a claim after the number, a memory figure.
+        ("The static binaries are 8.78 MB for the full CLI.", 1),
+        ("The CLI (all of it) and 5.15 MB for the sidecar.", 1),
+        ("The CLI (all of it) and 6.1 MB for the sidecar.", 0),
     ];
     for (text, want) in cases {
         let got = stray_figures("t.md", text, &figures);
@@ -1714,7 +1738,10 @@ fn set_values<'a>(command: &'a str, key: &str) -> Vec<&'a str> {
     for word in command.split_whitespace() {
         for (i, _) in word.match_indices(&pattern) {
             if i == 0 || word[..i].ends_with(['=', ',']) {
-                let value = word[i + pattern.len()..].split(',').next().unwrap_or_default();
+                let value = word[i + pattern.len()..]
+                    .split(',')
+                    .next()
+                    .unwrap_or_default();
                 if !value.trim_matches('"').starts_with('$') {
                     out.push(value);
                 }
@@ -1749,11 +1776,7 @@ fn every_install_path_builds_and_names_the_images_the_chart_and_inject_run() {
         .filter(|l| l.starts_with('#'))
         .map(str::to_string)
         .collect();
-    all.extend(builds(
-        "Dockerfile",
-        &shell_commands(&comments),
-        &sidecar,
-    ));
+    all.extend(builds("Dockerfile", &shell_commands(&comments), &sidecar));
     let mut readme = Vec::new();
     let mut commands_of = Vec::new();
     for page in pages() {
@@ -1777,7 +1800,11 @@ fn every_install_path_builds_and_names_the_images_the_chart_and_inject_run() {
             b.at,
             b.stage
         );
-        assert!(!b.tags.is_empty(), "{}: a build without a name: {b:?}", b.at);
+        assert!(
+            !b.tags.is_empty(),
+            "{}: a build without a name: {b:?}",
+            b.at
+        );
         for tag in &b.tags {
             assert_eq!(
                 image_name(tag),
@@ -1812,7 +1839,11 @@ fn every_install_path_builds_and_names_the_images_the_chart_and_inject_run() {
             }
             for value in set_values(command, key) {
                 named += 1;
-                assert_eq!(image_name(value), stage, "{at}: {key}={value} in: {command}");
+                assert_eq!(
+                    image_name(value),
+                    stage,
+                    "{at}: {key}={value} in: {command}"
+                );
             }
         }
         let words: Vec<&str> = command.split_whitespace().collect();
@@ -1866,7 +1897,11 @@ fn every_install_path_builds_and_names_the_images_the_chart_and_inject_run() {
         .position(|l| *l == "- name: HOOKLOG_INJECT_IMAGE")
         .unwrap();
     let inject_image = lines[inject_at + 1].strip_prefix("value: ").unwrap();
-    assert_eq!(image_name(inject_image), sidecar, "k8s/webhook/webhook.yaml");
+    assert_eq!(
+        image_name(inject_image),
+        sidecar,
+        "k8s/webhook/webhook.yaml"
+    );
 
     // inject's and the webhook's --help name the sidecar's image and stage.
     for sub in ["inject", "webhook"] {

@@ -1103,44 +1103,72 @@ fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     }
 }
 
-/// Issue 25.5 (what is missing at start): `--output cloudwatch` with no region says so once,
-/// in one line, at start; on main the first sign was a 1 KB debug dump per retry.
+/// Issue 25.5 (what is missing at start), then issue 41: `--output cloudwatch` with no region
+/// from any source ran on with a warning, sending nothing, while a missing `--log-group` was a
+/// start-up error. It is one now too: exit 64, one line naming every source looked in; a region
+/// in the shared config file's profile is enough.
 #[test]
-fn cloudwatch_without_a_region_is_said_once_at_start() {
+fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
-    let mut cmd = hooklog();
-    for (k, _) in std::env::vars() {
-        if k.starts_with("AWS_") {
-            cmd.env_remove(k);
+    let command = |env: &[(&str, &std::path::Path)]| {
+        let mut cmd = hooklog();
+        for (k, _) in std::env::vars() {
+            if k.starts_with("AWS_") {
+                cmd.env_remove(k);
+            }
         }
+        cmd.args([
+            "run",
+            "--output",
+            "cloudwatch",
+            "--log-group",
+            "g",
+            "--grace",
+            "2s",
+            "--file",
+        ])
+        .arg(&file)
+        .envs(POD_ENV)
+        .env("HOME", dir.path())
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    };
+    let out = command(&[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for source in [
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "profile \"default\"",
+        ".aws/config",
+    ] {
+        assert!(err.contains(source), "{source}: {err}");
     }
-    cmd.args([
-        "run",
-        "--output",
-        "cloudwatch",
-        "--log-group",
-        "g",
-        "--grace",
-        "2s",
-        "--file",
-    ])
-    .arg(&file)
-    .envs(POD_ENV)
-    // No instance metadata to wait for on this machine.
-    .env("AWS_EC2_METADATA_DISABLED", "true");
-    let d = Daemon::spawn(cmd);
-    d.expect(Duration::from_secs(10), "the region warning", || {
-        d.stderr.lines().iter().any(|l| l.contains("no region"))
+    assert!(!file.exists(), "nothing is made before the refusal");
+    // The profile's region: it starts (and stops at SIGTERM).
+    let config = dir.path().join("aws-config");
+    std::fs::write(&config, "[profile ci]\nregion = eu-west-1\n").unwrap();
+    let mut cmd = command(&[("AWS_CONFIG_FILE", &config)]);
+    cmd.env("AWS_PROFILE", "ci")
+        .env("AWS_ACCESS_KEY_ID", "x")
+        .env("AWS_SECRET_ACCESS_KEY", "y");
+    let mut d = Daemon::spawn(cmd);
+    d.expect(Duration::from_secs(10), "the file made at start", || {
+        file.exists()
     });
     d.terminate();
-    let mut d = d;
-    let _ = d.wait_exit(Duration::from_secs(10));
-    let n = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("no region"))
-        .count();
-    assert_eq!(n, 1, "{:#?}", d.stderr.lines());
+    let _ = d.wait_exit(Duration::from_secs(20));
+    assert!(
+        !d.stderr
+            .lines()
+            .iter()
+            .any(|l| l.contains("needs an AWS region")),
+        "{:#?}",
+        d.stderr.lines()
+    );
 }

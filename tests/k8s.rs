@@ -291,7 +291,10 @@ fn validate_run(argv: &[String], root: &Path) -> Result<(), String> {
     let Sub::Run(args) = cli.command else {
         unreachable!("checked by the caller")
     };
-    hooklog::config::RunConfig::from_args(args)
+    // EKS's IRSA sets AWS_REGION in the pod (docs/cloudwatch.md), as the direct variant's
+    // service account gets it.
+    let eks = |k: &str| (k == "AWS_REGION").then(|| "eu-west-1".to_string());
+    hooklog::config::RunConfig::from_args_in(args, eks)
         .map(drop)
         .map_err(|e| e.to_string())
 }
@@ -782,10 +785,26 @@ fn the_merge_adds_hooklog_to_the_configmap_aws_documents_and_keeps_the_teams_own
     let merged = merged_aws_logging(&before).unwrap();
     let (old, new) = (data_of(&before), data_of(&merged));
     assert_fargate_accepts(&new);
-    // Everything the team had is kept, in order, byte for byte: the output untouched, and each
-    // of their sections still in the merged text.
-    assert_eq!(old["output.conf"], new["output.conf"]);
+    // Everything the team had is kept, in order, byte for byte: each of their sections still in
+    // the merged text, and the output's only change the `log_format json/emf` that `run --emf`
+    // needs (issue 41: the metrics silently did not appear), read as Fluent Bit reads it.
     assert_eq!(old["flb_log_cw"], new["flb_log_cw"]);
+    let (outputs_before, outputs_after) = (
+        fluent_sections(&old["output.conf"]),
+        fluent_sections(&new["output.conf"]),
+    );
+    assert_eq!(outputs_before.len(), outputs_after.len());
+    for ((name, mut before), (name_after, after)) in outputs_before.into_iter().zip(outputs_after) {
+        assert_eq!(name, name_after);
+        assert_eq!(before.get("log_format"), None, "the fixture has none");
+        before.insert("log_format".into(), "json/emf".into());
+        assert_eq!(before, after, "{}", new["output.conf"]);
+    }
+    assert!(
+        new["output.conf"].starts_with(old["output.conf"].trim_end()),
+        "{}",
+        new["output.conf"]
+    );
     for key in ["filters.conf", "parsers.conf"] {
         let kept: Vec<Section> = fluent_sections(&old[key]);
         let now: Vec<Section> = fluent_sections(&new[key]);

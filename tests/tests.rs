@@ -57,3 +57,5 @@ mod schema_pods;
 mod webhook_hostile;
 // After image: uses its helpers.
 mod log_format;
+// After manifest: uses its helpers.
+mod day_one;

@@ -10,7 +10,8 @@ k8s/aws/hooklog-parsers.conf (the hooklog_json parser) and k8s/aws/hooklog-filte
 filter for hooklog containers' lines). The filter goes right after the filter that parses the CRI
 line (`Parser crio` in the ConfigMap AWS documents), so that it sees the line's JSON and the
 kubernetes filter after it sees hooklog's fields; without a CRI parser filter, the crio parser and
-its filter are added first. Running it again changes nothing. Python 3 only, no modules.
+its filter are added first. Each cloudwatch_logs output without a log_format gets
+`log_format json/emf`, which `hooklog run --emf` needs. Running it again changes nothing. Python 3 only, no modules.
 Exit 1 with the reason when the result would break Fargate's rules (5300 characters).
 """
 
@@ -23,6 +24,9 @@ HERE = Path(__file__).resolve().parent
 # Fargate refuses a larger ConfigMap
 # (https://docs.aws.amazon.com/eks/latest/userguide/fargate-logging.html).
 FARGATE_MAX_CHARS = 5300
+# The cloudwatch_logs output's format that extracts EMF metrics
+# (https://docs.fluentbit.io/manual/pipeline/outputs/cloudwatch: log_format).
+EMF_FORMAT = "json/emf"
 
 CRIO_PARSER = """[PARSER]
     Name crio
@@ -100,7 +104,27 @@ def merge(data):
             filters = head + block + filters[at:]
     data["parsers.conf"] = parsers
     data["filters.conf"] = filters
+    data["output.conf"] = with_emf(data.get("output.conf", ""))
     return data
+
+
+def with_emf(outputs):
+    """Each cloudwatch_logs output without a log_format gets `log_format json/emf`, which
+    `hooklog run --emf` needs: without it the plugin ships the EMF object as a plain log event
+    and CloudWatch extracts no metric. An output with another log_format is kept, and said."""
+    for start, end, keys in reversed(sections(outputs)):
+        if keys.get("name") != "cloudwatch_logs":
+            continue
+        if "log_format" in keys:
+            if keys["log_format"] != EMF_FORMAT:
+                print(f"merge-aws-logging.py: note: an output has log_format {keys['log_format']}, "
+                      f"kept: hooklog run --emf needs {EMF_FORMAT}", file=sys.stderr)
+            continue
+        body = outputs[start:end]
+        trimmed = body.rstrip("\n")
+        line = indent_of(body) + "log_format " + EMF_FORMAT + "\n"
+        outputs = outputs[:start] + trimmed + "\n" + line + body[len(trimmed):].lstrip("\n") + outputs[end:]
+    return outputs
 
 
 def main():

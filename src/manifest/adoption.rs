@@ -85,11 +85,15 @@ impl std::fmt::Display for Leave {
     }
 }
 
+/// What the note of a pod that runs to completion says, under a classic sidecar: `inject
+/// --sidecar classic` finds its notes by it.
+pub const CLASSIC_NEVER_ENDS: &str = "a classic sidecar never ends";
+
 impl std::fmt::Display for Completion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}: a classic sidecar never ends, so the {} would never complete: a native sidecar does, on Kubernetes 1.29+ (`--kubernetes-version 1.29` or later)",
+            "{}: {CLASSIC_NEVER_ENDS}, so the {} would never complete: a native sidecar does, on Kubernetes 1.29+ (`--kubernetes-version 1.29` or later)",
             self.why, self.what
         )
     }

@@ -25,6 +25,17 @@ pub enum LoadError {
         "{path}: a Helm chart (Chart.yaml beside templates/), whose templates are not manifests until rendered: `helm template {path} | hooklog check -`"
     )]
     HelmChart { path: String },
+    /// A chart inside a folder searched: skipped, a note ([`LoadError::is_note`]), so that
+    /// `check .` on a repository holding a chart exits on its manifests' findings.
+    #[error(
+        "{path}: a Helm chart, skipped: its templates are not manifests until rendered: `helm template {path} | hooklog check -`"
+    )]
+    HelmChartSkipped { path: String },
+    /// A file of a chart's `templates/` that holds `{{`, given on its own.
+    #[error(
+        "{file}: a template of the Helm chart {chart}, not a manifest until rendered: `helm template {chart} | hooklog check -`"
+    )]
+    HelmTemplate { file: String, chart: String },
     #[error("{file}:{line}:{column}: not valid YAML: {why}")]
     Yaml {
         file: String,
@@ -32,6 +43,14 @@ pub enum LoadError {
         column: usize,
         why: String,
     },
+}
+
+impl LoadError {
+    /// True for what is left out of a folder searched with a note, not an error (a Helm chart
+    /// inside it).
+    pub fn is_note(&self) -> bool {
+        matches!(self, LoadError::HelmChartSkipped { .. })
+    }
 }
 
 /// One input: a file, or stdin (`-`).
@@ -287,6 +306,21 @@ fn read_file(path: &Path) -> Result<Input, LoadError> {
     } else {
         None
     };
+    // A template given on its own: found by its real path too (`check deployment.yaml` in
+    // templates/), and not read as a manifest (issue 41: `a mapping key must be a scalar`).
+    let chart = chart.or_else(|| {
+        text.contains("{{")
+            .then(|| path.canonicalize().ok().and_then(|p| chart_of(&p)))
+            .flatten()
+    });
+    if let Some(chart) = &chart
+        && text.contains("{{")
+    {
+        return Err(LoadError::HelmTemplate {
+            file: name,
+            chart: chart.display().to_string(),
+        });
+    }
     Ok(Input { name, text, chart })
 }
 
@@ -430,7 +464,13 @@ fn files_under(dir: &Path) -> Vec<Result<PathBuf, LoadError>> {
     while let Some(d) = stack.pop() {
         let name = d.display().to_string();
         if is_chart(&d) {
-            out.push((d.clone(), Err(LoadError::HelmChart { path: name })));
+            // The folder given is the chart: an error. A chart found inside it: a note.
+            let e = if d == dir {
+                LoadError::HelmChart { path: name }
+            } else {
+                LoadError::HelmChartSkipped { path: name }
+            };
+            out.push((d.clone(), Err(e)));
             continue;
         }
         let entries = match std::fs::read_dir(&d) {

@@ -124,6 +124,10 @@ pub fn check_command(args: CheckArgs) -> u8 {
     let findings = check_surveyed(&survey, &opts, |f| control.selection.keeps(f.rule));
     let (templates, unloadable) = (survey.templates, survey.errors.len());
     let text = match args.format {
+        // Nothing read, nothing checked: no `0 error(s)` summary beside the error (issue 41).
+        CheckFormat::Text if unloadable > 0 && templates == 0 && findings.is_empty() => {
+            String::new()
+        }
         CheckFormat::Text => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             report::text(&findings, templates, colour)
@@ -194,6 +198,10 @@ pub(crate) fn survey(
     for input in inputs {
         let input = match input {
             Ok(input) => input,
+            Err(e) if e.is_note() => {
+                survey.notes.push(e.to_string());
+                continue;
+            }
             Err(e) => {
                 survey.errors.push(e.to_string());
                 continue;
@@ -240,6 +248,16 @@ pub(crate) fn nothing_to_check<'a>(
     names: impl Iterator<Item = &'a str>,
     objects: usize,
 ) -> Vec<String> {
+    nothing_to("check", names, objects)
+}
+
+/// [`nothing_to_check`] for any command: `verb` is what there is nothing to do (`inject`: an
+/// empty pipe injected "successfully" let a pipeline apply nothing, issue 41).
+pub(crate) fn nothing_to<'a>(
+    verb: &str,
+    names: impl Iterator<Item = &'a str>,
+    objects: usize,
+) -> Vec<String> {
     if objects > 0 {
         return Vec::new();
     }
@@ -250,7 +268,7 @@ pub(crate) fn nothing_to_check<'a>(
             } else {
                 ""
             };
-            format!("{name}: no objects in it (empty, or only comments): nothing to check{hint}")
+            format!("{name}: no objects in it (empty, or only comments): nothing to {verb}{hint}")
         })
         .collect()
 }
@@ -364,10 +382,25 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         image_platform: args.images.image_platform,
         ..Default::default()
     };
+    // `--sidecar classic` asked for on a cluster that runs native sidecars (its version given):
+    // a pod it cannot take is an error, not a pod silently shipped uninjected (issue 41).
+    let classic_asked = args.sidecar == Some(SidecarKind::Classic)
+        && args.kubernetes_version.is_some()
+        && inject::sidecar_mode(None, args.kubernetes_version) == Ok(budget::SidecarMode::Native);
     let mut wanted = std::collections::BTreeSet::new();
     let inputs = match transform_command(
+        "inject",
         &args.paths,
-        |doc| inject::inject(doc, &opts),
+        |doc| {
+            let lines = inject::inject(doc, &opts)?;
+            match lines
+                .iter()
+                .find(|l| l.contains(adoption::CLASSIC_NEVER_ENDS))
+            {
+                Some(note) if classic_asked => Err(classic_blocks(doc, note)),
+                _ => Ok(lines),
+            }
+        },
         |before, after| {
             wanted.extend(image_notes::wanted_images(&[(before, after)], &lookup));
         },
@@ -399,9 +432,30 @@ pub fn inject_command(args: InjectArgs) -> u8 {
     0
 }
 
+/// The error for a pod `--sidecar classic` leaves uninjected that a native sidecar would take:
+/// the flag is the blocker, not the cluster's version.
+fn classic_blocks(doc: &serde_json::Value, note: &str) -> inject::InjectError {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    inject::InjectError {
+        object: podspec::ObjectRef {
+            kind: text(&doc["kind"]).unwrap_or_default(),
+            namespace: text(&doc["metadata"]["namespace"]),
+            name: text(&doc["metadata"]["name"]).unwrap_or_default(),
+        },
+        why: format!(
+            "--sidecar classic cannot inject it ({}); leave --sidecar out for the native sidecar, which the cluster's version runs",
+            note.trim()
+                .split(": a native sidecar")
+                .next()
+                .unwrap_or_default()
+        ),
+        at: None,
+    }
+}
+
 /// `hooklog uninject`: returns the exit code.
 pub fn uninject_command(paths: &[PathBuf]) -> u8 {
-    match transform_command(paths, uninject::uninject, |_, _| {}) {
+    match transform_command("uninject", paths, uninject::uninject, |_, _| {}) {
         Ok(_) => 0,
         Err(code) => code,
     }
@@ -410,17 +464,31 @@ pub fn uninject_command(paths: &[PathBuf]) -> u8 {
 /// Runs [`transform::transform`] on `paths` and writes what it made: the manifests to stdout, the report
 /// to stderr. Returns the inputs (for a second look) or the exit code of a failure.
 fn transform_command(
+    verb: &str,
     paths: &[PathBuf],
     mut f: impl FnMut(&mut serde_json::Value) -> Result<Vec<String>, inject::InjectError>,
     mut observe: impl FnMut(&serde_json::Value, &serde_json::Value),
 ) -> Result<Vec<load::Input>, u8> {
-    let mut made = match transform::transform(load::read_each(paths), &mut f, &mut observe) {
+    let mut objects = 0;
+    let mut counted = |doc: &mut serde_json::Value| {
+        objects += usize::from(doc.is_object());
+        f(doc)
+    };
+    let mut made = match transform::transform(load::read_each(paths), &mut counted, &mut observe) {
         Ok(made) => made,
         Err(e) => {
             error_line(&e.to_string());
             return Err(EXIT_USAGE);
         }
     };
+    // Nothing to change is a usage error, as for `check`: said before anything is written.
+    let nothing = nothing_to(verb, made.inputs.iter().map(|i| i.name.as_str()), objects);
+    if !nothing.is_empty() {
+        for line in &nothing {
+            error_line(line);
+        }
+        return Err(EXIT_USAGE);
+    }
     let mut stdout = std::io::stdout().lock();
     match made.out.copy_to(&mut stdout).and_then(|_| stdout.flush()) {
         // A reader that went away (`| head`) is not an error.

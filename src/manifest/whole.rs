@@ -121,9 +121,14 @@ fn rewrite_whole(source: &Source, values: &[Value]) -> Result<(String, Vec<Strin
 fn check_whole(inputs: Vec<Result<Input, LoadError>>, opts: &check::Options) -> Checked {
     let mut sources = Vec::new();
     let mut errors = Vec::new();
+    let mut notes = Vec::new();
     for loaded in inputs.into_iter().map(|i| i.and_then(Input::parse)) {
         match loaded {
-            Ok(s) => sources.push(s),
+            Ok(s) => {
+                notes.extend(s.notes.clone());
+                sources.push(s);
+            }
+            Err(e) if e.is_note() => notes.push(e.to_string()),
             Err(e) => errors.push(e.to_string()),
         }
     }
@@ -135,7 +140,6 @@ fn check_whole(inputs: Vec<Result<Input, LoadError>>, opts: &check::Options) -> 
             .sum();
         errors = super::nothing_to_check(sources.iter().map(|s| s.name.as_str()), objects);
     }
-    let notes = sources.iter().flat_map(|s| s.notes.clone()).collect();
     let templates = sources
         .iter()
         .flat_map(|s| &s.documents)
