@@ -1,11 +1,40 @@
 //! (the sidecar) The unit that flows from sources to sinks: records already serialised into one buffer, plus
 //! what to acknowledge once every sink has delivered them.
 
-use std::sync::Arc;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 
-use crate::lifecycle::once::CopyKey;
 use crate::source::checkpoint::{Checkpoint, Position};
+
+/// Keyed per process: a peer cannot make two different keys or lines hash alike.
+static HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+/// What tells copies of one lifecycle record apart from other records: its run's event, and the
+/// line it was read from ([`crate::lifecycle::once`] keeps one copy of each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyKey {
+    /// A hash of the run's event: its `run_id` and whether it is the end.
+    key: u64,
+    /// A hash of the line.
+    line: u64,
+}
+
+impl CopyKey {
+    /// The key of the event `finished` (else started) of the run `run_id`, read from `line`
+    /// ([`crate::record::HookEvent::copy_key`] takes them from a record's event).
+    pub fn new(run_id: &str, finished: bool, line: &[u8]) -> CopyKey {
+        CopyKey {
+            key: HASHER.hash_one((run_id, finished)),
+            line: HASHER.hash_one(line),
+        }
+    }
+
+    /// The two hashes, as [`crate::lifecycle::once::Once`] remembers them.
+    pub(crate) fn pair(self) -> (u64, u64) {
+        (self.key, self.line)
+    }
+}
 
 /// Where one record sits in a batch's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

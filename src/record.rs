@@ -17,8 +17,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::batch::Batch;
+use crate::batch::CopyKey;
 use crate::framing::{Frame, FrameEnd};
-use crate::lifecycle::once::CopyKey;
 use crate::pod::{PodMeta, json_str};
 use crate::protocol::{self, Event, field};
 use crate::timefmt::RFC3339_MS_LEN;

@@ -344,3 +344,36 @@ fn every_module_says_its_half_and_the_sidecar_names_no_control_plane() {
         "lib.rs's tour names the two halves"
     );
 }
+
+/// The arrows from below both to a half that stay until the cli is split by command: `cli` holds
+/// the control plane's arguments, typed with `kube`'s words (severity, architecture, version),
+/// built only with the `control` feature; and `run`'s `--max-line-bytes` default is `record`'s.
+/// Any other such arrow fails.
+const BELOW_BOTH_EXCEPTIONS: [(&str, &str); 2] = [("cli", "kube"), ("cli", "record")];
+
+/// What is below both names nothing of either half: only other modules below both.
+#[test]
+fn below_both_names_neither_half() {
+    let edges = graph();
+    let mut below = BTreeSet::new();
+    for f in files(&src()) {
+        let text = std::fs::read_to_string(&f).expect("read");
+        if text.starts_with(HALVES[2]) {
+            below.insert(module_of(&f));
+        }
+    }
+    assert!(
+        below.contains("protocol") && below.contains("cli"),
+        "the reader found the modules below both: {below:?}"
+    );
+    let mut wrong = Vec::new();
+    for m in &below {
+        for t in edges.get(m).into_iter().flatten() {
+            let top = t.split("::").next().unwrap_or_default();
+            if !below.contains(t) && !BELOW_BOTH_EXCEPTIONS.contains(&(m.as_str(), top)) {
+                wrong.push(format!("{m} (below both) imports {t}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -14,8 +14,9 @@
 //! forgotten (thousands of hook runs later) comes out twice, and changes nothing in the summary.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
+
+use crate::batch::CopyKey;
 
 /// Lines remembered: far more than the hook runs of one pod's shutdown (a handful of
 /// containers), so a forged flood of run ids makes a real copy pass twice at worst. Entries are
@@ -23,33 +24,8 @@ use std::sync::{LazyLock, Mutex};
 /// all.
 pub const REMEMBERED: usize = 4096;
 
-/// A hash of a run's event: its `run_id` and whether it is the end.
-type Key = u64;
-
-/// Keyed per process: a peer cannot make two different keys or lines hash alike.
-static HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);
-
-/// What tells copies of one lifecycle record apart from other records: its run's event, and the
-/// line it was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CopyKey {
-    key: Key,
-    line: u64,
-}
-
-impl CopyKey {
-    /// The key of the event `finished` (else started) of the run `run_id`, read from `line`
-    /// ([`crate::record::HookEvent::copy_key`] takes them from a record's event).
-    pub fn new(run_id: &str, finished: bool, line: &[u8]) -> CopyKey {
-        CopyKey {
-            key: HASHER.hash_one((run_id, finished)),
-            line: HASHER.hash_one(line),
-        }
-    }
-}
-
-/// A run's event and its line, as hashes.
-type Pair = (Key, u64);
+/// A run's event and its line, as hashes ([`CopyKey::pair`]).
+type Pair = (u64, u64);
 
 /// The pairs seen, and the order they came in.
 type Seen = (std::collections::HashSet<Pair>, VecDeque<Pair>);
@@ -69,7 +45,7 @@ impl Once {
     /// True for the first copy of a lifecycle record (or a line that differs from every one
     /// seen of its key); false for a copy of a line already seen.
     pub fn first_copy(&self, copy: CopyKey) -> bool {
-        let CopyKey { key, line } = copy;
+        let (key, line) = copy.pair();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let (set, order) = &mut *seen;
         if set.contains(&(key, line)) {

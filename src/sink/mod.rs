@@ -225,7 +225,7 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::once::CopyKey;
+    use crate::batch::CopyKey;
     use crate::record::{HookEvent, HookEventKind, HookRun};
 
     const STARTED: &[u8] = br#"{"event":"hook.started","run_id":"r1"}"#;
