@@ -125,7 +125,9 @@ release_dir="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/release"
 cp "$release_dir/hooklog" "$release_dir/hooklog-sidecar"
 export HOOKLOG_SIDECAR_BIN="$release_dir/hooklog-sidecar"
 # The full CLI is built with `--profile control` (Cargo.toml: the release profile, but a panic
-# in one webhook review unwinds and is answered), into target/<triple>/control/.
+# in one webhook review unwinds and is answered), into target/<triple>/control/. Its
+# dependencies are built apart from the sidecar's (another panic strategy): cold, 7 min for
+# x86_64 on this 2-core machine under other builds (issue 36); warm, a relink.
 log "static release build of the full CLI (the empty-root tests use it)"
 cargo build --profile control --locked --target x86_64-unknown-linux-musl
 export HOOKLOG_RELEASE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/control/hooklog"
