@@ -70,6 +70,9 @@ const POOL: &[&str] = &[
     "N",
     "~",
     "null",
+    "Null",
+    "NULL",
+    "a/b",
     "true",
     "False",
     "0755",
@@ -249,9 +252,14 @@ fn pod_spec(r: &mut fastrand::Rng, size: usize) -> Y {
             s(pick(r, &["30", "60", "0x3C", "1_0"])),
         ));
     }
-    match r.u8(..4) {
-        0 => spec.push(("volumes".into(), Y::Seq(vec![]))),
-        1 => spec.push((
+    match r.u8(..10) {
+        // Not a list where Kubernetes wants one (a partial assert file's): inject refuses it.
+        8 => spec.push(("volumes".into(), Y::Map(vec![("name".into(), s("data"))]))),
+        // A null inject fills; `~`, `Null` and `NULL` in block style only (tests/yaml_values.rs:
+        // inside a flow collection uninject writes them back as `null`).
+        9 => spec.push(("volumes".into(), s(pick(r, &["data", "null"])))),
+        0..3 => spec.push(("volumes".into(), Y::Seq(vec![]))),
+        3..6 => spec.push((
             "volumes".into(),
             Y::Seq(vec![Y::Map(vec![
                 ("name".into(), s("data")),
@@ -551,6 +559,20 @@ impl Writer {
                     '\n' => self.out.push_str("\\n"),
                     '\t' => self.out.push_str(if self.r.bool() { "\\t" } else { "\t" }),
                     'é' if self.r.bool() => self.out.push_str("\\u00e9"),
+                    // Every escape go-yaml knows for a printable character, and `\/`, which
+                    // it refuses (YAML 1.2's): both readers must agree on each (issue 39).
+                    '\'' if self.chance(30) => self.out.push_str("\\'"),
+                    '/' if self.chance(10) => self.out.push_str("\\/"),
+                    ' ' if self.chance(5) => self.out.push_str("\\ "),
+                    c if self.chance(5) => {
+                        let n = u32::from(c);
+                        let escape = match self.r.u8(..3) {
+                            0 if n < 0x100 => format!("\\x{n:02x}"),
+                            1 if n < 0x10000 => format!("\\u{n:04X}"),
+                            _ => format!("\\U{n:08x}"),
+                        };
+                        self.out.push_str(&escape);
+                    }
                     c => self.out.push(c),
                 }
             }
@@ -661,6 +683,11 @@ impl Writer {
     }
 
     fn key(&mut self, k: &str) {
+        if self.chance(3) {
+            // An anchor on a key (go-yaml reads `&a key:`, and `*a :` as that key, issue 39).
+            let name = format!("&k{} ", self.out.len());
+            self.out.push_str(&name);
+        }
         if can_plain(k, false) && !self.chance(5) {
             self.out.push_str(k);
         } else {
@@ -725,6 +752,12 @@ impl Writer {
         let multi = self.chance(30);
         let (open, close, len) = match y {
             Y::S(v) => {
+                if self.chance(5) {
+                    // A tag in a flow collection, the `,` after it part of it in go-yaml
+                    // (`[!!str, a]` is `["a"]`, issue 39), or a blank after it.
+                    self.out
+                        .push_str(pick(&mut self.r, &["!!str ", "!!str, ", "!local ", "!e, "]));
+                }
                 if can_plain(v, true) && self.chance(70) {
                     self.out.push_str(v);
                 } else {
@@ -839,7 +872,17 @@ fn write(shape: &Shape) -> String {
                 w.out.push_str("# a file's header comment\n");
             }
             if shape.directive {
-                w.out.push_str("%YAML 1.1\n---\n");
+                // YAML 1.1 is what go-yaml takes; 1.2 it refuses (issue 39); a %TAG with it.
+                let directive = pick(
+                    &mut w.r,
+                    &[
+                        "%YAML 1.1\n",
+                        "%YAML 1.2\n",
+                        "%TAG !e! tag:example.com,2000:\n%YAML 1.1\n",
+                    ],
+                );
+                w.out.push_str(directive);
+                w.out.push_str("---\n");
             }
             for (i, o) in objects.iter().enumerate() {
                 if i > 0 || (!shape.directive && w.chance(30)) {
@@ -1119,6 +1162,8 @@ fn inject_edits_every_shape_faithfully() {
         let (once, notes) = match hooklog_on(&args, &input) {
             Ok(o) => o,
             Err(e) if deliberate_difference(&Err(e.clone())) => return Ok(()),
+            // A field of the wrong shape (`volumes` a mapping): refused, never replaced.
+            Err(e) if e.contains("where Kubernetes wants") => return Ok(()),
             Err(e) => return fail("inject fails", e),
         };
         edited.fetch_add(1, Ordering::Relaxed);
