@@ -64,8 +64,9 @@ fn main() -> ExitCode {
     };
     cli::set_error_format(cli.log_format, cli.command.name());
     let default_level = if long_lived(&cli.command) {
-        // aws-config says at info which source gave the credentials, with their key id.
-        "info,aws_config=warn"
+        // aws-config says at info which source gave the credentials (with their key id), and
+        // warns at every failed fetch: the sink says a failing source once (cloudwatch.md).
+        "info,aws_config=error"
     } else {
         "warn"
     };

@@ -254,6 +254,20 @@ mod tests {
         assert_eq!(Failure::of(&t), Failure::Timeout);
         let c: SdkError<PutLogEventsError, HttpResponse> = SdkError::construction_failure("bad");
         assert_eq!(Failure::of(&c), Failure::Construction);
+        // No credentials: the identity resolver's error inside a dispatch failure, as the
+        // orchestrator wraps it; the cache's timeout has a type of its own, said in its text.
+        use aws_sdk_cloudwatchlogs::error::ConnectorError;
+        let none: SdkError<PutLogEventsError, HttpResponse> = SdkError::dispatch_failure(
+            ConnectorError::other(CredentialsError::not_loaded("no source").into(), None),
+        );
+        assert_eq!(Failure::of(&none), Failure::Credentials);
+        let slow: SdkError<PutLogEventsError, HttpResponse> = SdkError::dispatch_failure(
+            ConnectorError::other("identity resolver timed out after 5s".into(), None),
+        );
+        assert_eq!(Failure::of(&slow), Failure::Credentials);
+        let down: SdkError<PutLogEventsError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::other("connection refused".into(), None));
+        assert_eq!(Failure::of(&down), Failure::Dispatch);
     }
 
     #[test]
