@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use crate::cli::{Output, RunArgs};
 use crate::pod::PodMeta;
 use crate::record::MIN_MAX_LINE_BYTES;
+use crate::sink::cloudwatch::client::region_at_start;
 
 /// Retention periods CloudWatch Logs accepts, in days (PutRetentionPolicy,
 /// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html>).
@@ -379,60 +380,30 @@ pub fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListe
     Ok((path, listener))
 }
 
-/// The AWS region as the SDKs find it without a network call: `AWS_REGION`, `AWS_DEFAULT_REGION`,
-/// then `region` in the profile (`AWS_PROFILE`, else `default`) of the shared config file
-/// (`AWS_CONFIG_FILE`, else `~/.aws/config`). `Err` names each source looked in. Instance
-/// metadata is not asked at start (a network call, and Fargate has none): EKS's IRSA and Pod
-/// Identity set `AWS_REGION` in the pod.
+/// The AWS region, as the SDK's default chain finds it ([`region_at_start`]: `AWS_REGION`,
+/// `AWS_DEFAULT_REGION`, the profile's `region` in the shared config file, instance metadata).
+/// `Err` names each source looked in.
 pub fn aws_region(env: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let set = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    // The chain's first link, read in `env` (the process's, or a test's).
     if let Some(region) = set("AWS_REGION").or_else(|| set("AWS_DEFAULT_REGION")) {
         return Ok(region);
     }
-    let file = set("AWS_CONFIG_FILE")
-        .map(PathBuf::from)
-        .or_else(|| set("HOME").map(|h| Path::new(&h).join(".aws/config")));
-    let profile = set("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
-    let in_file = file
-        .as_ref()
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|text| profile_region(&text, &profile));
-    if let Some(region) = in_file {
+    if let Some(region) = region_at_start() {
         return Ok(region);
     }
-    let file = file.map_or("no HOME for ~/.aws/config".to_string(), |f| {
-        f.display().to_string()
+    let profile = set("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
+    let file = set("AWS_CONFIG_FILE").unwrap_or_else(|| {
+        set("HOME").map_or("~/.aws/config".to_string(), |h| format!("{h}/.aws/config"))
     });
+    let imds = if set("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        "instance metadata (off: AWS_EC2_METADATA_DISABLED)"
+    } else {
+        "instance metadata (no answer)"
+    };
     Err(format!(
-        "looked in AWS_REGION, AWS_DEFAULT_REGION and profile {profile:?} of the shared config file ({file}); set AWS_REGION (instance metadata is not asked at start)"
+        "looked in AWS_REGION, AWS_DEFAULT_REGION, profile {profile:?} of the shared config file ({file}) and {imds}; set AWS_REGION"
     ))
-}
-
-/// `region` in profile `profile` of an AWS shared config file's text: the section `[default]`
-/// (or `[profile default]`) for `default`, `[profile NAME]` for another.
-fn profile_region(text: &str, profile: &str) -> Option<String> {
-    let mut inside = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let name = section.trim();
-            let name = name.strip_prefix("profile ").map_or(name, str::trim);
-            inside = name == profile;
-            continue;
-        }
-        if !inside || line.starts_with(['#', ';']) {
-            continue;
-        }
-        if let Some((key, value)) = line.split_once('=')
-            && key.trim() == "region"
-        {
-            let value = value.trim();
-            if !value.is_empty() {
-                return Some(value.to_string());
-            }
-        }
-    }
-    None
 }
 
 /// Fills `{field}` placeholders from the pod; a field the pod lacks becomes `unknown`. Characters
@@ -479,55 +450,6 @@ mod tests {
         match cli.command {
             crate::cli::Command::Run(a) => a,
             other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_region_comes_from_the_environment_then_the_profile_and_else_names_where_it_looked() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("config");
-        std::fs::write(
-            &config,
-            "[default]\nregion = eu-west-1\n\n[profile ci]\n# region = no\nregion=us-east-2\n[profile empty]\nregion =\n",
-        )
-        .unwrap();
-        let config = config.to_str().unwrap().to_string();
-        let of = |pairs: &[(&str, &str)]| {
-            let pairs: Vec<(String, String)> = pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            aws_region(move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-        };
-        assert_eq!(
-            of(&[("AWS_REGION", "ap-south-1"), ("AWS_DEFAULT_REGION", "x")]),
-            Ok("ap-south-1".into())
-        );
-        assert_eq!(
-            of(&[("AWS_REGION", " "), ("AWS_DEFAULT_REGION", "sa-east-1")]),
-            Ok("sa-east-1".into())
-        );
-        assert_eq!(of(&[("AWS_CONFIG_FILE", &config)]), Ok("eu-west-1".into()));
-        assert_eq!(
-            of(&[("AWS_CONFIG_FILE", &config), ("AWS_PROFILE", "ci")]),
-            Ok("us-east-2".into())
-        );
-        for pairs in [
-            vec![
-                ("AWS_CONFIG_FILE", config.as_str()),
-                ("AWS_PROFILE", "empty"),
-            ],
-            vec![
-                ("AWS_CONFIG_FILE", config.as_str()),
-                ("AWS_PROFILE", "none"),
-            ],
-            vec![("HOME", "/nonexistent")],
-            vec![],
-        ] {
-            let err = of(&pairs).unwrap_err();
-            for source in ["AWS_REGION", "AWS_DEFAULT_REGION", "shared config file"] {
-                assert!(err.contains(source), "{pairs:?}: {err}");
-            }
         }
     }
 

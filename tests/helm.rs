@@ -477,8 +477,13 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
     let key = |d: &Value| format!("{}/{}", d["kind"].as_str().unwrap(), d["metadata"]["name"]);
     // k8s/webhook/ stays valid from 1.20: the chart renders it for a cluster without
     // matchConditions (GA in 1.30).
-    let mut chart: Vec<Value> =
-        render_for(&with_images(json!({})), "hooklog", "hooklog", Some("v1.29.0")).unwrap();
+    let mut chart: Vec<Value> = render_for(
+        &with_images(json!({})),
+        "hooklog",
+        "hooklog",
+        Some("v1.29.0"),
+    )
+    .unwrap();
     let mut shipped: Vec<Value> = Vec::new();
     for file in [
         "webhook.yaml",
@@ -561,7 +566,8 @@ fn an_install_without_the_images_fails_naming_the_value() {
             "sidecarImage.repository is required",
         ),
     ] {
-        let err = render_exact(&values, "hooklog", "hooklog", None).expect_err(&format!("{values} rendered"));
+        let err = render_exact(&values, "hooklog", "hooklog", None)
+            .expect_err(&format!("{values} rendered"));
         assert!(err.contains(says), "{values}: {err}");
         let build = if says.starts_with("image") {
             "--target hooklog"

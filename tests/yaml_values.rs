@@ -300,8 +300,5 @@ fn a_field_of_the_wrong_shape_is_refused_naming_its_line() {
 
 /// `yaml` as JSON, read by hooklog's own reader (every case here is plain YAML).
 fn serde_yaml_reading(yaml: &str) -> Value {
-    hooklog::yaml::tree::parse(yaml)
-        .unwrap()
-        .remove(0)
-        .value
+    hooklog::yaml::tree::parse(yaml).unwrap().remove(0).value
 }

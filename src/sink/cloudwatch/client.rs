@@ -208,6 +208,29 @@ fn region_chain(conf: &ProviderConfig, imds: &imds::Client) -> RegionProviderCha
         )
 }
 
+/// The region the SDK's default chain finds at start (environment, the profile's `region`,
+/// instance metadata within [`IMDS_OPERATION_TIMEOUT`]), or `None`: asked before the daemon's
+/// runtime starts, on a runtime of its own, so that CloudWatch output with no region is a
+/// start-up error (issue 41) found where the client will look (issue 35), not by a reader of ours.
+pub fn region_at_start() -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let conf = ProviderConfig::without_region().with_http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+                .build_https(),
+        );
+        let imds = imds_client(&conf);
+        region_chain(&conf, &imds)
+            .region()
+            .await
+            .map(|r| r.to_string())
+    })
+}
+
 impl LogsClient {
     /// Loads the AWS configuration from the environment and builds the client. Makes no call
     /// to CloudWatch; the region chain may ask IMDS (bounded: [`IMDS_OPERATION_TIMEOUT`]).
