@@ -30,10 +30,27 @@ fn inject_and_uninject_of_nothing_explain_themselves_and_exit_64_as_check_does()
             assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
         }
     }
-    // Something to inject: exit 0, as before.
+    // Something to inject: exit 0, as before; a document that is no object (a kustomize
+    // json6902 patch is a list) is something too, passed on byte for byte.
     let pod = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n";
-    let out = run(&["inject", "--offline", "--image", IMAGE], Some(pod));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let patch = "- op: replace\n  path: /spec/replicas\n  value: 3\n";
+    for body in [pod, patch] {
+        for args in [
+            vec!["inject", "--offline", "--image", IMAGE],
+            vec!["uninject"],
+        ] {
+            let out = run(&args, Some(body));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{args:?}: {}",
+                text(&out.stderr)
+            );
+            if body == patch {
+                assert_eq!(text(&out.stdout), patch, "{args:?}");
+            }
+        }
+    }
 }
 
 /// `check nope.yaml` printed `0 error(s), 0 warning(s), 0 info in 0 pod template(s)` beside its

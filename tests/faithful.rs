@@ -191,7 +191,8 @@ fn inject_only_adds_lines_and_leaves_other_documents_untouched() {
 /// and of the same type. Prints `changed meaning: ` and the first path that differs, and exits 1
 /// (a crash, or PyYAML missing, exits otherwise or says something else).
 const CONTAINED: &str = r#"
-import sys, yaml
+import re, sys, yaml
+MIGRATED = set()
 
 class Loader(yaml.SafeLoader):
     pass
@@ -202,6 +203,8 @@ def contained(a, b, path):
     if isinstance(a, dict):
         if not isinstance(b, dict):
             return path
+        if a.get("name") in MIGRATED and "image" in a:
+            return None
         for k, v in a.items():
             if k not in b:
                 return f"{path}.{k} (gone)"
@@ -230,7 +233,12 @@ def contained(a, b, path):
 with open(sys.argv[1]) as f:
     before = [d for d in yaml.load_all(f, Loader) if d is not None]
 with open(sys.argv[2]) as f:
-    after = [d for d in yaml.load_all(f, Loader) if d is not None]
+    injected = f.read()
+    after = [d for d in yaml.load_all(injected, Loader) if d is not None]
+# A `tail -F` forwarder hooklog's sidecar took the place of (issue 40): its record names it
+# (`"migrated":{"name":...}`), and its container is hooklog's now; tests/tail_workaround.rs
+# holds what it became, and uninject gives its bytes back.
+MIGRATED.update(re.findall(r'\\?"migrated\\?":\{\\?"name\\?":\\?"([^"\\]+)', injected))
 if len(before) != len(after):
     print(f"changed meaning: {len(before)} documents became {len(after)}")
     sys.exit(1)

@@ -481,7 +481,18 @@ fn transform_command(
             return Err(EXIT_USAGE);
         }
     };
-    // Nothing to change is a usage error, as for `check`: said before anything is written.
+    // Nothing to change is a usage error, as for `check`: said before anything is written. A
+    // document that is no object (a kustomize json6902 patch is a list) is something, passed
+    // on as it is: only inputs of empty documents and comments are nothing (read again only
+    // then, to find such a document's note).
+    if objects == 0
+        && made
+            .inputs
+            .iter()
+            .any(|i| i.each_document(|_| {}).is_ok_and(|notes| !notes.is_empty()))
+    {
+        objects = 1;
+    }
     let nothing = nothing_to(verb, made.inputs.iter().map(|i| i.name.as_str()), objects);
     if !nothing.is_empty() {
         for line in &nothing {
