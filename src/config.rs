@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use crate::cli::{Output, RunArgs};
 use crate::pod::PodMeta;
 use crate::record::MIN_MAX_LINE_BYTES;
-use crate::sink::cloudwatch::client::region_at_start;
+use crate::sink::cloudwatch::region::region_at_start;
 
 /// Retention periods CloudWatch Logs accepts, in days (PutRetentionPolicy,
 /// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html>).

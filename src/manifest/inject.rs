@@ -394,7 +394,7 @@ fn inject_pod(
     } else {
         add_hooklog(spec, opts, mode, &survey.peers, plan.grace, &mut record);
         if let Some(m) = &migration {
-            super::migrate::take_place(spec, m, &mut record, notes);
+            super::migrate::take_place(spec, m, &mut record.migrated, notes);
         }
         Outcome::Injected
     };

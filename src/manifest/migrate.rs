@@ -8,13 +8,12 @@
 //! them), and the env, mounts, resources and securityContext hooklog needs are added. The
 //! splicer takes an insertion out again with exactly its bytes: `uninject` gives back the
 //! user's bytes. The tailer's entry as it was is kept in inject's record
-//! ([`super::inject::Record`]).
+//! (`migrated` of [`super::inject`]'s record).
 
 use serde_json::{Map, Value, json};
 
 use super::budget::SidecarMode;
 use super::hooks::{self, Handler, IMAGE_BINARY};
-use super::inject::Record;
 use super::layout::{INSTALLER, SIDECAR};
 use super::podspec::{Container, strings};
 use super::tailer::{self, Tailer};
@@ -143,8 +142,14 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
 }
 
 /// Turns the tailer's container into hooklog's sidecar: the one inject just added to `spec` is
-/// taken out again and gives what hooklog needs; the original is kept in `record`.
-pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mut Vec<String>) {
+/// taken out again and gives what hooklog needs; the original is kept in `migrated` (the
+/// record's).
+pub fn take_place(
+    spec: &mut Value,
+    plan: &Plan,
+    migrated: &mut Option<Value>,
+    notes: &mut Vec<String>,
+) {
     let Some(sidecar) = ["initContainers", "containers"].iter().find_map(|key| {
         let list = spec.get_mut(*key)?.as_array_mut()?;
         let at = list.iter().position(|c| c["name"] == SIDECAR)?;
@@ -158,7 +163,7 @@ pub fn take_place(spec: &mut Value, plan: &Plan, record: &mut Record, notes: &mu
     let Some(c) = tailer::container_mut(spec, &plan.tailer.name) else {
         return;
     };
-    record.migrated = Some(c.clone());
+    *migrated = Some(c.clone());
     let Some(map) = c.as_object_mut() else {
         return;
     };
@@ -269,8 +274,8 @@ pub fn without<'a>(containers: &[Container<'a>], plan: Option<&Plan>) -> Vec<Con
 
 /// Gives the tailer's original container back (uninject): hooklog's sidecar in its place
 /// becomes the tailer again. True when it did.
-pub fn restore(spec: &mut Value, record: &Record) -> bool {
-    let Some(original) = &record.migrated else {
+pub fn restore(spec: &mut Value, migrated: Option<&Value>) -> bool {
+    let Some(original) = migrated else {
         return false;
     };
     match tailer::container_mut(spec, SIDECAR) {

@@ -42,7 +42,7 @@ fn uninject_pod(
         return Ok(Outcome::NotInjected);
     };
     let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
-    super::migrate::restore(spec, &record);
+    super::migrate::restore(spec, record.migrated.as_ref());
     remove_own_containers(spec, warnings);
     if let Some(list) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
         list.retain(|v| v["name"] != VOLUME && v["name"] != PODINFO_VOLUME);

@@ -18,6 +18,7 @@ pub mod batch;
 pub mod client;
 pub mod clock;
 pub mod emf;
+pub mod region;
 pub mod retry;
 
 use std::collections::{HashMap, VecDeque};
