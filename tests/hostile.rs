@@ -475,8 +475,20 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
         ],
         &POD_ENV,
     );
+    // The path is a socket from bind(2) on, and accepts from listen(2) on (one call in Rust, two
+    // syscalls, far apart on a loaded machine): a connect between them is refused, as a wrapper
+    // would find it (it then writes to the file), so the test tries for 2 s.
     let send = |line: &str| {
-        let mut c = std::os::unix::net::UnixStream::connect(&sock).expect("hooklog's socket");
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        let mut c = loop {
+            match std::os::unix::net::UnixStream::connect(&sock) {
+                Ok(c) => break c,
+                Err(_) if std::time::Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("hooklog's socket: {e}"),
+            }
+        };
         c.write_all(line.as_bytes()).unwrap();
     };
     let is_socket = || {
