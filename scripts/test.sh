@@ -86,8 +86,9 @@ export HOOKLOG_CYCLONEDX
 
 # Cargo's builds are kept in the cache dir, as the tiers' are: CI's clean clone then rebuilds only
 # hooklog's own crate (its dependencies' debug, release, control and arm64 builds are reused;
-# cargo keys them by their versions and flags, not the clone's path). Cold, the builds are
-# about 25 min of this 2-core machine; warm, a few minutes of hooklog's own relinks.
+# cargo keys them by their versions and flags, not the clone's path). Warm, the builds before
+# the tests took about 5 min here (hooklog's own crate and four fat-LTO relinks); cold, they
+# also build every dependency four times over (debug, release, control; x86_64 and arm64).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${HOOKLOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hooklog}/target}"
 
 # --- services ---------------------------------------------------------------------------------
