@@ -86,8 +86,8 @@ export HOOKLOG_CYCLONEDX
 
 # Cargo's builds are kept in the cache dir, as the tiers' are: CI's clean clone then rebuilds only
 # hooklog's own crate (its dependencies' debug, release, control and arm64 builds are reused;
-# cargo keys them by their versions and flags, not the clone's path). Warm, the builds before
-# the tests took about 5 min here (hooklog's own crate and four fat-LTO relinks); cold, they
+# cargo keys them by their versions and flags, not the clone's path). Warm, set-up and builds
+# before the tests took about 8 min here (clippy, hooklog's own crate, four fat-LTO relinks); cold, they
 # also build every dependency four times over (debug, release, control; x86_64 and arm64).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${HOOKLOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hooklog}/target}"
 
