@@ -2,13 +2,16 @@
 //! with the same core as `hooklog inject` ([`crate::manifest::inject`]), so a pod the API server
 //! stores is what `inject` makes of it.
 //!
-//! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side, [`tls`] the
+//! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side (each connection's [`pace`], and the [`connections`] table that
+//! evicts the one that does least when every slot is taken), [`tls`] the
 //! serving certificate (reloaded when its files change), [`autotls`] the default without files (its
 //! own CA, in the caBundle, and renewal), [`apiserver`] the requests to the API server, and
 //! [`version`] the API server's version for `--sidecar auto`.
 
 pub mod apiserver;
 pub mod autotls;
+pub mod connections;
+pub mod pace;
 pub mod patch;
 pub mod review;
 pub mod server;

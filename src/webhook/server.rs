@@ -18,6 +18,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::connections::{Seat, Table};
+pub use super::pace::{HEADER_TIMEOUT, IdleSlots, MIN_RATE, PACE_GRACE, WRITE_TIMEOUT};
+use super::pace::{Layer, PACE_CHECK, Pace, Paced};
 use super::review::{self, Policy, Scope, Verdict};
 
 /// Largest review read. The API server refuses request bodies over 3 MiB
@@ -29,9 +32,6 @@ pub const MAX_DISCARD: usize = 4 * MAX_BODY;
 /// The whole TLS handshake. The API server's webhook timeout is 10 s here (`timeoutSeconds`):
 /// a handshake slower than that is answered by nobody.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Request headers, from their first byte on; and, on a new connection, from the handshake to
-/// the first request's first byte (the API server connects to send one).
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the API server keeps an idle connection to a webhook for its next review: net/http's
 /// `DefaultTransport.IdleConnTimeout`, 90 s, which k8s.io/apimachinery's `SetTransportDefaults`
 /// keeps for the webhook client.
@@ -58,20 +58,6 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// kubelet's probes are answered whatever the review connections do; any other request on one
 /// of these is answered 503 and its connection closed.
 pub const PROBE_CONNECTIONS: usize = 8;
-/// Writing an answer: a client that stops reading (its window full) has this long before its
-/// connection is closed, as net/http's `WriteTimeout` bounds it; the API server reads an answer
-/// at once.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The slowest a connection may send what it is sending (its TLS handshake, a request's
-/// headers and body), after [`PACE_GRACE`]: a request of `n` bytes must be in within
-/// `PACE_GRACE + n / MIN_RATE`, its first byte on (a time to complete, not an idle timer that a
-/// trickle keeps alive). The API server sends a review at network speed; 260 connections
-/// trickling 3 bytes a second held every slot (issue 26).
-pub const MIN_RATE: u64 = 1024;
-/// What a sender has before [`MIN_RATE`] counts: one round trip and a scheduler's hiccup.
-pub const PACE_GRACE: Duration = Duration::from_secs(1);
-/// How often a connection's pace is looked at.
-const PACE_CHECK: Duration = Duration::from_millis(100);
 /// Bytes of bodies being read at once, in all connections: two of the largest (the API server
 /// sends pod reviews of a few KB, so hundreds fit). A body waits for room before it is read.
 pub const BODY_BUDGET: usize = 2 * MAX_BODY;
@@ -91,290 +77,6 @@ const COST_PER_BODY_BYTE: usize = 5;
 const COST_PER_VALUE: usize = 512;
 /// The budgets count in KiB, so that a permit count fits the semaphore for any size.
 const KIB: usize = 1024;
-
-/// The idle connections kept ([`MAX_IDLE_CONNECTIONS`]), counted across connections.
-#[derive(Debug)]
-pub struct IdleSlots {
-    taken: std::sync::atomic::AtomicUsize,
-    max: usize,
-}
-
-impl IdleSlots {
-    pub fn new(max: usize) -> IdleSlots {
-        IdleSlots {
-            taken: std::sync::atomic::AtomicUsize::new(0),
-            max,
-        }
-    }
-
-    /// Takes a slot if one is free.
-    fn take(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        self.taken
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    fn give_back(&self) {
-        use std::sync::atomic::Ordering;
-        // Only a holder gives back: never below 0.
-        let _ = self
-            .taken
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-}
-
-/// How fast a connection sends: the bytes of what it is sending now and since when; and, idle
-/// (after the handshake or an answer, before the next request's first byte), since when and for
-/// how long at most ([`HEADER_TIMEOUT`] before the first request, the idle timeout after one).
-#[derive(Debug)]
-pub struct Pace {
-    state: std::sync::Mutex<PaceState>,
-    /// Where an idle connection holds its slot.
-    slots: Arc<IdleSlots>,
-    /// How long a connection may stay idle between requests (`--idle-timeout`).
-    idle_timeout: Duration,
-}
-
-#[derive(Debug)]
-struct PaceState {
-    /// When the bytes now arriving began (the accept, then each request's first byte).
-    since: Option<Instant>,
-    /// Bytes of it read off the wire (the handshake's, then the TLS records').
-    wire: u64,
-    /// Bytes of it read out of TLS: a request's bytes that came in with the handshake are
-    /// already in rustls's buffer when it ends, and are only seen here.
-    plain: u64,
-    /// A request is being answered: the answer bounds its own wait ([`Pace::deadline`]).
-    answering: bool,
-    /// Idle since then, for at most that long.
-    idle: Option<(Instant, Duration)>,
-    /// This connection holds one of the [`IdleSlots`].
-    holds_slot: bool,
-    /// A write has waited on the client since then ([`WRITE_TIMEOUT`]).
-    write_blocked: Option<Instant>,
-}
-
-impl Drop for Pace {
-    fn drop(&mut self) {
-        if self.with(|s| std::mem::take(&mut s.holds_slot)) {
-            self.slots.give_back();
-        }
-    }
-}
-
-impl Pace {
-    /// A connection just accepted: its handshake's clock runs.
-    fn new(slots: Arc<IdleSlots>, idle_timeout: Duration) -> Pace {
-        Pace {
-            state: std::sync::Mutex::new(PaceState {
-                since: Some(Instant::now()),
-                wire: 0,
-                plain: 0,
-                answering: false,
-                idle: None,
-                holds_slot: false,
-                write_blocked: None,
-            }),
-            slots,
-            idle_timeout,
-        }
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut PaceState) -> T) -> T {
-        let mut s = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut s)
-    }
-
-    fn read(&self, layer: Layer, n: usize) {
-        let gave_back = self.with(|s| {
-            s.since.get_or_insert_with(Instant::now);
-            let count = match layer {
-                Layer::Wire => &mut s.wire,
-                Layer::Plain => &mut s.plain,
-            };
-            *count = count.saturating_add(n as u64);
-            s.idle = None;
-            std::mem::take(&mut s.holds_slot)
-        });
-        if gave_back {
-            self.slots.give_back();
-        }
-    }
-
-    /// The handshake is done: idle until the first request's first byte, for at most
-    /// [`HEADER_TIMEOUT`].
-    fn handshaken(&self) {
-        self.with(|s| {
-            s.since = None;
-            s.wire = 0;
-            s.plain = 0;
-            s.answering = false;
-            s.idle = Some((Instant::now(), HEADER_TIMEOUT));
-        });
-    }
-
-    /// A request is answered: idle until the next request's first byte, for at most the idle
-    /// timeout, if `keep` (the client keeps the connection) and an idle slot is free. Returns
-    /// whether the connection is kept: if not, the answer must close it.
-    fn answered(&self, keep: bool) -> bool {
-        let kept = keep && self.slots.take();
-        self.with(|s| {
-            s.since = None;
-            s.wire = 0;
-            s.plain = 0;
-            s.answering = false;
-            s.idle = kept.then(|| (Instant::now(), self.idle_timeout));
-            s.holds_slot = kept;
-        });
-        kept
-    }
-
-    /// A write could not go on (`blocked`: the client's window is full) or went on.
-    fn wrote(&self, blocked: bool) {
-        self.with(|s| {
-            if blocked {
-                s.write_blocked.get_or_insert_with(Instant::now);
-            } else {
-                s.write_blocked = None;
-            }
-        });
-    }
-
-    /// A request's head is in: its answer bounds the wait for its body. Its clock runs from its
-    /// first byte, or from now if none was read here (all of it was in a buffer above: hyper's,
-    /// after an earlier request).
-    fn answering(&self) {
-        self.with(|s| {
-            s.answering = true;
-            s.since.get_or_insert_with(Instant::now);
-        });
-    }
-
-    /// When what is arriving must be in, at [`MIN_RATE`] of the more bytes either layer saw;
-    /// `None` when idle.
-    fn deadline(&self) -> Option<Instant> {
-        self.with(|s| {
-            let since = s.since?;
-            let bytes = s.wire.max(s.plain);
-            Some(since + PACE_GRACE + Duration::from_millis(bytes.saturating_mul(1000) / MIN_RATE))
-        })
-    }
-
-    /// Too slow: a write waiting on the client past [`WRITE_TIMEOUT`]; or, outside an answer
-    /// (an answer reads its body against [`Pace::deadline`]), the bytes arriving below
-    /// [`MIN_RATE`], a request's headers not in within [`HEADER_TIMEOUT`], or idle past its
-    /// bound.
-    fn too_slow(&self) -> bool {
-        let now = Instant::now();
-        let (answering, headers_late, idle_over, write_late) = self.with(|s| {
-            (
-                s.answering,
-                s.since.is_some_and(|t| now > t + HEADER_TIMEOUT),
-                s.idle.is_some_and(|(t, bound)| now > t + bound),
-                s.write_blocked.is_some_and(|t| now > t + WRITE_TIMEOUT),
-            )
-        });
-        write_late
-            || (!answering
-                && (headers_late || idle_over || self.deadline().is_some_and(|d| now > d)))
-    }
-
-    /// Resolves once the connection is too slow.
-    async fn slow(&self) {
-        loop {
-            if self.too_slow() {
-                return;
-            }
-            tokio::time::sleep(PACE_CHECK).await;
-        }
-    }
-
-    /// Resolves once what is arriving (a body, in an answer) is past its deadline.
-    async fn late(&self) {
-        loop {
-            if self.deadline().is_some_and(|d| Instant::now() > d) {
-                return;
-            }
-            tokio::time::sleep(PACE_CHECK).await;
-        }
-    }
-}
-
-/// Where a [`Paced`] stream sits.
-#[derive(Clone, Copy, Debug)]
-enum Layer {
-    /// The TCP stream, under TLS.
-    Wire,
-    /// The TLS stream, what hyper reads.
-    Plain,
-}
-
-/// A stream whose reads feed its connection's [`Pace`].
-struct Paced<S> {
-    inner: S,
-    pace: Arc<Pace>,
-    layer: Layer,
-}
-
-impl<S> Paced<S> {
-    /// A write on the wire waited on the client (or went on): only the TCP stream's writes
-    /// count, since TLS above buffers what the wire has not taken.
-    fn wrote(&self, blocked: bool) {
-        if let Layer::Wire = self.layer {
-            self.pace.wrote(blocked);
-        }
-    }
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Paced<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        if n > 0 {
-            self.pace.read(self.layer, n);
-        }
-        r
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Paced<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.wrote(r.is_pending());
-        r
-    }
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
-        self.wrote(r.is_pending());
-        r
-    }
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_shutdown(cx);
-        self.wrote(r.is_pending());
-        r
-    }
-}
 
 /// What every connection shares.
 pub struct Shared {
@@ -412,14 +114,19 @@ pub async fn serve(
     let acceptor = TlsAcceptor::from(tls);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let probe_slots = Arc::new(Semaphore::new(PROBE_CONNECTIONS));
+    let table = Arc::new(Table::default());
     loop {
-        // One slot free at least before the next accept (more connections wait in the backlog):
-        // a connection's own, or one of the probes'.
-        if slots.available_permits() == 0 && probe_slots.available_permits() == 0 {
+        // Room before the next accept (more connections wait in the backlog): a free slot, a
+        // connection that may be evicted for the newcomer, or one of the probes' slots.
+        if slots.available_permits() == 0
+            && probe_slots.available_permits() == 0
+            && !table.evictable()
+        {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = slots.acquire() => {}
                 _ = probe_slots.acquire() => {}
+                _ = tokio::time::sleep(PACE_CHECK) => continue,
             }
         }
         let (tcp, peer) = tokio::select! {
@@ -434,10 +141,12 @@ pub async fn serve(
                 }
             },
         };
-        let (permit, probes_only) = match slots.clone().try_acquire_owned() {
-            Ok(p) => (p, false),
+        let (admit, probes_only) = match slots.clone().try_acquire_owned() {
+            Ok(p) => (Admit::Now(p), false),
+            // Every slot taken: the connection that does least gives up its own.
+            Err(_) if table.evict_one() => (Admit::Evicted(slots.clone()), false),
             Err(_) => match probe_slots.clone().try_acquire_owned() {
-                Ok(p) => (p, true),
+                Ok(p) => (Admit::Now(p), true),
                 // Taken since the check above: given up, as a full backlog would.
                 Err(_) => continue,
             },
@@ -445,9 +154,15 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let shared = shared.clone();
         let stop = stop.clone();
+        let table = table.clone();
         tracker.spawn(async move {
-            let _permit = permit;
+            let Some(_permit) = admit.slot().await else {
+                tracing::debug!(%peer, "no slot came free after an eviction");
+                return;
+            };
             let pace = Arc::new(Pace::new(shared.idle.clone(), shared.idle_timeout));
+            // Probes' connections are never evicted: they are closed after one answer.
+            let seat = (!probes_only).then(|| table.seat(pace.clone()));
             let tcp = Paced {
                 inner: tcp,
                 pace: pace.clone(),
@@ -468,6 +183,10 @@ pub async fn serve(
                 },
                 _ = pace.slow() => {
                     tracing::debug!(%peer, min_rate = MIN_RATE, "tls handshake too slow");
+                    return;
+                }
+                _ = evicted(&seat) => {
+                    tracing::debug!(%peer, "evicted in its handshake: every slot was taken");
                     return;
                 }
             };
@@ -516,6 +235,9 @@ pub async fn serve(
                 _ = watched.slow() => {
                     tracing::debug!(%peer, min_rate = MIN_RATE, "request too slow, connection closed");
                 },
+                _ = evicted(&seat) => {
+                    tracing::debug!(%peer, "evicted: every slot was taken");
+                },
                 _ = stop.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     if let Err(e) = conn.await {
@@ -524,6 +246,37 @@ pub async fn serve(
                 }
             }
         });
+    }
+}
+
+/// How a connection comes by its slot.
+enum Admit {
+    /// A free slot, taken.
+    Now(tokio::sync::OwnedSemaphorePermit),
+    /// The slot of a connection just evicted, once its task ends.
+    Evicted(Arc<Semaphore>),
+}
+
+/// How long a newcomer waits for an evicted connection's slot: its task ends at its next poll.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+impl Admit {
+    async fn slot(self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match self {
+            Admit::Now(p) => Some(p),
+            Admit::Evicted(slots) => tokio::time::timeout(EVICTION_WAIT, slots.acquire_owned())
+                .await
+                .ok()?
+                .ok(),
+        }
+    }
+}
+
+/// Resolves once the connection is evicted (never, for a probe's).
+async fn evicted(seat: &Option<Seat>) {
+    match seat {
+        Some(s) => s.evicted.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -584,6 +337,7 @@ async fn handle(
         _ = pace.late() => Err(format!("body slower than {MIN_RATE} bytes a second")),
     };
     let slow = body.is_err();
+    pace.body_in();
     let room = reading.room.take();
     let reviewed = match body {
         Ok(Ok(())) => bounded_review(&reading.kept, scope, &shared, room).await,
