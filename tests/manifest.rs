@@ -1825,3 +1825,86 @@ fn regression_an_argo_rollout_had_no_pod_template() {
         "{doc:#}"
     );
 }
+
+/// Issue 37: the hooks' binary is on a volume of its own that only the installer mounts
+/// writable; a peer of the shared emptyDir could replace it. What earlier versions injected
+/// (tests/manifests/injected/, the binary in the shared emptyDir) still uninjects to the user's
+/// bytes, and check says its binary is writable by every wired container; what inject writes
+/// now checks clean.
+#[test]
+fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injections_still_uninject()
+{
+    for (fixture, original) in [
+        (
+            "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml",
+            "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+        ),
+        (
+            "tests/manifests/injected/argo-rollout-canary.before-issue-37.yaml",
+            "tests/manifests/real/argo-rollout-canary.yaml",
+        ),
+    ] {
+        let out = run(&["uninject", fixture], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let want = std::fs::read_to_string(root().join(original)).unwrap();
+        assert_eq!(text(&out.stdout), want, "uninject {fixture}");
+    }
+    let legacy = "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml";
+    let (_, doc) = check_json(&[legacy]);
+    let writable: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "hooklog-binary-writable")
+        .collect();
+    assert!(!writable.is_empty(), "{doc:#}");
+
+    let distroless = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
+    let out = run(&["inject", "--image", IMAGE, distroless], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let injected = text(&out.stdout);
+    assert!(!injected.contains("/hooklog/bin"), "{injected}");
+    let doc: Value = serde_yaml_ng_or_json(&injected);
+    let spec = &doc["spec"]["template"]["spec"];
+    let all: Vec<&Value> = spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .chain(spec["containers"].as_array())
+        .flatten()
+        .collect();
+    let mut wired = 0;
+    for c in all {
+        for m in c["volumeMounts"].as_array().into_iter().flatten() {
+            if m["name"] != "hooklog-bin" {
+                continue;
+            }
+            if c["name"] == "hooklog-install" {
+                assert_ne!(m["readOnly"], true, "{c}");
+            } else {
+                assert_eq!(m["readOnly"], true, "{c}");
+                wired += 1;
+            }
+        }
+    }
+    assert!(wired >= 1, "{injected}");
+    let (code, doc) = check_json_stdin(&injected);
+    assert_eq!(
+        (code, &doc["findings"]),
+        (0, &Value::Array(vec![])),
+        "{doc:#}"
+    );
+    // And back.
+    let out = run(&["uninject", "-"], Some(&injected));
+    assert_eq!(
+        text(&out.stdout),
+        std::fs::read_to_string(root().join(distroless)).unwrap()
+    );
+}
+
+/// The first document of `text` (YAML), as hooklog reads it.
+fn serde_yaml_ng_or_json(text: &str) -> Value {
+    let source = load::Input::new("-", text.to_string())
+        .parse()
+        .expect("YAML");
+    source.documents[0].value.clone()
+}

@@ -20,14 +20,16 @@ use crate::cli::Command;
 
 use super::layout::prefix;
 pub use super::layout::{
-    ANNOTATION, BIN, BIN_DIR, FILE, INSTALLER, MOUNT, PODINFO_MOUNT, PODINFO_VOLUME, SIDECAR,
-    SOCKET, VOLUME, own_prefix,
+    ANNOTATION, BIN, BIN_DIR, BIN_MOUNT, BIN_VOLUME, FILE, INSTALLER, MOUNT, PODINFO_MOUNT,
+    PODINFO_VOLUME, SIDECAR, SOCKET, VOLUME, own_prefix,
 };
 
 /// The annotation's format.
 const RECORD_VERSION: u32 = 2;
 /// The shared emptyDir's size limit (as in k8s/): the file only holds hook lines.
 const VOLUME_SIZE_LIMIT: &str = "64Mi";
+/// The binary's emptyDir's size limit: the full CLI is 6.3 MB (docs/figures.md).
+const BIN_VOLUME_SIZE_LIMIT: &str = "32Mi";
 
 /// What inject was told.
 #[derive(Debug, Clone)]
@@ -473,6 +475,8 @@ fn free_names(containers: &[Container], spec: &Value) -> Result<(), String> {
         for m in c.mounts() {
             if m.path == MOUNT
                 || m.path.starts_with(&format!("{MOUNT}/"))
+                || m.path == BIN_MOUNT
+                || m.path.starts_with(&format!("{BIN_MOUNT}/"))
                 || m.path == PODINFO_MOUNT
             {
                 return Err(format!(
@@ -485,7 +489,7 @@ fn free_names(containers: &[Container], spec: &Value) -> Result<(), String> {
     for v in spec["volumes"].as_array().into_iter().flatten() {
         if let Some(n) = v["name"]
             .as_str()
-            .filter(|n| *n == VOLUME || *n == PODINFO_VOLUME)
+            .filter(|n| *n == VOLUME || *n == BIN_VOLUME || *n == PODINFO_VOLUME)
         {
             return Err(format!(
                 "a volume named {n:?} exists already; hooklog inject adds one of that name and will not overwrite it"
@@ -715,6 +719,9 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> Result<Contain
     if !mounts.iter().any(|m| m["name"] == VOLUME) {
         mounts.push(json!({"name": VOLUME, "mountPath": MOUNT}));
     }
+    if !mounts.iter().any(|m| m["name"] == BIN_VOLUME) {
+        mounts.push(json!({"name": BIN_VOLUME, "mountPath": BIN_MOUNT, "readOnly": true}));
+    }
     Ok(rec)
 }
 
@@ -765,6 +772,7 @@ fn add_hooklog(
     }
     let volumes = arr_mut(spec, "volumes");
     volumes.push(json!({"name": VOLUME, "emptyDir": {"sizeLimit": VOLUME_SIZE_LIMIT}}));
+    volumes.push(json!({"name": BIN_VOLUME, "emptyDir": {"sizeLimit": BIN_VOLUME_SIZE_LIMIT}}));
     volumes.push(json!({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
@@ -950,7 +958,8 @@ fn installer(image: &str) -> Value {
         // k8s/: a copy of a 8 MB file
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
         "securityContext": security_context(),
-        "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT}],
+        // The only writable mount of the binary's volume.
+        "volumeMounts": [{"name": BIN_VOLUME, "mountPath": BIN_MOUNT}],
     })
 }
 

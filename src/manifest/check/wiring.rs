@@ -18,6 +18,12 @@ pub const BINARY_NOT_MOUNTED: Rule = Rule {
     description: "A hook calls the hooklog binary at a path on no volume the container mounts.",
     remediation: "Mount the volume `hooklog install` fills at the path the hook calls (`hooklog inject` does).",
 };
+pub const BINARY_WRITABLE: Rule = Rule {
+    id: "hooklog-binary-writable",
+    severity: Severity::Warning,
+    description: "A container other than the one that installs it mounts the volume holding the hooks' hooklog binary writable: it can replace the program every other container's preStop runs, as that container's user.",
+    remediation: "Give the binary a volume of its own, mounted `readOnly: true` in every container but the installer (`hooklog inject` does: hooklog-bin at /hooklog-bin).",
+};
 pub const BINARY_NOT_INSTALLED: Rule = Rule {
     id: "hooklog-binary-not-installed",
     severity: Severity::Error,
@@ -281,8 +287,67 @@ fn check_mounts(pod: &Pod, opts: &Options, sink: &mut Sink) {
     }
 }
 
+/// Volumes holding a binary some hook calls, and every container but their installers that
+/// mounts one of them without `readOnly: true`.
+fn check_binary_writable(pod: &Pod, sink: &mut Sink) {
+    let mut volumes: Vec<String> = Vec::new();
+    for c in &pod.containers {
+        for hook in crate::manifest::hooks::hooks(c) {
+            let Handler::Exec(argv) = &hook.handler else {
+                continue;
+            };
+            let Some(b) = argv.first().filter(|b| b.starts_with('/') && is_hooklog(b)) else {
+                continue;
+            };
+            if let Some((volume, _)) = c.on_volume(b)
+                && !volumes.contains(&volume)
+            {
+                volumes.push(volume);
+            }
+        }
+    }
+    for c in &pod.containers {
+        let installs = c.init
+            && container_hooklog_argv(c).is_some_and(|argv| {
+                matches!(
+                    parse_hooklog(&argv, &c.literal_env()),
+                    Ok(Command::Install(_))
+                )
+            });
+        if installs {
+            continue;
+        }
+        for (i, m) in c.value["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some(volume) = m["name"]
+                .as_str()
+                .filter(|v| volumes.iter().any(|w| w == v))
+            else {
+                continue;
+            };
+            if m["readOnly"] != true {
+                sink.add(
+                    &BINARY_WRITABLE,
+                    Some(&c.name),
+                    &format!("{}.volumeMounts[{i}]", c.path),
+                    format!(
+                        "{} mounts volume {volume}, which holds the hooks' hooklog binary, writable: it can replace what the other containers' preStop hooks run",
+                        c.name
+                    ),
+                    "mount it `readOnly: true`, or give the binary a volume of its own (`hooklog inject` does)",
+                );
+            }
+        }
+    }
+}
+
 pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     check_mounts(pod, opts, sink);
+    check_binary_writable(pod, sink);
     for c in &pod.containers {
         if let Some(argv) = container_hooklog_argv(c)
             && let Err(e) = parse_hooklog(&argv, &c.literal_env())
