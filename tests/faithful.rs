@@ -359,7 +359,7 @@ fn the_fixture_keeps_its_comments_quoting_and_yaml_1_1_values() {
         .find(|l| l.contains("\"sleep 20\""))
         .expect("the drain command");
     assert!(
-        drain.starts_with("                command: [\"/hooklog/bin/hooklog\", \"hook\",")
+        drain.starts_with("                command: [\"/hooklog-bin/hooklog\", \"hook\",")
             && drain.ends_with(", \"--\", \"sh\", \"-c\", \"sleep 20\"]"),
         "{drain}"
     );

@@ -246,7 +246,7 @@ fn both_incidents_are_found_and_inject_fixes_them() {
         .unwrap();
     let cmd = podspec::strings(&envoy["lifecycle"]["preStop"]["exec"]["command"]);
     let inner = &cmd[cmd.iter().position(|a| a == "--").unwrap() + 1..];
-    assert_eq!(inner, ["/hooklog/bin/hooklog", "sleep", "15"]);
+    assert_eq!(inner, ["/hooklog-bin/hooklog", "sleep", "15"]);
 }
 
 fn check_json_stdin(input: &str) -> (i32, Value) {
@@ -655,7 +655,7 @@ fn prestop_sleep_gives_a_container_the_load_balancer_wait() {
     let cmd = podspec::strings(&c["lifecycle"]["preStop"]["exec"]["command"]);
     assert_eq!(
         cmd[cmd.len() - 3..],
-        ["/hooklog/bin/hooklog", "sleep", "20s"]
+        ["/hooklog-bin/hooklog", "sleep", "20s"]
     );
     assert!(cmd.contains(&"--container".to_string()) && cmd.contains(&"checkout".to_string()));
     let (code, doc) = check_json_stdin(&text(&out.stdout));
@@ -1031,7 +1031,7 @@ fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
 
 /// Maps a pod path to the test's emptyDir stand-ins.
 fn in_pod(root: &Path, arg: &str) -> String {
-    for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {
+    for prefix in ["/hooklog", "/hooklog-bin", "/etc/hooklog-podinfo"] {
         if arg == prefix || arg.starts_with(&format!("{prefix}/")) {
             return format!("{}{arg}", root.display());
         }
@@ -1069,7 +1069,7 @@ fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
         .collect();
     let st = hooklog().args(&args).output().unwrap();
     assert!(st.status.success(), "{}", text(&st.stderr));
-    let installed = pod.path().join("hooklog/bin/hooklog");
+    let installed = pod.path().join("hooklog-bin/hooklog");
     assert!(installed.is_file());
 
     // The native sidecar, configured exactly as inject wrote it, with the Downward API.
@@ -1337,7 +1337,7 @@ fn inject_reproduces_the_wiring_of_the_k8s_manifests() {
         let envoy = cmd(se);
         assert_eq!(
             envoy[envoy.len() - 3..],
-            ["/hooklog/bin/hooklog", "sleep", "20"]
+            ["/hooklog-bin/hooklog", "sleep", "20"]
         );
         // The volumes: the same emptyDir limit and Downward API items.
         let vol = |spec: &Value, kind: &str| -> Value {
@@ -1738,7 +1738,7 @@ fn regression_uninject_dropped_later_edits_and_reinject_ignored_new_containers()
     let spec = template_spec(&text(&back.stdout));
     assert_eq!(
         pre_stop(&spec, "containers", "envoy"),
-        ["/hooklog/bin/hooklog", "sleep", "25"]
+        ["/hooklog-bin/hooklog", "sleep", "25"]
     );
 }
 

@@ -27,6 +27,8 @@ pub const BIN: &str = "/hooklog-bin/hooklog";
 /// Where the binary was before issue 37 (in the shared emptyDir): a prefix with it is still
 /// inject's own, so that `uninject` and `check` read what earlier versions wrote.
 pub const LEGACY_BIN: &str = "/hooklog/bin/hooklog";
+/// The folder the installer filled before issue 37 (`hooklog install /hooklog/bin`).
+pub const LEGACY_BIN_DIR: &str = "/hooklog/bin";
 pub const SOCKET: &str = "/hooklog/hooklog.sock";
 pub const FILE: &str = "/hooklog/prestop.log";
 /// The pod annotation holding what `uninject` cannot recognise by itself: the keys inject
