@@ -543,7 +543,7 @@ fn regression_inject_rewrote_or_restyled_boms_crlf_flow_and_anchors() {
     let empty = injected("empty-flow-collections.yaml");
     for kept in [
         "          volumes: [{\"name\": \"hooklog-shared\"",
-        "            volumeMounts: [{\"name\": \"hooklog-shared\", \"mountPath\": \"/hooklog\"}]\n",
+        "            volumeMounts: [{\"name\": \"hooklog-shared\", \"mountPath\": \"/hooklog\"}, {\"name\": \"hooklog-bin\", \"mountPath\": \"/hooklog-bin\", \"readOnly\": true}]\n",
         "          annotations: {\"hooklog.dev/injected\": ",
     ] {
         assert!(empty.contains(kept), "{kept:?}:\n{empty}");

@@ -1788,7 +1788,24 @@ fn regression_a_mount_over_a_file_of_the_image_was_not_found() {
         .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
         .map(|f| f["container"].as_str().unwrap())
         .collect();
-    assert_eq!(hits, ["hooklog-install", "hooklog"], "{doc:#}");
+    // The installer mounts the binary's own volume at /hooklog-bin (issue 37): the sidecar is
+    // the one over /hooklog.
+    assert_eq!(hits, ["hooklog"], "{doc:#}");
+    // An image with a file where the installer mounts: found on it.
+    let root = dir.path().join("old-image-bin");
+    std::fs::create_dir_all(root.join("etc/ssl/certs")).unwrap();
+    std::fs::write(root.join("hooklog-bin"), b"\x7fELF").unwrap();
+    let bin_arg = format!("--image-root={IMAGE}={}", root.display());
+    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &[&bin_arg]);
+    assert_eq!(code, 1, "{doc:#}");
+    let hits: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
+        .map(|f| f["container"].as_str().unwrap())
+        .collect();
+    assert_eq!(hits, ["hooklog-install"], "{doc:#}");
     // The layout the Dockerfile now has: nothing at /hooklog.
     let root = dir.path().join("new-image");
     std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
