@@ -1866,6 +1866,48 @@ fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injecti
         let want = std::fs::read_to_string(root().join(original)).unwrap();
         assert_eq!(text(&out.stdout), want, "uninject {fixture}");
     }
+    // inject on them: moved to hooklog-bin, and said so; nothing of the old path is left, check
+    // finds no writable binary, uninject still gives the user's bytes, and inject again changes
+    // nothing.
+    for (fixture, original) in [
+        (
+            "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml",
+            "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+        ),
+        (
+            "tests/manifests/injected/argo-rollout-canary.before-issue-37.yaml",
+            "tests/manifests/real/argo-rollout-canary.yaml",
+        ),
+    ] {
+        let out = run(&["inject", "--image", IMAGE, fixture], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("its hooks' binary now on a read-only volume of its own"),
+            "{fixture}: {}",
+            text(&out.stderr)
+        );
+        let moved = text(&out.stdout);
+        assert!(!moved.contains("/hooklog/bin"), "{moved}");
+        let (_, doc) = check_json_stdin(&moved);
+        assert!(
+            !doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["rule"] == "hooklog-binary-writable"),
+            "{fixture}: {doc:#}"
+        );
+        let back = run(&["uninject", "-"], Some(&moved));
+        let want = std::fs::read_to_string(root().join(original)).unwrap();
+        assert_eq!(text(&back.stdout), want, "uninject of {fixture} moved");
+        let again = run(&["inject", "--image", IMAGE, "-"], Some(&moved));
+        assert_eq!(text(&again.stdout), moved, "{fixture}: inject twice");
+        assert!(
+            text(&again.stderr).contains("already injected, unchanged"),
+            "{}",
+            text(&again.stderr)
+        );
+    }
     let legacy = "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml";
     let (_, doc) = check_json(&[legacy]);
     let writable: Vec<&Value> = doc["findings"]
