@@ -22,7 +22,7 @@ pub const BINARY_WRITABLE: Rule = Rule {
     id: "hooklog-binary-writable",
     severity: Severity::Warning,
     description: "A container mounts writable the volume holding the hooklog binary that another container's hook runs (the init container that installs it aside): it can replace that program, which then runs as the other container's user.",
-    remediation: "Give the binary a volume of its own, mounted `readOnly: true` in every container but the installer (`hooklog inject` does: hooklog-bin at /hooklog-bin).",
+    remediation: "Give the binary a volume of its own, written only by the init container that runs `hooklog install` and mounted `readOnly: true` in every other container (`hooklog inject` does: hooklog-bin at /hooklog-bin).",
 };
 pub const BINARY_NOT_INSTALLED: Rule = Rule {
     id: "hooklog-binary-not-installed",
@@ -333,7 +333,7 @@ fn check_binary_writable(pod: &Pod, sink: &mut Sink) {
                         others.join(", "),
                         c.name
                     ),
-                    "mount it `readOnly: true` (only the init container that runs `hooklog install` writes it), or give the binary a volume of its own; `hooklog inject` does both (hooklog-bin at /hooklog-bin)",
+                    "give the binary a volume of its own, written only by the init container that runs `hooklog install` and mounted `readOnly: true` everywhere else (a volume that also holds the socket or the file cannot be read-only); `hooklog inject` does (hooklog-bin at /hooklog-bin)",
                 );
             }
         }
