@@ -916,3 +916,51 @@ fn auto_tls_without_a_certificate_name_or_with_too_short_a_validity_is_a_usage_e
         "{stderr}"
     );
 }
+
+/// A pod from a template an earlier version injected (tests/manifests/injected/: the hooks'
+/// binary in the shared emptyDir, which any container could replace) is patched into the
+/// current layout, as `inject` moves it: the binary on hooklog-bin, read-only but for the
+/// installer.
+#[test]
+fn a_pod_injected_by_an_earlier_version_is_patched_into_the_binarys_own_volume() {
+    let read = |path: &str| -> Value {
+        let text =
+            std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        let source = hooklog::manifest::load::parse(path, text).unwrap();
+        let deployment = &source.documents[0].value;
+        let template = &deployment["spec"]["template"];
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "checkout-5d9c7b8f6d-",
+                "namespace": "shop",
+                "labels": template["metadata"]["labels"],
+                "annotations": template["metadata"]["annotations"],
+            },
+            "spec": template["spec"],
+        })
+    };
+    let original = read("tests/manifests/incidents/distroless-envoy-sleep.yaml");
+    let legacy = read("tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml");
+    assert!(legacy.to_string().contains("/hooklog/bin/hooklog"));
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "native"]);
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-1", "shop", &legacy),
+    );
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    let got = patched(&legacy, &answer);
+    assert_ne!(got, legacy, "the webhook left the old layout: {answer:#}");
+    assert_eq!(got, injected(&legacy, &["--sidecar", "native"]));
+    assert!(!got.to_string().contains("/hooklog/bin"), "{got:#}");
+    // The oracle compares what follows `--` with the original command: envoy's bare `sleep 15`
+    // is the one inject rewrites, to hooklog's own sleep from the binary's volume.
+    let mut original = original;
+    original["spec"]["containers"][1]["lifecycle"]["preStop"]["exec"]["command"] =
+        json!(["/hooklog-bin/hooklog", "sleep", "15"]);
+    assert_structurally_injected(&original, &got, true);
+}
