@@ -28,12 +28,12 @@ Examples:
     --socket /hooklog/hooklog.sock --peers envoy,api-server
 
   # A container's preStop hook, reported from start to exit status
-  /hooklog/bin/hooklog hook --container envoy \\
-    --socket /hooklog/hooklog.sock -- /hooklog/bin/hooklog sleep 15
+  /hooklog-bin/hooklog hook --container envoy \\
+    --socket /hooklog/hooklog.sock -- /hooklog-bin/hooklog sleep 15
 
   # Distroless images have no sleep, cp or echo
   hooklog sleep 1m30s
-  hooklog install /hooklog/bin
+  hooklog install /hooklog-bin
   hooklog emit --container api-server --file /hooklog/prestop.log \\
     --field phase=drain 'draining connections'"
     };
@@ -376,7 +376,7 @@ pub enum Command {
     Run(RunArgs),
     /// Run a lifecycle hook command and report its output and how it ended.
     #[command(
-        after_help = "Example (a preStop exec command):\n  /hooklog/bin/hooklog hook --container envoy \\\n    --socket /hooklog/hooklog.sock --file /hooklog/prestop.log \\\n    -- /hooklog/bin/hooklog sleep 15"
+        after_help = "Example (a preStop exec command):\n  /hooklog-bin/hooklog hook --container envoy \\\n    --socket /hooklog/hooklog.sock --file /hooklog/prestop.log \\\n    -- /hooklog-bin/hooklog sleep 15"
     )]
     Hook(HookArgs),
     /// Sleep for a duration (for images without a sleep binary).
@@ -386,7 +386,7 @@ pub enum Command {
     Sleep(SleepArgs),
     /// Copy this executable into a folder (an emptyDir), executable by every user.
     #[command(
-        after_help = "Example (an init container or native sidecar at start):\n  hooklog install /hooklog/bin"
+        after_help = "Example (an init container or native sidecar at start):\n  hooklog install /hooklog-bin"
     )]
     Install(InstallArgs),
     /// Write one well-formed JSON record (instead of hand-written echo JSON).

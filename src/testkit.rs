@@ -119,7 +119,7 @@ fn container(name: &'static str) -> impl proptest::strategy::Strategy<Value = se
         ]),
         json!(["sh", "-c", "echo draining > /proc/1/fd/1; sleep 2"]),
         json!(["/usr/local/bin/envoy-drain", "--timeout=20s"]),
-        json!(["/hooklog/bin/hooklog", "sleep", "10"]),
+        json!(["/hooklog-bin/hooklog", "sleep", "10"]),
         json!([
             "curl",
             "-fsS",

@@ -899,7 +899,7 @@ fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
         .expect("late");
     let command = late_c["lifecycle"]["preStop"]["exec"]["command"].to_string();
     assert!(
-        command.starts_with("[\"/hooklog/bin/hooklog\",\"hook\""),
+        command.starts_with("[\"/hooklog-bin/hooklog\",\"hook\""),
         "not wired: {command}"
     );
     assert!(

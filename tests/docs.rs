@@ -31,6 +31,7 @@ const TRANSCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 const FOLDERS: &[(&str, &str)] = &[
     ("/tmp/hooklog-demo", ""),
     ("/hooklog", "hooklog"),
+    ("/hooklog-bin", "hooklog-bin"),
     ("/etc/podinfo", "podinfo"),
 ];
 
@@ -1004,6 +1005,7 @@ fn mask(text: &str) -> String {
 fn a_folder_stands_for_whole_paths_only() {
     for (text, want) in [
         ("/hooklog/bin/hooklog x", "D/bin/hooklog x"),
+        ("/hooklog-bin/hooklog x", "/hooklog-bin/hooklog x"),
         ("--socket=/hooklog/hooklog.sock", "--socket=D/hooklog.sock"),
         ("cd /tmp/hooklog-demo", "cd /tmp/hooklog-demo"),
         (

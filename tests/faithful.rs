@@ -359,7 +359,7 @@ fn the_fixture_keeps_its_comments_quoting_and_yaml_1_1_values() {
         .find(|l| l.contains("\"sleep 20\""))
         .expect("the drain command");
     assert!(
-        drain.starts_with("                command: [\"/hooklog/bin/hooklog\", \"hook\",")
+        drain.starts_with("                command: [\"/hooklog-bin/hooklog\", \"hook\",")
             && drain.ends_with(", \"--\", \"sh\", \"-c\", \"sleep 20\"]"),
         "{drain}"
     );
@@ -543,7 +543,7 @@ fn regression_inject_rewrote_or_restyled_boms_crlf_flow_and_anchors() {
     let empty = injected("empty-flow-collections.yaml");
     for kept in [
         "          volumes: [{\"name\": \"hooklog-shared\"",
-        "            volumeMounts: [{\"name\": \"hooklog-shared\", \"mountPath\": \"/hooklog\"}]\n",
+        "            volumeMounts: [{\"name\": \"hooklog-shared\", \"mountPath\": \"/hooklog\"}, {\"name\": \"hooklog-bin\", \"mountPath\": \"/hooklog-bin\", \"readOnly\": true}]\n",
         "          annotations: {\"hooklog.dev/injected\": ",
     ] {
         assert!(empty.contains(kept), "{kept:?}:\n{empty}");

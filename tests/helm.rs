@@ -734,7 +734,7 @@ fn the_post_renderer_plugin_in_a_helm_install_gives_what_the_webhook_gives() {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert!(
-        command.ends_with(&["--", "/hooklog/bin/hooklog", "sleep", "15"]),
+        command.ends_with(&["--", "/hooklog-bin/hooklog", "sleep", "15"]),
         "{command:?}"
     );
 }

@@ -972,8 +972,24 @@ fn create_injected_incident<'t>(
     sidecar: &str,
     sleep: &str,
 ) -> Pod<'t> {
+    create_injected_incident_with(tier, hooklog, sidecar, sleep, &[])
+}
+
+/// [`create_injected_incident`], with `peers` added to the Deployment's containers before
+/// inject (so that inject wires those with a preStop as it wires the others).
+fn create_injected_incident_with<'t>(
+    tier: &'t Tier,
+    hooklog: &str,
+    sidecar: &str,
+    sleep: &str,
+    peers: &[Value],
+) -> Pod<'t> {
     let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[1])).unwrap();
     let mut deployment = yaml_documents(&yaml).remove(0);
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .extend(peers.iter().cloned());
     // The app whose hook fails: a heap-dump upload that prints its error and exits 3.
     container(&mut deployment["spec"]["template"]["spec"], "checkout")["lifecycle"] = json!({
         "preStop": {"exec": {"command": [
@@ -1041,9 +1057,11 @@ fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
 }
 
 /// Issue 16, item 1: with hooklog's binary at the file `/hooklog` in the image (the layout
-/// before the fix), inject's emptyDir mount at `/hooklog` makes runc fail the install init
-/// container ("not a directory"), and no app container ever starts. The tier must see that:
-/// this is the failure the tests above would show if the Dockerfile went back.
+/// before the fix), inject's emptyDir mount at `/hooklog` makes runc fail the sidecar ("not a
+/// directory"): it never runs, and no hook is reported. (Before issue 37 the install init
+/// container mounted it too, and no app container ever started; it now fills `/hooklog-bin`,
+/// where that image has nothing, and succeeds.) The tier must see that: this is the failure the
+/// tests above would show if the Dockerfile went back.
 #[test]
 fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
     let Some(tier) = tier() else { return };
@@ -1051,13 +1069,13 @@ fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
     let pod = create_injected_incident(&tier, &old, "classic", ENVOY_SLEEP);
     let start = Instant::now();
     let failed = loop {
-        let install = pod.latest().get("hooklog-install").cloned();
-        if let Some(s) = install.filter(|s| s.exit_code.is_some()) {
+        let sidecar = pod.latest().get("hooklog").cloned();
+        if let Some(s) = sidecar.filter(|s| s.exit_code.is_some()) {
             break s;
         }
         assert!(
             start.elapsed() < START_TIMEOUT,
-            "hooklog-install never ended: {:#?}\n{}",
+            "hooklog never ended: {:#?}\n{}",
             pod.states(),
             tier.kubelet_log_tail()
         );
@@ -1065,20 +1083,16 @@ fn kubelet_never_starts_injected_pod_with_binary_at_slash_hooklog() {
     };
     assert_ne!(failed.exit_code, Some(0), "{failed:?}");
     eprintln!(
-        "hooklog-install: exit {:?}, {}: {}",
+        "hooklog: exit {:?}, {}: {}",
         failed.exit_code, failed.reason, failed.message
     );
     assert!(
         failed.message.contains("not a directory"),
-        "the install container failed for another reason: {failed:?}"
+        "the sidecar failed for another reason: {failed:?}"
     );
-    // Give the kubelet time to (not) go on: no app container is ever created.
-    std::thread::sleep(Duration::from_secs(3));
-    let names: Vec<String> = pod.states().into_iter().map(|s| s.name).collect();
-    assert!(
-        names.iter().all(|n| n == "hooklog-install"),
-        "containers started after the failed init container: {names:?}"
-    );
+    assert!(!failed.started, "{failed:?}");
+    let install = &pod.latest()["hooklog-install"];
+    assert_eq!(install.exit_code, Some(0), "{install:?}");
 }
 
 /// Kubernetes 1.20 has no native sidecars: it drops `restartPolicy: Always` on init containers,
@@ -1332,4 +1346,105 @@ fn kubelet_runs_the_migrated_tail_workaround_and_every_appended_line_arrives() {
         );
     }
     assert_eq!(finished(&records, "envoy")["outcome"], "ok");
+}
+
+/// What a hostile peer tries on the hooks' binary (issue 37), each step's outcome a line on its
+/// stdout (`refused: STEP` or `replaced: STEP`), then `attacks done`: rename the binary's folder
+/// away and put its own in its place, rename the file, overwrite it, and swap in a copy by
+/// rename. Its program, were it run as a hook's wrapper, would say nothing and exit 0: every
+/// hook it took over would vanish from the records, or look fine.
+const ATTACK: &str = r#"trap 'exit 0' TERM
+evil=/hooklog/evil-$(id -u)
+printf '#!/bin/sh\nexit 0\n' > "$evil" && chmod 755 "$evil"
+try() { if "$@"; then echo "replaced: $*"; else echo "refused: $*"; fi; }
+try mv /hooklog-bin /hooklog/bin-taken-$(id -u)
+try mkdir -p /hooklog-bin/x
+try mv /hooklog-bin/hooklog /hooklog-bin/hooklog.old
+try cp "$evil" /hooklog-bin/hooklog
+try sh -c "cp '$evil' /hooklog-bin/.new && mv /hooklog-bin/.new /hooklog-bin/hooklog"
+echo 'attacks done'
+while :; do sleep 1; done
+"#;
+
+/// Issue 37: the binary every wrapped container's preStop runs is on `hooklog-bin`, which only
+/// `hooklog-install` writes; the others mount it `readOnly: true`. A peer of another uid (which
+/// could rename the 0777 shared emptyDir's `bin/` before) and a root peer (which could overwrite
+/// the file) each try every way to replace it and are refused, and the summary names every
+/// hook's true outcome: envoy's 3 s sleep ok, checkout's upload failed with its exit 3 and its
+/// output, the peers' own hooks ok.
+#[test]
+fn kubelet_a_peer_of_another_uid_or_root_cannot_replace_the_hooks_binary() {
+    let Some(tier) = tier() else { return };
+    let hooklog = release_image(&tier);
+    let peer = |name: &str, uid: u32| {
+        json!({
+            "name": name,
+            "image": "busybox:1.36",
+            "command": ["sh", "-c", ATTACK],
+            "securityContext": {"runAsUser": uid, "runAsGroup": uid, "runAsNonRoot": uid != 0},
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo bye from $(id -u)"]}}},
+        })
+    };
+    let peers = [peer("peer-uid", 4242), peer("peer-root", 0)];
+    let pod = create_injected_incident_with(&tier, &hooklog, "classic", ENVOY_SLEEP, &peers);
+    pod.wait_running(&["hooklog", "checkout", "envoy", "peer-uid", "peer-root"]);
+    assert_eq!(pod.latest()["hooklog-install"].exit_code, Some(0));
+    assert!(
+        wait_for_ready(&pod, "hooklog"),
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+    for name in ["peer-uid", "peer-root"] {
+        assert!(
+            crate::util::wait_until(START_TIMEOUT, || pod
+                .log_lines(name, "stdout")
+                .iter()
+                .any(|l| l == "attacks done")),
+            "{name} never finished its attacks: {:?} {:?}",
+            pod.log_lines(name, "stdout"),
+            pod.log_lines(name, "stderr")
+        );
+        let lines = pod.log_lines(name, "stdout");
+        let tried: Vec<&String> = lines.iter().filter(|l| l.contains(": ")).collect();
+        eprintln!(
+            "{name}: {tried:#?}\nstderr {:#?}",
+            pod.log_lines(name, "stderr")
+        );
+        assert_eq!(tried.len(), 5, "{name}: {lines:#?}");
+        assert!(
+            tried.iter().all(|l| l.starts_with("refused: ")),
+            "{name} replaced the hooks' binary: {lines:#?}"
+        );
+    }
+
+    pod.delete();
+    let (records, exit) = wait_summary(&pod, "hooklog");
+    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let summary = records.last().unwrap();
+    for ok in ["envoy", "peer-uid", "peer-root"] {
+        assert_eq!(summary["peers"][ok]["outcome"], "ok", "{ok}: {summary}");
+    }
+    assert_eq!(
+        summary["peers"]["checkout"]["outcome"], "failed",
+        "{summary}"
+    );
+    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
+    assert_eq!(summary["counts"]["ok"], 3, "{summary}");
+    let envoy = finished(&records, "envoy");
+    let ms = envoy["duration_ms"].as_u64().unwrap();
+    assert!(
+        (3000..10_000).contains(&ms),
+        "envoy's sleep took {ms} ms: {envoy}"
+    );
+    for (name, said) in [
+        ("checkout", "upload failed: AccessDenied"),
+        ("peer-uid", "bye from 4242"),
+        ("peer-root", "bye from 0"),
+    ] {
+        assert!(
+            records.iter().any(|r| r["container_name"] == name
+                && r["message"].as_str().is_some_and(|m| m.contains(said))),
+            "{name}'s hook output {said:?}: {records:#?}"
+        );
+    }
 }

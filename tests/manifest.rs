@@ -246,7 +246,7 @@ fn both_incidents_are_found_and_inject_fixes_them() {
         .unwrap();
     let cmd = podspec::strings(&envoy["lifecycle"]["preStop"]["exec"]["command"]);
     let inner = &cmd[cmd.iter().position(|a| a == "--").unwrap() + 1..];
-    assert_eq!(inner, ["/hooklog/bin/hooklog", "sleep", "15"]);
+    assert_eq!(inner, ["/hooklog-bin/hooklog", "sleep", "15"]);
 }
 
 fn check_json_stdin(input: &str) -> (i32, Value) {
@@ -655,7 +655,7 @@ fn prestop_sleep_gives_a_container_the_load_balancer_wait() {
     let cmd = podspec::strings(&c["lifecycle"]["preStop"]["exec"]["command"]);
     assert_eq!(
         cmd[cmd.len() - 3..],
-        ["/hooklog/bin/hooklog", "sleep", "20s"]
+        ["/hooklog-bin/hooklog", "sleep", "20s"]
     );
     assert!(cmd.contains(&"--container".to_string()) && cmd.contains(&"checkout".to_string()));
     let (code, doc) = check_json_stdin(&text(&out.stdout));
@@ -1031,7 +1031,7 @@ fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
 
 /// Maps a pod path to the test's emptyDir stand-ins.
 fn in_pod(root: &Path, arg: &str) -> String {
-    for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {
+    for prefix in ["/hooklog", "/hooklog-bin", "/etc/hooklog-podinfo"] {
         if arg == prefix || arg.starts_with(&format!("{prefix}/")) {
             return format!("{}{arg}", root.display());
         }
@@ -1069,7 +1069,7 @@ fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
         .collect();
     let st = hooklog().args(&args).output().unwrap();
     assert!(st.status.success(), "{}", text(&st.stderr));
-    let installed = pod.path().join("hooklog/bin/hooklog");
+    let installed = pod.path().join("hooklog-bin/hooklog");
     assert!(installed.is_file());
 
     // The native sidecar, configured exactly as inject wrote it, with the Downward API.
@@ -1337,7 +1337,7 @@ fn inject_reproduces_the_wiring_of_the_k8s_manifests() {
         let envoy = cmd(se);
         assert_eq!(
             envoy[envoy.len() - 3..],
-            ["/hooklog/bin/hooklog", "sleep", "20"]
+            ["/hooklog-bin/hooklog", "sleep", "20"]
         );
         // The volumes: the same emptyDir limit and Downward API items.
         let vol = |spec: &Value, kind: &str| -> Value {
@@ -1738,7 +1738,7 @@ fn regression_uninject_dropped_later_edits_and_reinject_ignored_new_containers()
     let spec = template_spec(&text(&back.stdout));
     assert_eq!(
         pre_stop(&spec, "containers", "envoy"),
-        ["/hooklog/bin/hooklog", "sleep", "25"]
+        ["/hooklog-bin/hooklog", "sleep", "25"]
     );
 }
 
@@ -1750,6 +1750,8 @@ fn regression_check_knew_hooklog_only_by_its_image_name() {
     for file in [
         "tests/manifests/incidents/distroless-envoy-sleep.yaml",
         "tests/manifests/corpus/drain-curl-sleep.yaml",
+        // Two wrapped containers: each mounts the other's hook binary, read-only.
+        "tests/manifests/e2e/checkout.yaml",
     ] {
         for sidecar in ["native", "classic"] {
             let out = run(
@@ -1788,7 +1790,24 @@ fn regression_a_mount_over_a_file_of_the_image_was_not_found() {
         .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
         .map(|f| f["container"].as_str().unwrap())
         .collect();
-    assert_eq!(hits, ["hooklog-install", "hooklog"], "{doc:#}");
+    // The installer mounts the binary's own volume at /hooklog-bin (issue 37): the sidecar is
+    // the one over /hooklog.
+    assert_eq!(hits, ["hooklog"], "{doc:#}");
+    // An image with a file where the installer mounts: found on it.
+    let root = dir.path().join("old-image-bin");
+    std::fs::create_dir_all(root.join("etc/ssl/certs")).unwrap();
+    std::fs::write(root.join("hooklog-bin"), b"\x7fELF").unwrap();
+    let bin_arg = format!("--image-root={IMAGE}={}", root.display());
+    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &[&bin_arg]);
+    assert_eq!(code, 1, "{doc:#}");
+    let hits: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
+        .map(|f| f["container"].as_str().unwrap())
+        .collect();
+    assert_eq!(hits, ["hooklog-install"], "{doc:#}");
     // The layout the Dockerfile now has: nothing at /hooklog.
     let root = dir.path().join("new-image");
     std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
@@ -1824,4 +1843,129 @@ fn regression_an_argo_rollout_had_no_pod_template() {
         (0, &Value::Array(vec![])),
         "{doc:#}"
     );
+}
+
+/// Issue 37: the hooks' binary is on a volume of its own that only the installer mounts
+/// writable; a peer of the shared emptyDir could replace it. What earlier versions injected
+/// (tests/manifests/injected/, the binary in the shared emptyDir) still uninjects to the user's
+/// bytes, and check says its binary is writable by every wired container; what inject writes
+/// now checks clean.
+#[test]
+fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injections_still_uninject()
+{
+    for (fixture, original) in [
+        (
+            "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml",
+            "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+        ),
+        (
+            "tests/manifests/injected/argo-rollout-canary.before-issue-37.yaml",
+            "tests/manifests/real/argo-rollout-canary.yaml",
+        ),
+    ] {
+        let out = run(&["uninject", fixture], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let want = std::fs::read_to_string(root().join(original)).unwrap();
+        assert_eq!(text(&out.stdout), want, "uninject {fixture}");
+    }
+    // inject on them: moved to hooklog-bin, and said so; nothing of the old path is left, check
+    // finds no writable binary, uninject still gives the user's bytes, and inject again changes
+    // nothing.
+    for (fixture, original) in [
+        (
+            "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml",
+            "tests/manifests/incidents/distroless-envoy-sleep.yaml",
+        ),
+        (
+            "tests/manifests/injected/argo-rollout-canary.before-issue-37.yaml",
+            "tests/manifests/real/argo-rollout-canary.yaml",
+        ),
+    ] {
+        let out = run(&["inject", "--image", IMAGE, fixture], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("its hooks' binary now on a read-only volume of its own"),
+            "{fixture}: {}",
+            text(&out.stderr)
+        );
+        let moved = text(&out.stdout);
+        assert!(!moved.contains("/hooklog/bin"), "{moved}");
+        let (_, doc) = check_json_stdin(&moved);
+        assert!(
+            !doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["rule"] == "hooklog-binary-writable"),
+            "{fixture}: {doc:#}"
+        );
+        let back = run(&["uninject", "-"], Some(&moved));
+        let want = std::fs::read_to_string(root().join(original)).unwrap();
+        assert_eq!(text(&back.stdout), want, "uninject of {fixture} moved");
+        let again = run(&["inject", "--image", IMAGE, "-"], Some(&moved));
+        assert_eq!(text(&again.stdout), moved, "{fixture}: inject twice");
+        assert!(
+            text(&again.stderr).contains("already injected, unchanged"),
+            "{}",
+            text(&again.stderr)
+        );
+    }
+    let legacy = "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml";
+    let (_, doc) = check_json(&[legacy]);
+    let writable: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "hooklog-binary-writable")
+        .collect();
+    assert!(!writable.is_empty(), "{doc:#}");
+
+    let distroless = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
+    let out = run(&["inject", "--image", IMAGE, distroless], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let injected = text(&out.stdout);
+    assert!(!injected.contains("/hooklog/bin"), "{injected}");
+    let doc: Value = serde_yaml_ng_or_json(&injected);
+    let spec = &doc["spec"]["template"]["spec"];
+    let all: Vec<&Value> = spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .chain(spec["containers"].as_array())
+        .flatten()
+        .collect();
+    let mut wired = 0;
+    for c in all {
+        for m in c["volumeMounts"].as_array().into_iter().flatten() {
+            if m["name"] != "hooklog-bin" {
+                continue;
+            }
+            if c["name"] == "hooklog-install" {
+                assert_ne!(m["readOnly"], true, "{c}");
+            } else {
+                assert_eq!(m["readOnly"], true, "{c}");
+                wired += 1;
+            }
+        }
+    }
+    assert!(wired >= 1, "{injected}");
+    let (code, doc) = check_json_stdin(&injected);
+    assert_eq!(
+        (code, &doc["findings"]),
+        (0, &Value::Array(vec![])),
+        "{doc:#}"
+    );
+    // And back.
+    let out = run(&["uninject", "-"], Some(&injected));
+    assert_eq!(
+        text(&out.stdout),
+        std::fs::read_to_string(root().join(distroless)).unwrap()
+    );
+}
+
+/// The first document of `text` (YAML), as hooklog reads it.
+fn serde_yaml_ng_or_json(text: &str) -> Value {
+    let source = load::Input::new("-", text.to_string())
+        .parse()
+        .expect("YAML");
+    source.documents[0].value.clone()
 }

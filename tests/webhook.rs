@@ -342,11 +342,12 @@ pub fn patched(object: &Value, answer: &Value) -> Value {
 
 /// Facts about a pod the webhook patched that do not come from inject's core (the tests'
 /// other oracle): it validates with `kubernetes-validate --strict` for every version from 1.29;
-/// every exec preStop of `original` is wrapped as `/hooklog/bin/hooklog hook --container NAME ...
-/// -- COMMAND` around its own command; the shared and podinfo volumes are there, every mount
-/// names a volume of the pod, and each wrapped container mounts the shared one at /hooklog; the
-/// install init container fills it, and a `hooklog run` sidecar (a container or, `native`, an
-/// init container that restarts `Always`) reads it; every original container keeps its image.
+/// every exec preStop of `original` is wrapped as `/hooklog-bin/hooklog hook --container NAME ...
+/// -- COMMAND` around its own command; the shared, binary and podinfo volumes are there, every
+/// mount names a volume of the pod, and each wrapped container mounts the shared one at /hooklog
+/// and the binary's read-only at /hooklog-bin; the install init container, the binary's volume's
+/// only writer, fills it, and a `hooklog run` sidecar (a container or, `native`, an init container
+/// that restarts `Always`) reads the shared one; every original container keeps its image.
 pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pod.yaml");
@@ -371,7 +372,7 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
         .iter()
         .filter_map(|v| v["name"].as_str().map(String::from))
         .collect();
-    for v in ["hooklog-shared", "hooklog-podinfo"] {
+    for v in ["hooklog-shared", "hooklog-bin", "hooklog-podinfo"] {
         assert!(volumes.iter().any(|n| n == v), "no volume {v}: {got:#}");
     }
     for c in &all {
@@ -389,6 +390,23 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
             .iter()
             .any(|m| m["name"] == "hooklog-shared" && m["mountPath"] == "/hooklog")
     };
+    // How `c` mounts the binary's volume: `Some(read-only)`, or None.
+    let mounts_bin = |c: &Value| {
+        list(c, "volumeMounts")
+            .iter()
+            .find(|m| m["name"] == "hooklog-bin" && m["mountPath"] == "/hooklog-bin")
+            .map(|m| m["readOnly"] == true)
+    };
+    for c in &all {
+        let writable = list(c, "volumeMounts")
+            .iter()
+            .any(|m| m["name"] == "hooklog-bin" && m["readOnly"] != true);
+        assert_eq!(
+            writable,
+            c["name"] == "hooklog-install",
+            "only the installer mounts the binary's volume writable: {c:#}"
+        );
+    }
     for c in list(&original["spec"], "containers") {
         let name = c["name"].as_str().unwrap();
         let now = named(name).unwrap_or_else(|| panic!("container {name} is gone: {got:#}"));
@@ -403,7 +421,7 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
         let words: Vec<&str> = after.iter().filter_map(Value::as_str).collect();
         assert_eq!(
             words.get(..2),
-            Some(&["/hooklog/bin/hooklog", "hook"][..]),
+            Some(&["/hooklog-bin/hooklog", "hook"][..]),
             "{name}: {words:?}"
         );
         assert!(
@@ -420,6 +438,11 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
             mounts_shared(&now),
             "{name} calls hooklog but does not mount it: {now:#}"
         );
+        assert_eq!(
+            mounts_bin(&now),
+            Some(true),
+            "{name} calls hooklog but does not mount its binary read-only: {now:#}"
+        );
     }
     let install = named("hooklog-install").expect("the install init container");
     assert!(
@@ -427,7 +450,12 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
             .iter()
             .any(|c| c["name"] == "hooklog-install")
     );
-    assert!(mounts_shared(&install), "{install:#}");
+    assert_eq!(mounts_bin(&install), Some(false), "{install:#}");
+    assert_eq!(
+        list(&install, "args"),
+        [json!("install"), json!("/hooklog-bin")],
+        "{install:#}"
+    );
     let sidecar = named("hooklog").expect("the hooklog sidecar");
     let (command, args) = (list(&sidecar, "command"), list(&sidecar, "args"));
     let argv: Vec<&str> = command
@@ -887,4 +915,52 @@ fn auto_tls_without_a_certificate_name_or_with_too_short_a_validity_is_a_usage_e
             && stderr.contains("KUBERNETES_SERVICE_HOST"),
         "{stderr}"
     );
+}
+
+/// A pod from a template an earlier version injected (tests/manifests/injected/: the hooks'
+/// binary in the shared emptyDir, which any container could replace) is patched into the
+/// current layout, as `inject` moves it: the binary on hooklog-bin, read-only but for the
+/// installer.
+#[test]
+fn a_pod_injected_by_an_earlier_version_is_patched_into_the_binarys_own_volume() {
+    let read = |path: &str| -> Value {
+        let text =
+            std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+        let source = hooklog::manifest::load::parse(path, text).unwrap();
+        let deployment = &source.documents[0].value;
+        let template = &deployment["spec"]["template"];
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": "checkout-5d9c7b8f6d-",
+                "namespace": "shop",
+                "labels": template["metadata"]["labels"],
+                "annotations": template["metadata"]["annotations"],
+            },
+            "spec": template["spec"],
+        })
+    };
+    let original = read("tests/manifests/incidents/distroless-envoy-sleep.yaml");
+    let legacy = read("tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml");
+    assert!(legacy.to_string().contains("/hooklog/bin/hooklog"));
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, &["--sidecar", "native"]);
+    let answer = w.review(
+        &certs.ca_pem,
+        "/mutate/namespace-enabled",
+        &pod_review("u-1", "shop", &legacy),
+    );
+    assert_eq!(answer["response"]["allowed"], true, "{answer:#}");
+    let got = patched(&legacy, &answer);
+    assert_ne!(got, legacy, "the webhook left the old layout: {answer:#}");
+    assert_eq!(got, injected(&legacy, &["--sidecar", "native"]));
+    assert!(!got.to_string().contains("/hooklog/bin"), "{got:#}");
+    // The oracle compares what follows `--` with the original command: envoy's bare `sleep 15`
+    // is the one inject rewrites, to hooklog's own sleep from the binary's volume.
+    let mut original = original;
+    original["spec"]["containers"][1]["lifecycle"]["preStop"]["exec"]["command"] =
+        json!(["/hooklog-bin/hooklog", "sleep", "15"]);
+    assert_structurally_injected(&original, &got, true);
 }

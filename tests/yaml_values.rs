@@ -84,7 +84,7 @@ fn a_tagged_command_in_a_flow_sequence_is_read_as_kubernetes_reads_it() {
             .iter()
             .position(|a| a == "--")
             .expect("hooklog's prefix");
-        let mut want = vec![Value::from("/hooklog/bin/hooklog")];
+        let mut want = vec![Value::from("/hooklog-bin/hooklog")];
         want.extend(go_command);
         assert_eq!(wrapped[dashes + 1..], want[..], "{spelling}:\n{injected}");
         let back = run(&["uninject", "-"], Some(&injected));

@@ -20,14 +20,17 @@ use crate::cli::Command;
 
 use super::layout::prefix;
 pub use super::layout::{
-    ANNOTATION, BIN, BIN_DIR, FILE, INSTALLER, MOUNT, PODINFO_MOUNT, PODINFO_VOLUME, SIDECAR,
-    SOCKET, VOLUME, own_prefix,
+    ANNOTATION, BIN, BIN_DIR, BIN_MOUNT, BIN_VOLUME, FILE, INSTALLER, MOUNT, PODINFO_MOUNT,
+    PODINFO_VOLUME, SIDECAR, SOCKET, VOLUME, own_prefix,
 };
 
 /// The annotation's format.
 const RECORD_VERSION: u32 = 2;
 /// The shared emptyDir's size limit (as in k8s/): the file only holds hook lines.
 const VOLUME_SIZE_LIMIT: &str = "64Mi";
+/// The binary's emptyDir's size limit (as in k8s/): it holds one copy of the image's binary,
+/// at most docs/figures.md's `full-cli-max-bytes`.
+const BIN_VOLUME_SIZE_LIMIT: &str = "32Mi";
 
 /// What inject was told.
 #[derive(Debug, Clone)]
@@ -72,6 +75,8 @@ pub enum Outcome {
     /// Injected before; these containers, added since, are wired now.
     Rewired(Vec<String>),
     AlreadyInjected,
+    /// Injected before issue 37: the hooks' binary moved to a volume of its own.
+    Relaid,
     /// Injected before, without `--events`; the sidecar has it now (`inject --events` again).
     EventsAdded,
     Uninjected,
@@ -95,6 +100,9 @@ pub fn report_line(kind: &str, name: &str, outcome: &Outcome) -> String {
         Outcome::Injected => "injected".to_string(),
         Outcome::Rewired(names) => format!("injected before, now wired: {}", names.join(", ")),
         Outcome::AlreadyInjected => "already injected, unchanged".to_string(),
+        Outcome::Relaid => {
+            "injected before, its hooks' binary now on a read-only volume of its own".to_string()
+        }
         Outcome::EventsAdded => "injected before, now with --events".to_string(),
         Outcome::Uninjected => "uninjected".to_string(),
         Outcome::NotInjected => "not injected, unchanged".to_string(),
@@ -355,12 +363,18 @@ fn inject_pod(
     let survey = survey(&surveyed, mode, opts, &mut hook_notes);
     if installed.is_some() && survey.wraps.is_empty() {
         // Nothing new to wire: said when it was injected. `--events` asked for now is the one
-        // change to the sidecar an injected pod can take without uninject.
+        // change to the sidecar an injected pod can take without uninject; the binary's
+        // volume of its own (issue 37) the one change of layout.
         let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+        let moved = relayout(spec, notes)?;
         if opts.events && add_events(spec) {
             return Ok(Outcome::EventsAdded);
         }
-        return Ok(Outcome::AlreadyInjected);
+        return Ok(if moved {
+            Outcome::Relaid
+        } else {
+            Outcome::AlreadyInjected
+        });
     }
     notes.extend(hook_notes);
     let period = Duration::from_secs(podspec::termination_grace_seconds(&spec));
@@ -381,6 +395,9 @@ fn inject_pod(
         ..Default::default()
     });
     let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+    if installed.is_some() {
+        relayout(spec, notes)?;
+    }
     for w in &survey.wraps {
         let entry = wire(spec, w, plan.timeout)?;
         record.containers.insert(w.container.clone(), entry);
@@ -473,6 +490,8 @@ fn free_names(containers: &[Container], spec: &Value) -> Result<(), String> {
         for m in c.mounts() {
             if m.path == MOUNT
                 || m.path.starts_with(&format!("{MOUNT}/"))
+                || m.path == BIN_MOUNT
+                || m.path.starts_with(&format!("{BIN_MOUNT}/"))
                 || m.path == PODINFO_MOUNT
             {
                 return Err(format!(
@@ -485,7 +504,7 @@ fn free_names(containers: &[Container], spec: &Value) -> Result<(), String> {
     for v in spec["volumes"].as_array().into_iter().flatten() {
         if let Some(n) = v["name"]
             .as_str()
-            .filter(|n| *n == VOLUME || *n == PODINFO_VOLUME)
+            .filter(|n| *n == VOLUME || *n == BIN_VOLUME || *n == PODINFO_VOLUME)
         {
             return Err(format!(
                 "a volume named {n:?} exists already; hooklog inject adds one of that name and will not overwrite it"
@@ -679,7 +698,7 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> Result<Contain
                 .cloned()
                 .unwrap_or_default();
             // The original items stay as they were, with hooklog's in front: `sleep 15`
-            // becomes `<prefix> /hooklog/bin/hooklog sleep 15`.
+            // becomes `<prefix> /hooklog-bin/hooklog sleep 15`.
             match w.inner.len().checked_sub(original.len()) {
                 Some(extra) if w.inner[extra..] == original[..] => {
                     command.extend(w.inner[..extra].iter().cloned().map(Value::String));
@@ -715,7 +734,25 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> Result<Contain
     if !mounts.iter().any(|m| m["name"] == VOLUME) {
         mounts.push(json!({"name": VOLUME, "mountPath": MOUNT}));
     }
+    if !mounts.iter().any(|m| m["name"] == BIN_VOLUME) {
+        mounts.push(json!({"name": BIN_VOLUME, "mountPath": BIN_MOUNT, "readOnly": true}));
+    }
     Ok(rec)
+}
+
+/// An injected pod of the layout before issue 37 moved to the current one (what it wires
+/// next calls the binary from its own volume); whether it was, said in `notes`.
+fn relayout(spec: &mut Value, notes: &mut Vec<String>) -> Result<bool, String> {
+    let moved = super::relayout::upgrade(spec, bin_volume())?;
+    if moved {
+        notes.push(super::relayout::NOTE.to_string());
+    }
+    Ok(moved)
+}
+
+/// The binary's emptyDir, which only the installer mounts writable.
+fn bin_volume() -> Value {
+    json!({"name": BIN_VOLUME, "emptyDir": {"sizeLimit": BIN_VOLUME_SIZE_LIMIT}})
 }
 
 /// Adds the installer, the sidecar and the volumes to a pod injected for the first time.
@@ -765,6 +802,7 @@ fn add_hooklog(
     }
     let volumes = arr_mut(spec, "volumes");
     volumes.push(json!({"name": VOLUME, "emptyDir": {"sizeLimit": VOLUME_SIZE_LIMIT}}));
+    volumes.push(bin_volume());
     volumes.push(json!({"name": PODINFO_VOLUME, "downwardAPI": {"items": [
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
         {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
@@ -950,7 +988,8 @@ fn installer(image: &str) -> Value {
         // k8s/: a copy of a 8 MB file
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
         "securityContext": security_context(),
-        "volumeMounts": [{"name": VOLUME, "mountPath": MOUNT}],
+        // The only writable mount of the binary's volume.
+        "volumeMounts": [{"name": BIN_VOLUME, "mountPath": BIN_MOUNT}],
     })
 }
 
@@ -1097,6 +1136,7 @@ mod tests {
                 "-c",
                 "hooklog",
                 "/hooklog/bin/hooklog",
+                "/hooklog-bin/hooklog",
                 "hook",
                 "--",
                 "exec",
@@ -1154,6 +1194,7 @@ mod tests {
             "-c",
             "/bin/sleep",
             "/hooklog/bin/hooklog",
+            "/hooklog-bin/hooklog",
             "hook",
             "--",
             "/proc/1/fd/1",

@@ -15,8 +15,20 @@ pub const PODINFO_VOLUME: &str = "hooklog-podinfo";
 /// keeps its binary at [`super::hooks::IMAGE_BINARY`], so nothing of the image lies here.
 pub const MOUNT: &str = "/hooklog";
 pub const PODINFO_MOUNT: &str = "/etc/hooklog-podinfo";
-pub const BIN_DIR: &str = "/hooklog/bin";
-pub const BIN: &str = "/hooklog/bin/hooklog";
+/// The hooks' binary has an emptyDir of its own (issue 37): only the installer mounts it
+/// writable; every wrapped container mounts it `readOnly: true`. In the shared emptyDir (0777,
+/// no sticky bit) a peer of another uid could rename `bin/` and put its own program in its
+/// place, and a root peer overwrite the file: the next container's preStop ran the peer's
+/// program as that container's user.
+pub const BIN_VOLUME: &str = "hooklog-bin";
+pub const BIN_MOUNT: &str = "/hooklog-bin";
+pub const BIN_DIR: &str = "/hooklog-bin";
+pub const BIN: &str = "/hooklog-bin/hooklog";
+/// Where the binary was before issue 37 (in the shared emptyDir): a prefix with it is still
+/// inject's own, so that `uninject` and `check` read what earlier versions wrote.
+pub const LEGACY_BIN: &str = "/hooklog/bin/hooklog";
+/// The folder the installer filled before issue 37 (`hooklog install /hooklog/bin`).
+pub const LEGACY_BIN_DIR: &str = "/hooklog/bin";
 pub const SOCKET: &str = "/hooklog/hooklog.sock";
 pub const FILE: &str = "/hooklog/prestop.log";
 /// The pod annotation holding what `uninject` cannot recognise by itself: the keys inject
@@ -58,9 +70,13 @@ pub fn prefix(container: &str, timeout: Option<Duration>) -> Vec<String> {
 /// The length of inject's own prefix at the start of `argv` and the container it names, when
 /// `argv` starts with one (whatever `--container` says: the container may have been renamed).
 pub fn own_prefix(argv: &[String]) -> Option<(usize, &str)> {
-    let fixed = [BIN, "hook", "--container"];
+    let fixed = ["hook", "--container"];
     let rest = [SOCKET_FLAG, SOCKET, FILE_FLAG, FILE];
-    if argv.len() < 9 || argv[..3] != fixed || argv[4..8] != rest {
+    if argv.len() < 9
+        || (argv[0] != BIN && argv[0] != LEGACY_BIN)
+        || argv[1..3] != fixed
+        || argv[4..8] != rest
+    {
         return None;
     }
     match argv.get(8).map(String::as_str) {

@@ -5,7 +5,7 @@
 //! and check share it). [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
 //! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
-//! inequalities, [`layout`] names hooklog's pieces in a pod, [`check`] the rules, [`report`]
+//! inequalities, [`layout`] names hooklog's pieces in a pod ([`relayout`] moves an earlier one), [`check`] the rules, [`report`]
 //! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
 //! from the images (never in its output). The YAML they read and edit in place is
 //! [`crate::yaml`]'s, the layer below.
@@ -21,6 +21,7 @@ pub mod load;
 pub mod migrate;
 pub mod number;
 pub mod podspec;
+pub mod relayout;
 pub mod report;
 mod shape;
 #[cfg(test)]

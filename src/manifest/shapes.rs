@@ -97,7 +97,7 @@ fn a_sequence_alias_that_must_differ_is_written_out_and_back() {
     let out = round_trip(text);
     assert!(
         out.contains(
-            "          command: [\"/hooklog/bin/hooklog\", \"hook\", \"--container\", \"b\""
+            "          command: [\"/hooklog-bin/hooklog\", \"hook\", \"--container\", \"b\""
         ) && out.contains(", \"sleep\", \"5\"] # hooklog: written out from *drain\n"),
         "{out}"
     );

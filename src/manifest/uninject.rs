@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::inject::{
-    self, ANNOTATION, ContainerRecord, INSTALLER, Outcome, PODINFO_VOLUME, Record, SIDECAR, VOLUME,
-    is_own, own_prefix, read_record, report_line,
+    self, ANNOTATION, BIN_VOLUME, ContainerRecord, INSTALLER, Outcome, PODINFO_VOLUME, Record,
+    SIDECAR, VOLUME, is_own, own_prefix, read_record, report_line,
 };
 use super::podspec::{self, TemplateRef};
 
@@ -45,7 +45,9 @@ fn uninject_pod(
     super::migrate::restore(spec, record.migrated.as_ref());
     remove_own_containers(spec, warnings);
     if let Some(list) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
-        list.retain(|v| v["name"] != VOLUME && v["name"] != PODINFO_VOLUME);
+        list.retain(|v| {
+            v["name"] != VOLUME && v["name"] != BIN_VOLUME && v["name"] != PODINFO_VOLUME
+        });
     }
     for key in ["initContainers", "containers"] {
         for c in spec
@@ -138,7 +140,7 @@ fn unwire(c: &mut Value, record: &Record, warnings: &mut Vec<String>) {
         return;
     };
     if let Some(m) = map.get_mut("volumeMounts").and_then(Value::as_array_mut) {
-        m.retain(|m| m["name"] != VOLUME);
+        m.retain(|m| m["name"] != VOLUME && m["name"] != BIN_VOLUME);
     }
     if let Some(e) = entry {
         put_back(map, "volumeMounts", &e.created, &e.replaced);
@@ -177,12 +179,15 @@ fn unwrap_pre_stop(
     // A container renamed since inject is still found by the name its prefix carries.
     let entry = entry.or_else(|| record.containers.get(wired_as));
     let inner = &argv[len..];
+    // The binary the prefix runs: where inject put it then (before issue 37, the shared
+    // volume's `bin/`), so that a `sleep N` it rewrote is recognised in either layout.
+    let bin = &argv[0];
     let added = entry.is_some_and(|e| {
         e.created.iter().any(|k| k == "lifecycle" || k == "preStop")
             || e.replaced.contains_key("lifecycle")
     });
     if added {
-        if inner.len() == 3 && inner[0] == inject::BIN && inner[1] == "sleep" {
+        if inner.len() == 3 && inner[0] == *bin && inner[1] == "sleep" {
             if let Some(l) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
                 l.shift_remove("preStop");
             }
@@ -194,7 +199,10 @@ fn unwrap_pre_stop(
     }
     let restored = match entry.and_then(|e| e.command.as_ref()) {
         Some(original) => {
-            let rewritten = inject::rewrite(&podspec::strings(original), name);
+            let rewritten: Vec<String> = inject::rewrite(&podspec::strings(original), name)
+                .into_iter()
+                .map(|a| if a == inject::BIN { bin.clone() } else { a })
+                .collect();
             if rewritten == inner {
                 original.clone()
             } else {

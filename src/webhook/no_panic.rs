@@ -69,6 +69,7 @@ fn word() -> impl Strategy<Value = String> {
             "/bin/sleep",
             "hooklog",
             "/hooklog/bin/hooklog",
+            "/hooklog-bin/hooklog",
             "sh",
             "-c",
             "hook",

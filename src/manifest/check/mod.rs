@@ -58,6 +58,7 @@ pub const RULES: &[Rule] = &[
     adoption::NOT_LINUX,
     wiring::BINARY_NOT_MOUNTED,
     wiring::BINARY_NOT_INSTALLED,
+    wiring::BINARY_WRITABLE,
     wiring::PATH_NOT_SHARED,
     wiring::NO_SIDECAR,
     wiring::NAME_MISMATCH,

@@ -18,6 +18,12 @@ pub const BINARY_NOT_MOUNTED: Rule = Rule {
     description: "A hook calls the hooklog binary at a path on no volume the container mounts.",
     remediation: "Mount the volume `hooklog install` fills at the path the hook calls (`hooklog inject` does).",
 };
+pub const BINARY_WRITABLE: Rule = Rule {
+    id: "hooklog-binary-writable",
+    severity: Severity::Warning,
+    description: "A container mounts writable the volume holding the hooklog binary that another container's hook runs (the init container that installs it aside): it can replace that program, which then runs as the other container's user.",
+    remediation: "Give the binary a volume of its own, written only by the init container that runs `hooklog install` and mounted `readOnly: true` in every other container (`hooklog inject` does: hooklog-bin at /hooklog-bin).",
+};
 pub const BINARY_NOT_INSTALLED: Rule = Rule {
     id: "hooklog-binary-not-installed",
     severity: Severity::Error,
@@ -281,8 +287,73 @@ fn check_mounts(pod: &Pod, opts: &Options, sink: &mut Sink) {
     }
 }
 
+/// Volumes holding a binary some hook calls, and every container but their installers that
+/// mounts one of them without `readOnly: true` while another container's hook calls it: it can
+/// replace what that hook runs, as that container's user (issue 37).
+fn check_binary_writable(pod: &Pod, sink: &mut Sink) {
+    // Each volume, with the containers whose hooks call a hooklog binary on it.
+    let mut volumes: Vec<(String, Vec<&str>)> = Vec::new();
+    for c in &pod.containers {
+        for hook in crate::manifest::hooks::hooks(c) {
+            let Handler::Exec(argv) = &hook.handler else {
+                continue;
+            };
+            let Some(b) = argv.first().filter(|b| b.starts_with('/') && is_hooklog(b)) else {
+                continue;
+            };
+            if let Some((volume, _)) = c.on_volume(b) {
+                match volumes.iter_mut().find(|(v, _)| *v == volume) {
+                    Some((_, callers)) if callers.contains(&c.name.as_str()) => {}
+                    Some((_, callers)) => callers.push(&c.name),
+                    None => volumes.push((volume, vec![&c.name])),
+                }
+            }
+        }
+    }
+    for c in pod.containers.iter().filter(|c| !installs(c)) {
+        for (i, m) in c.value["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let Some((volume, callers)) = volumes.iter().find(|(v, _)| m["name"] == v.as_str())
+            else {
+                continue;
+            };
+            let others: Vec<&str> = callers.iter().copied().filter(|n| *n != c.name).collect();
+            if m["readOnly"] != true && !others.is_empty() {
+                sink.add(
+                    &BINARY_WRITABLE,
+                    Some(&c.name),
+                    &format!("{}.volumeMounts[{i}]", c.path),
+                    format!(
+                        "{} mounts volume {volume} writable, and the hooklog binary there is what the preStop hooks of {} run: {} can replace it, or rename its folder and put its own program there, and the next hook runs that as its container's user",
+                        c.name,
+                        others.join(", "),
+                        c.name
+                    ),
+                    "give the binary a volume of its own, written only by the init container that runs `hooklog install` and mounted `readOnly: true` everywhere else (a volume that also holds the socket or the file cannot be read-only); `hooklog inject` does (hooklog-bin at /hooklog-bin)",
+                );
+            }
+        }
+    }
+}
+
+/// An init container that runs `hooklog install`: the one writer a binary's volume needs.
+fn installs(c: &Container) -> bool {
+    c.init
+        && container_hooklog_argv(c).is_some_and(|argv| {
+            matches!(
+                parse_hooklog(&argv, &c.literal_env()),
+                Ok(Command::Install(_))
+            )
+        })
+}
+
 pub fn check_pod(pod: &Pod, opts: &Options, sink: &mut Sink) {
     check_mounts(pod, opts, sink);
+    check_binary_writable(pod, sink);
     for c in &pod.containers {
         if let Some(argv) = container_hooklog_argv(c)
             && let Err(e) = parse_hooklog(&argv, &c.literal_env())
