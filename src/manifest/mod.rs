@@ -25,6 +25,7 @@ pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
+pub mod sidecar_settings;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
@@ -366,6 +367,13 @@ pub fn inject_command(args: InjectArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let settings = match args.settings.settings(args.events) {
+        Ok(s) => s,
+        Err(e) => {
+            error_line(&e);
+            return EXIT_USAGE;
+        }
+    };
     let roots = match image_roots(&args.images) {
         Ok(r) => r,
         Err(code) => return code,
@@ -375,6 +383,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         mode,
         prestop_sleep: args.prestop_sleep,
         events: args.events,
+        settings,
     };
     let events = args.events;
     let mut lookup = check::Options {

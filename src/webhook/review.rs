@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::manifest::adoption::{self, Adoption, Leave, PodView};
 use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
 use crate::manifest::podspec;
+use crate::manifest::sidecar_settings::{self, Settings};
 
 pub use crate::manifest::layout::{OPT_IN, SYSTEM_NAMESPACES};
 /// The prefix of every warning about a pod or template that asked for hooklog and did not get it
@@ -37,6 +38,8 @@ pub struct Policy {
     pub inject: inject::Options,
     /// The webhook's own namespace: its pods never get hooklog.
     pub own_namespace: Option<String>,
+    /// The namespaces' `hooklog.dev/` annotations, as last listed: over `inject.settings`.
+    pub namespaces: std::sync::Arc<super::namespaces::Namespaces>,
 }
 
 /// What happened, for hooklog's log.
@@ -276,12 +279,27 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
     if !injected_before && let Err(why) = adoption::form(&rule, policy.inject.mode) {
         return skipped(why);
     }
+    // The namespace's settings over the install's; the pod's go over these in inject.
+    let namespaced = policy.namespaces.annotations(namespace);
+    let install = Settings {
+        events: policy.inject.settings.events || policy.inject.events,
+        ..policy.inject.settings.clone()
+    };
+    let settings = match sidecar_settings::resolve(&install, namespaced.as_ref()) {
+        Ok(s) => s,
+        Err(why) => return skipped(format!("namespace {namespace}: {why}")),
+    };
+    let opts = inject::Options {
+        events: settings.events,
+        settings,
+        ..policy.inject.clone()
+    };
     let mut pod = object.clone();
     // The review's object may lack `kind` (it is implied by the request's); inject finds pod
     // templates by kind.
     pod["kind"] = json!("Pod");
     pod["apiVersion"] = json!("v1");
-    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &policy.inject) {
+    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &opts) {
         Ok(r) => r,
         Err(e) => return skipped(e.why),
     };
@@ -324,8 +342,10 @@ mod tests {
                 mode,
                 prestop_sleep: vec![],
                 events: false,
+                settings: Default::default(),
             },
             own_namespace: Some("hooklog".into()),
+            namespaces: Default::default(),
         }
     }
 

@@ -450,6 +450,7 @@ mod tests {
             mode: crate::manifest::budget::SidecarMode::Native,
             prestop_sleep: vec![],
             events: false,
+            settings: Default::default(),
         };
         assert!(
             crate::manifest::inject::inject(&mut patch, &opts)
