@@ -1,0 +1,254 @@
+//! The injected sidecar's settings (issue 41) through the real `hooklog inject`: the pod's
+//! `hooklog.dev/` annotations and the `--sidecar-*` flags (as the chart's values reach the
+//! webhook, `HOOKLOG_SIDECAR_*`) give the same sidecar, which `kubernetes-validate --strict`
+//! accepts in every form and whose args `hooklog run` parses; a bad annotation or flag is an
+//! error that names it. The sidecar started for real against CloudWatch is in tests/cloudwatch.rs.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use hooklog::cli::{Cli, Command as Sub};
+use serde_json::{Value, json};
+
+use crate::manifest::{run, text, validate_strictly};
+
+pub(crate) const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
+
+/// The settings the tests turn on, as annotations.
+pub(crate) const ANNOTATIONS: [(&str, &str); 7] = [
+    ("hooklog.dev/output", "stdout,cloudwatch"),
+    ("hooklog.dev/log-group", "/eks/shop/hooklog"),
+    ("hooklog.dev/emf", "true"),
+    ("hooklog.dev/cpu-request", "50m"),
+    ("hooklog.dev/memory-request", "32Mi"),
+    ("hooklog.dev/memory-limit", "128Mi"),
+    ("hooklog.dev/env", "AWS_REGION=us-east-1"),
+];
+
+/// The same settings as flags.
+const FLAGS: [&str; 7] = [
+    "--sidecar-output=stdout,cloudwatch",
+    "--sidecar-log-group=/eks/shop/hooklog",
+    "--sidecar-emf",
+    "--sidecar-cpu-request=50m",
+    "--sidecar-memory-request=32Mi",
+    "--sidecar-memory-limit=128Mi",
+    "--sidecar-env=AWS_REGION=us-east-1",
+];
+
+/// A Deployment whose template has `annotations`, with a hook for hooklog to report.
+pub(crate) fn deployment(annotations: &[(&str, &str)]) -> String {
+    let annotations: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let doc = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "api-server", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "api"}}, "template": {
+            "metadata": {"labels": {"app": "api"}, "annotations": annotations},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}}]}}}});
+    serde_json::to_string_pretty(&doc).expect("JSON")
+}
+
+/// The sidecar inject wrote into `out`'s only pod template.
+pub(crate) fn sidecar(out: &str) -> Value {
+    let doc: Value = serde_json::from_value(
+        hooklog::manifest::load::parse("out.yaml", out.to_string())
+            .expect("inject's output reads")
+            .documents[0]
+            .value
+            .clone(),
+    )
+    .expect("a document");
+    let spec = &doc["spec"]["template"]["spec"];
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|k| spec[*k].as_array().cloned().unwrap_or_default())
+        .find(|c| c["name"] == "hooklog")
+        .expect("inject added the sidecar")
+}
+
+#[test]
+fn annotations_and_flags_give_the_same_valid_sidecar_run_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for form in ["native", "classic"] {
+        let by_annotation = run(
+            &["inject", "--image", IMAGE, "--sidecar", form, "-"],
+            Some(&deployment(&ANNOTATIONS)),
+        );
+        assert!(
+            by_annotation.status.success(),
+            "{}",
+            text(&by_annotation.stderr)
+        );
+        let mut args = vec!["inject", "--image", IMAGE, "--sidecar", form];
+        args.extend(FLAGS);
+        args.push("-");
+        let by_flags = run(&args, Some(&deployment(&[])));
+        assert!(by_flags.status.success(), "{}", text(&by_flags.stderr));
+        // The chart sets the flags through their variables.
+        let by_env = {
+            let mut cmd = crate::util::hooklog();
+            cmd.args(["inject", "--image", IMAGE, "--sidecar", form, "-"]);
+            for f in FLAGS {
+                let (flag, value) = f.split_once('=').unwrap_or((f, "true"));
+                let var = format!(
+                    "HOOKLOG_{}",
+                    flag.trim_start_matches("--")
+                        .replace('-', "_")
+                        .to_uppercase()
+                );
+                cmd.env(var, value);
+            }
+            piped(cmd, &deployment(&[]))
+        };
+        let (a, f, e) = (
+            sidecar(&text(&by_annotation.stdout)),
+            sidecar(&text(&by_flags.stdout)),
+            sidecar(&by_env),
+        );
+        assert_eq!(a, f, "{form}: annotations and flags differ");
+        assert_eq!(a, e, "{form}: flags and their variables differ");
+        assert_eq!(
+            a["resources"],
+            json!({"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}})
+        );
+        assert!(
+            a["env"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "AWS_REGION", "value": "us-east-1"}))
+        );
+        // `hooklog run` takes what inject wrote.
+        let argv: Vec<String> = std::iter::once("hooklog".to_string())
+            .chain(
+                a["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string()),
+            )
+            .collect();
+        let Sub::Run(r) = Cli::try_parse_from(&argv).expect("run parses").command else {
+            panic!("not run: {argv:?}")
+        };
+        assert!(r.emf && r.log_group.as_deref() == Some("/eks/shop/hooklog"));
+        assert_eq!(r.outputs.len(), 2);
+        for (name, out) in [
+            ("annotations", &by_annotation.stdout),
+            ("flags", &by_flags.stdout),
+        ] {
+            let path = dir.path().join(format!("{form}-{name}.yaml"));
+            std::fs::write(&path, out).unwrap();
+            files.push(path);
+        }
+        // Undone exactly.
+        let back = run(&["uninject", "-"], Some(&text(&by_annotation.stdout)));
+        assert!(back.status.success());
+        assert_eq!(
+            sidecar_free(&text(&back.stdout)),
+            sidecar_free(&deployment(&ANNOTATIONS))
+        );
+    }
+    validate_strictly(&files);
+}
+
+/// The document of `yaml`, for comparing.
+fn sidecar_free(yaml: &str) -> Value {
+    hooklog::manifest::load::parse("x.yaml", yaml.to_string())
+        .expect("reads")
+        .documents[0]
+        .value
+        .clone()
+}
+
+/// `cmd` with `input` on stdin; its stdout (it must succeed).
+fn piped(mut cmd: std::process::Command, input: &str) -> String {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// A pod annotation that is unknown or invalid stops inject with the object and the annotation
+/// named (a pod silently shipped with settings it did not ask for is worse); a bad flag is a
+/// usage error naming the flag.
+#[test]
+fn bad_annotations_and_flags_are_errors_that_name_them() {
+    for (annotation, value, said) in [
+        (
+            "hooklog.dev/cpu-request",
+            "ten",
+            "not a Kubernetes quantity",
+        ),
+        ("hooklog.dev/output", "kafka", "not an output"),
+        (
+            "hooklog.dev/outptu",
+            "cloudwatch",
+            "did you mean hooklog.dev/output?",
+        ),
+        (
+            "hooklog.dev/memory-request",
+            "1Gi",
+            "above the memory limit 64Mi",
+        ),
+        ("hooklog.dev/output", "cloudwatch", "needs a log group"),
+        ("hooklog.dev/env", "POD_NAME=x", "set by inject"),
+    ] {
+        let out = run(
+            &["inject", "--image", IMAGE, "-"],
+            Some(&deployment(&[(annotation, value)])),
+        );
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{annotation}: {value}");
+        assert!(
+            stderr.contains(said) && stderr.contains("api-server"),
+            "{annotation}={value}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "nothing half-written");
+    }
+    for (flag, said) in [
+        ("--sidecar-cpu-limit=lots", "--sidecar-cpu-limit"),
+        ("--sidecar-output=kafka", "--sidecar-output"),
+        ("--sidecar-env=1A=b", "--sidecar-env"),
+    ] {
+        let out = run(
+            &["inject", "--image", IMAGE, flag, "-"],
+            Some(&deployment(&[])),
+        );
+        assert_eq!(out.status.code(), Some(64), "{flag}");
+        assert!(text(&out.stderr).contains(said), "{}", text(&out.stderr));
+    }
+    // Settings that only fail together: a usage error too.
+    let out = run(
+        &[
+            "inject",
+            "--image",
+            IMAGE,
+            "--sidecar-output=cloudwatch",
+            "-",
+        ],
+        Some(&deployment(&[])),
+    );
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        text(&out.stderr).contains("needs a log group"),
+        "{}",
+        text(&out.stderr)
+    );
+}
