@@ -11,8 +11,15 @@ use serde_json::{Map, Value, json};
 pub const PREFIX: &str = "hooklog.dev/";
 
 /// The other `hooklog.dev/` annotations hooklog reads or writes: the opt-in and inject's record
-/// (`layout`), and the check's `ignore-check.<rule>` prefix (`check::control`).
-pub const OTHER_ANNOTATIONS: [&str; 2] = [super::layout::OPT_IN, super::layout::ANNOTATION];
+/// (`layout::OPT_IN` and `layout::ANNOTATION`, written out here: `layout` stands above the
+/// command line's types, which flatten this module's flags; a test pins them equal), and the
+/// check's `ignore-check.<rule>` prefix (`check::control`).
+pub const OTHER_ANNOTATIONS: [&str; 2] = ["hooklog.dev/inject", "hooklog.dev/injected"];
+/// The fields a `--log-stream` template may name, as `hooklog run` fills them
+/// (`config::fill_stream_template`; a test pins the two readings equal).
+const STREAM_FIELDS: [&str; 5] = ["pod_name", "namespace_name", "pod_id", "pod_ip", "host"];
+/// CloudWatch Logs' longest stream name (`config::MAX_LOG_STREAM_NAME`).
+const MAX_LOG_STREAM: usize = 512;
 /// `check`'s accepted-finding annotations, a prefix.
 pub const IGNORE_CHECK_PREFIX: &str = "hooklog.dev/ignore-check.";
 
@@ -545,14 +552,33 @@ fn log_group(v: &str) -> Result<String, String> {
     Ok(v.to_string())
 }
 
-/// A stream template as `hooklog run` fills it (its own function, with an empty pod): an unknown
-/// field would stop the sidecar at start.
+/// A stream template as `hooklog run` reads it: an unclosed `{` or an unknown field would stop
+/// the sidecar at start; the name it gives for a pod without values (`unknown`) is 1 to 512
+/// characters.
 fn log_stream(v: &str) -> Result<String, String> {
-    crate::config::fill_stream_template(v, &Default::default()).map_err(|e| {
-        e.to_string()
-            .trim_start_matches("--log-stream ")
-            .to_string()
-    })?;
+    let mut filled = 0;
+    let mut rest = v;
+    while let Some(open) = rest.find('{') {
+        filled += rest[..open].len();
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("{v:?}: unclosed {{"))?;
+        let name = &rest[open + 1..open + close];
+        if !STREAM_FIELDS.contains(&name) {
+            return Err(format!(
+                "{v:?}: unknown field {{{name}}} ({})",
+                STREAM_FIELDS.join(", ")
+            ));
+        }
+        filled += "unknown".len();
+        rest = &rest[open + close + 1..];
+    }
+    filled += rest.len();
+    if filled == 0 || filled > MAX_LOG_STREAM {
+        return Err(format!(
+            "{v:?}: gives a name of {filled} characters (1 to {MAX_LOG_STREAM} allowed)"
+        ));
+    }
     Ok(v.to_string())
 }
 
@@ -715,6 +741,41 @@ mod tests {
         assert_eq!(p[0].kind, ProblemKind::Unknown(Some("output")));
         assert_eq!(p[7].kind, ProblemKind::Unknown(Some("cpu-limit")));
         assert!(resolve(&Settings::default(), Some(&a)).is_err());
+    }
+
+    /// What this module writes out, as the modules it cannot import have it.
+    #[test]
+    fn the_constants_written_out_are_the_layouts_and_runs() {
+        assert_eq!(
+            OTHER_ANNOTATIONS,
+            [
+                crate::manifest::layout::OPT_IN,
+                crate::manifest::layout::ANNOTATION
+            ]
+        );
+        assert_eq!(MAX_LOG_STREAM, crate::config::MAX_LOG_STREAM_NAME);
+        let long = "x".repeat(513);
+        for template in [
+            "{namespace_name}/{pod_name}",
+            "{pod_id}:{pod_ip}@{host}",
+            "plain",
+            "",
+            "{",
+            "{pod}",
+            "a{pod_name",
+            "{}",
+            "{{pod_name}}",
+            "}{pod_name}{",
+            long.as_str(),
+            &long[..512],
+        ] {
+            let run = crate::config::fill_stream_template(template, &Default::default());
+            assert_eq!(
+                log_stream(template).is_ok(),
+                run.is_ok(),
+                "{template:?}: {run:?}"
+            );
+        }
     }
 
     #[test]
