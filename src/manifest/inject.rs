@@ -329,12 +329,12 @@ fn inject_pod(
         events: opts.settings.events || opts.events,
         ..opts.settings.clone()
     };
-    let settings = super::sidecar_settings::resolve(
-        &install,
-        doc.pointer(&t.metadata_pointer)
-            .and_then(|m| m.get("annotations"))
-            .and_then(Value::as_object),
-    )?;
+    let annotations = doc
+        .pointer(&t.metadata_pointer)
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    let settings = super::sidecar_settings::resolve(&install, annotations)?;
+    notes.extend(super::sidecar_settings::unknown(annotations));
     let containers = podspec::containers(&spec, &t.spec_path);
     distinct_mappings(&containers)?;
     let installed = match &record {

@@ -387,12 +387,17 @@ pub fn problems(annotations: Option<&Map<String, Value>>) -> Vec<Problem> {
 }
 
 /// `over` with the settings of `annotations` applied on top (a namespace's over the install's,
-/// a pod's over that); the first problem is the error, said as `check` says it.
+/// a pod's over that); the first invalid value is the error, said as `check` says it. An unknown
+/// annotation is ignored here: [`unknown`] says it (a newer hooklog's key must not stop an older
+/// webhook from injecting).
 pub fn resolve(
     over: &Settings,
     annotations: Option<&Map<String, Value>>,
 ) -> Result<Settings, String> {
-    if let Some(p) = problems(annotations).into_iter().next() {
+    if let Some(p) = problems(annotations)
+        .into_iter()
+        .find(|p| matches!(p.kind, ProblemKind::Invalid(_)))
+    {
         return Err(p.to_string());
     }
     let mut s = over.clone();
@@ -403,6 +408,16 @@ pub fn resolve(
     }
     s.whole()?;
     Ok(s)
+}
+
+/// What to say of each unknown `hooklog.dev/` annotation of `annotations` (ignored by
+/// [`resolve`]).
+pub fn unknown(annotations: Option<&Map<String, Value>>) -> Vec<String> {
+    problems(annotations)
+        .into_iter()
+        .filter(|p| matches!(p.kind, ProblemKind::Unknown(_)))
+        .map(|p| format!("{p}; ignored"))
+        .collect()
 }
 
 /// The keys whose names are closest to a mistyped one (one edit, or a missing `sidecar-`).

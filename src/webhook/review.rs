@@ -327,7 +327,16 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
         return skipped(why);
     }
     let patch = super::patch::diff(object, &pod);
-    (Verdict::Injected, Some(Value::Array(patch)), vec![])
+    // An unknown `hooklog.dev/` annotation (a typo, most likely) is said where the user looks.
+    let mut unknown = sidecar_settings::unknown(namespaced.as_ref());
+    unknown.extend(sidecar_settings::unknown(
+        object["metadata"]["annotations"].as_object(),
+    ));
+    let warnings = unknown
+        .into_iter()
+        .map(|u| format!("hooklog: {u}"))
+        .collect();
+    (Verdict::Injected, Some(Value::Array(patch)), warnings)
 }
 
 #[cfg(test)]
@@ -714,6 +723,12 @@ mod tests {
             json!({"hooklog.dev/log-group": "/pod", "hooklog.dev/events": "true"}),
         ));
         assert!(from_pod.contains(&json!("/pod")) && from_pod.contains(&json!("--events")));
+        // An unknown one is a warning on an injected pod.
+        let typo = pod(json!({"hooklog.dev/outptu": "stdout"}), json!({}));
+        let r = review(&review_of(typo, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(r.verdict, Verdict::Injected);
+        let warning = r.response["response"]["warnings"][0].as_str().unwrap();
+        assert!(warning.contains("hooklog.dev/output?"), "{warning}");
         for (annotations, ns, named) in [
             (
                 json!({"hooklog.dev/cpu-request": "ten"}),
@@ -721,9 +736,9 @@ mod tests {
                 "hooklog.dev/cpu-request",
             ),
             (
-                json!({"hooklog.dev/outptu": "stdout"}),
+                json!({"hooklog.dev/memory-request": "1Gi"}),
                 json!({}),
-                "hooklog.dev/output?",
+                "above the memory limit",
             ),
             (
                 json!({}),
