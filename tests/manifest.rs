@@ -308,7 +308,9 @@ fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
 
 /// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
 /// wrongly on purpose.
-const NOT_INJECTABLE: [&str; 8] = [
+const NOT_INJECTABLE: [&str; 9] = [
+    // Its annotations hold values inject refuses, on purpose.
+    "sidecar-settings-annotations.yaml",
     "added-after-inject.yaml",
     // Injected already (`inject --events`), with RBAC beside it.
     "events-rbac.yaml",

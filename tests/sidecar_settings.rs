@@ -258,3 +258,106 @@ fn bad_annotations_and_flags_are_errors_that_name_them() {
         text(&out.stderr)
     );
 }
+
+/// `check` reports an unknown `hooklog.dev/` annotation (a warning, with the nearest name) and an
+/// invalid value (an error) on pod templates and Namespaces, at the annotations' line, with the
+/// parser inject and the webhook use: what it calls invalid, inject refuses.
+#[test]
+fn check_finds_unknown_and_invalid_annotations_at_their_line() {
+    let input = "\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  annotations:
+    hooklog.dev/output: kafka
+    hooklog.dev/emff: \"true\"
+    hooklog.dev/inject: enabled
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata:
+    name: api
+    namespace: shop
+  spec:
+    selector: {matchLabels: {app: api}}
+    template:
+      metadata:
+        labels: {app: api}
+        annotations:
+          hooklog.dev/cpu-request: ten
+          hooklog.dev/memory-limt: 1Gi
+          hooklog.dev/log-group: /eks/shop
+          hooklog.dev/ignore-check.hook-not-reported: ours
+      spec:
+        containers:
+        - name: app
+          image: nginx:1.27
+";
+    let out = run(
+        &["check", "--offline", "--format", "json", "-"],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let found: Vec<(String, u64, String, String)> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["rule"]
+                .as_str()
+                .unwrap()
+                .starts_with("sidecar-annotation")
+        })
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["line"].as_u64().unwrap(),
+                f["path"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let brief: Vec<(&str, u64, &str)> = found
+        .iter()
+        .map(|(r, l, p, _)| (r.as_str(), *l, p.as_str()))
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            ("sidecar-annotation-invalid", 5, "metadata.annotations"),
+            ("sidecar-annotation-unknown", 5, "metadata.annotations"),
+            (
+                "sidecar-annotation-invalid",
+                23,
+                "items[0].spec.template.metadata.annotations"
+            ),
+            (
+                "sidecar-annotation-unknown",
+                23,
+                "items[0].spec.template.metadata.annotations"
+            ),
+        ],
+        "{found:#?}"
+    );
+    assert!(
+        found[1].3.contains("did you mean hooklog.dev/emf?"),
+        "{found:#?}"
+    );
+    assert!(
+        found[3].3.contains("hooklog.dev/memory-limit?"),
+        "{found:#?}"
+    );
+    assert!(
+        found[2].3.contains("not a Kubernetes quantity"),
+        "{found:#?}"
+    );
+    // inject refuses what check calls invalid.
+    let inject = run(&["inject", "--image", IMAGE, "-"], Some(input));
+    assert_eq!(inject.status.code(), Some(64));
+    assert!(text(&inject.stderr).contains("hooklog.dev/cpu-request"));
+}
