@@ -878,6 +878,15 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
         answer.1["status"]["token"].as_str().unwrap(),
     )
     .unwrap();
+    // The opted-in namespace's settings (issue 41): the webhook lists the namespaces as it
+    // starts, with the chart's ClusterRole, and its pods get them.
+    let ns_path = format!("/api/v1/namespaces/{}", t.ns_in);
+    let (status, mut ns) = api.call("GET", &ns_path, None);
+    assert_eq!(status, 200, "{ns:#}");
+    ns["metadata"]["annotations"] =
+        json!({"hooklog.dev/emf": "true", "hooklog.dev/memory-limit": "96Mi"});
+    let (status, ns) = api.call("PUT", &ns_path, Some(&ns));
+    assert_eq!(status, 200, "{ns:#}");
     let mut cmd = hooklog();
     cmd.args(
         webhook_container(&docs)["args"]
@@ -900,6 +909,13 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
         "sidecar auto on 1.20: {:#?}",
         w.log()
     );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("namespace settings read") && l.contains("annotated=")),
+        "the chart's RBAC lets the webhook list namespaces: {:#?}",
+        w.log()
+    );
 
     // `helm upgrade` to the webhook's port: the caBundle the webhook wrote is not the chart's,
     // and survives it.
@@ -916,11 +932,20 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     assert_eq!(status, 201, "{stored:#}");
     assert!(has_hooklog(&stored), "{stored:#}");
     // As `hooklog inject --sidecar classic` makes the same pod, both as the API server defaults
-    // them (tests/apiserver.rs does the same with its own configuration).
+    // them (tests/apiserver.rs does the same with its own configuration); the namespace's
+    // settings as inject's flags.
     let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
     assert_eq!(status, 201, "{plain:#}");
     assert!(!has_hooklog(&plain));
-    let mut by_inject = crate::webhook::injected(&plain, &["--sidecar", "classic"]);
+    let mut by_inject = crate::webhook::injected(
+        &plain,
+        &[
+            "--sidecar",
+            "classic",
+            "--sidecar-emf",
+            "--sidecar-memory-limit=96Mi",
+        ],
+    );
     for k in [
         "uid",
         "creationTimestamp",
