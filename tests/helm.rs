@@ -1268,9 +1268,9 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     for want in [
         "--output",
         "stdout,cloudwatch",
-        "/eks/shop/hooklog",
+        "--log-group=/eks/shop/hooklog",
         "--emf",
-        "Shop/Hooks",
+        "--emf-namespace=Shop/Hooks",
         "--events",
     ] {
         assert!(args.contains(&want), "{want}: {args:?}");

@@ -478,18 +478,20 @@ impl Settings {
             let words: Vec<&str> = self.outputs.iter().map(|o| o.word()).collect();
             args.extend(["--output".to_string(), words.join(",")]);
         }
+        // `--flag=VALUE`: a value of the user's may start with `-` (a log group `-A`), which
+        // as a separate word would read as a flag and stop the sidecar at start.
         for (flag, v) in [
             ("--log-group", &self.log_group),
             ("--log-stream", &self.log_stream),
         ] {
             if let Some(v) = v {
-                args.extend([flag.to_string(), v.clone()]);
+                args.push(format!("{flag}={v}"));
             }
         }
         if self.emf {
             args.push("--emf".into());
             if let Some(ns) = &self.emf_namespace {
-                args.extend(["--emf-namespace".to_string(), ns.clone()]);
+                args.push(format!("--emf-namespace={ns}"));
             }
         }
         if self.events {
@@ -791,6 +793,90 @@ mod tests {
                 "{template:?}: {run:?}"
             );
         }
+    }
+
+    /// Any value of any key, from the forms people write to hostile ones (huge exponents, NaN,
+    /// signs, control characters, commas): `problems` names it or `resolve` takes it, never both
+    /// or neither, never a panic; what it takes gives args `hooklog run` parses and resources
+    /// whose every quantity is one.
+    #[test]
+    fn any_annotation_value_is_taken_or_named_never_both() {
+        use proptest::prelude::*;
+        let names: Vec<&'static str> = KEYS.iter().map(|k| k.name).collect();
+        let value = prop_oneof![
+            any::<String>(),
+            "[-+]?[0-9.]{0,6}([eE][-+]?[0-9]{0,6}|[numkMGTPE]|[KMGTPE]i|B|mi)?",
+            "[A-Za-z_.#/-]{0,8}(=[a-z0-9:/, ]{0,8})?(,[A-Z_0-9]{0,4}=?[a-z]{0,3}){0,3}",
+            "\\{?(pod_name|namespace_name|pod_id|host|pod|)\\}?[:*/a-z]{0,4}",
+            prop::sample::select(vec![
+                "0",
+                "-0",
+                "NaN",
+                "inf",
+                "1e308",
+                "1e309",
+                "9999999999999999999999Ei",
+                "true",
+                "FALSE",
+                "enabled",
+                "cloudwatch",
+                "stdout,cloudwatch",
+                "Stdout",
+                "",
+                " ",
+                ",",
+                "stdout,,",
+                "AWS_REGION=eu-west-1",
+                "HOOKLOG_OUTPUT=x",
+                "POD_IP=1",
+                "=x",
+            ])
+            .prop_map(String::from),
+        ];
+        let strategy = (prop::sample::select(names), value);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("prestop.log").display().to_string();
+        crate::testkit::property(
+            file!(),
+            "any_annotation_value_is_taken_or_named_never_both",
+            512,
+            0.2,
+            strategy,
+            |(name, value), reach| {
+                let a: Map<String, Value> = [(format!("{PREFIX}{name}"), json!(value))]
+                    .into_iter()
+                    .collect();
+                // No requests or limits and a group: every key alone is valid or is named (with
+                // them, a request above its limit is refused as a pair).
+                let over = Settings {
+                    log_group: Some("/g".into()),
+                    cpu_request: None,
+                    memory_request: None,
+                    cpu_limit: None,
+                    memory_limit: None,
+                    ..Settings::default()
+                };
+                let named = problems(Some(&a));
+                let taken = resolve(&over, Some(&a));
+                prop_assert_eq!(named.is_empty(), taken.is_ok(), "{:?} {:?}", named, taken);
+                let Ok(s) = taken else { return Ok(()) };
+                let mut argv = vec!["hooklog".to_string(), "run".into(), "--file".into()];
+                argv.push(file.clone());
+                argv.extend(s.run_args());
+                prop_assert!(crate::cli::Cli::try_parse_from(&argv).is_ok(), "{:?}", argv);
+                for q in ["requests", "limits"]
+                    .iter()
+                    .flat_map(|k| s.resources()[*k].as_object().cloned().unwrap_or_default())
+                {
+                    prop_assert!(quantity(q.1.as_str().unwrap_or_default()).is_ok());
+                }
+                for e in s.env_entries() {
+                    prop_assert!(!e["name"].as_str().unwrap_or_default().contains(','));
+                }
+                reach.reached();
+                Ok(())
+            },
+        );
     }
 
     #[test]

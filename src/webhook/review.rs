@@ -668,8 +668,7 @@ mod tests {
         for want in [
             "--output",
             "cloudwatch",
-            "--log-group",
-            "/eks/shop/hooklog",
+            "--log-group=/eks/shop/hooklog",
             "--emf",
         ] {
             assert!(args.contains(&json!(want)), "{want}: {args:?}");
@@ -717,12 +716,16 @@ mod tests {
             .replace([("shop".to_string(), ns.as_object().unwrap().clone())].into());
         let args = |s: Value| -> Vec<Value> { s["args"].as_array().unwrap().clone() };
         let from_ns = args(webhook_sidecar(&p, json!({})));
-        assert!(from_ns.contains(&json!("/ns")) && !from_ns.contains(&json!("--events")));
+        assert!(
+            from_ns.contains(&json!("--log-group=/ns")) && !from_ns.contains(&json!("--events"))
+        );
         let from_pod = args(webhook_sidecar(
             &p,
             json!({"hooklog.dev/log-group": "/pod", "hooklog.dev/events": "true"}),
         ));
-        assert!(from_pod.contains(&json!("/pod")) && from_pod.contains(&json!("--events")));
+        assert!(
+            from_pod.contains(&json!("--log-group=/pod")) && from_pod.contains(&json!("--events"))
+        );
         // An unknown one is a warning on an injected pod.
         let typo = pod(json!({"hooklog.dev/outptu": "stdout"}), json!({}));
         let r = review(&review_of(typo, "shop"), Scope::NamespaceEnabled, &p);
