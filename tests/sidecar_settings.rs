@@ -356,8 +356,70 @@ items:
         found[2].3.contains("not a Kubernetes quantity"),
         "{found:#?}"
     );
-    // inject refuses what check calls invalid.
+    // inject refuses what check calls invalid: the Namespace's first, as it comes first.
     let inject = run(&["inject", "--image", IMAGE, "-"], Some(input));
     assert_eq!(inject.status.code(), Some(64));
+    let stderr = text(&inject.stderr);
+    assert!(
+        stderr.contains("Namespace shop") && stderr.contains("hooklog.dev/output"),
+        "{stderr}"
+    );
+    let pod_only = input.split("---\n").nth(1).unwrap();
+    let inject = run(&["inject", "--image", IMAGE, "-"], Some(pod_only));
+    assert_eq!(inject.status.code(), Some(64));
     assert!(text(&inject.stderr).contains("hooklog.dev/cpu-request"));
+}
+
+/// `inject` reads the Namespace objects of its input as the webhook reads the cluster's: a
+/// namespace's settings reach the workloads after it in that namespace, a pod's own annotation
+/// wins, another namespace's workloads are untouched; an invalid one names the Namespace.
+#[test]
+fn inject_takes_a_namespaces_settings_for_the_workloads_after_it() {
+    let namespace = |annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n{annotations}---\n"
+        )
+    };
+    let other = deployment(&[]).replace("\"namespace\": \"shop\"", "\"namespace\": \"tools\"");
+    let input = format!(
+        "{}{}\n---\n{}\n---\n{}\n",
+        namespace(
+            "    hooklog.dev/emf: \"true\"\n    hooklog.dev/memory-limit: 96Mi\n    hooklog.dev/cpu-request: 20m\n"
+        ),
+        deployment(&[]),
+        deployment(&[("hooklog.dev/cpu-request", "30m")]),
+        other
+    );
+    let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let docs = hooklog::manifest::load::parse("out.yaml", text(&out.stdout)).unwrap();
+    let sidecars: Vec<Value> = docs.documents[1..]
+        .iter()
+        .map(|d| sidecar(&serde_json::to_string(&d.value).unwrap()))
+        .collect();
+    let emf = |s: &Value| s["args"].as_array().unwrap().contains(&json!("--emf"));
+    assert!(emf(&sidecars[0]) && emf(&sidecars[1]) && !emf(&sidecars[2]));
+    assert_eq!(sidecars[0]["resources"]["limits"]["memory"], "96Mi");
+    assert_eq!(sidecars[0]["resources"]["requests"]["cpu"], "20m");
+    assert_eq!(sidecars[1]["resources"]["requests"]["cpu"], "30m");
+    assert_eq!(sidecars[2]["resources"]["limits"]["memory"], "64Mi");
+    // An invalid setting on the Namespace, or one that fails with the install's: named.
+    for (bad, said) in [
+        ("    hooklog.dev/output: kafka\n", "not an output"),
+        (
+            "    hooklog.dev/memory-request: 1Gi\n",
+            "above the memory limit",
+        ),
+    ] {
+        let out = run(
+            &["inject", "--image", IMAGE, "-"],
+            Some(&format!("{}{}", namespace(bad), deployment(&[]))),
+        );
+        assert_eq!(out.status.code(), Some(64));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("Namespace shop") && stderr.contains(said),
+            "{stderr}"
+        );
+    }
 }

@@ -420,6 +420,66 @@ pub fn unknown(annotations: Option<&Map<String, Value>>) -> Vec<String> {
         .collect()
 }
 
+/// The Namespace objects an input of `inject` has shown so far, by name: their `hooklog.dev/`
+/// annotations configure the pods of that namespace that come after them (Helm and kustomize put
+/// Namespaces first), as the webhook's list of namespaces does.
+#[derive(Debug, Default)]
+pub struct SeenNamespaces(std::collections::BTreeMap<String, Map<String, Value>>);
+
+/// The objects of a document: a List's items, or the document.
+fn objects_of(doc: &Value) -> Vec<&Value> {
+    match (doc["kind"].as_str(), doc["items"].as_array()) {
+        (Some(k), Some(items)) if k.ends_with("List") => items.iter().collect(),
+        _ => vec![doc],
+    }
+}
+
+impl SeenNamespaces {
+    /// Notes the Namespaces of `doc`; an invalid setting annotation on one is the error, with
+    /// the Namespace's name.
+    pub fn note(&mut self, doc: &Value) -> Result<(), (String, String)> {
+        for o in objects_of(doc)
+            .into_iter()
+            .filter(|o| o["kind"] == "Namespace")
+        {
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let annotations = o["metadata"]["annotations"].as_object();
+            if let Some(p) = problems(annotations)
+                .into_iter()
+                .find(|p| matches!(p.kind, ProblemKind::Invalid(_)))
+            {
+                return Err((name, p.to_string()));
+            }
+            let ours: Map<String, Value> = annotations
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.starts_with(PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            self.0.insert(name, ours);
+        }
+        Ok(())
+    }
+
+    /// The one namespace the objects of `doc` are in and its annotations, when it was seen.
+    pub fn annotations_for<'a>(
+        &'a self,
+        doc: &'a Value,
+    ) -> Option<(&'a str, &'a Map<String, Value>)> {
+        let mut names = objects_of(doc)
+            .into_iter()
+            .filter_map(|o| o["metadata"]["namespace"].as_str());
+        let first = names.next()?;
+        if !names.all(|n| n == first) {
+            return None;
+        }
+        self.0.get(first).map(|a| (first, a))
+    }
+}
+
 /// The keys whose names are closest to a mistyped one (one edit, or a missing `sidecar-`).
 fn nearest(name: &str) -> Option<&'static str> {
     let name = name.strip_prefix("sidecar-").unwrap_or(name);
