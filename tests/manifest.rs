@@ -323,7 +323,7 @@ const NOT_INJECTABLE: [&str; 9] = [
 ];
 
 /// Injectable inputs: the corpus files without a hand-wired hooklog, and the incidents.
-fn injectable() -> Vec<String> {
+pub(crate) fn injectable() -> Vec<String> {
     let mut out = Vec::new();
     for dir in ["corpus", "incidents", "e2e"] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))

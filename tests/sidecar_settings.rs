@@ -10,7 +10,7 @@ use clap::Parser;
 use hooklog::cli::{Cli, Command as Sub};
 use serde_json::{Value, json};
 
-use crate::manifest::{run, text, validate_strictly};
+use crate::manifest::{run, text, validate_strictly, validator_input};
 
 pub(crate) const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
 
@@ -151,6 +151,21 @@ fn annotations_and_flags_give_the_same_valid_sidecar_run_parses() {
             sidecar_free(&text(&back.stdout)),
             sidecar_free(&deployment(&ANNOTATIONS))
         );
+    }
+    // Every injectable manifest of the corpus, with every setting on: what the API server takes.
+    for file in crate::manifest::injectable() {
+        let mut args = vec!["inject", "--image", IMAGE];
+        args.extend(FLAGS);
+        args.extend([
+            "--sidecar-log-stream={namespace_name}/{pod_name}",
+            "--events",
+        ]);
+        args.push(&file);
+        let out = run(&args, None);
+        assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+        let path = dir.path().join(file.replace('/', "_") + ".yaml");
+        std::fs::write(&path, validator_input(&text(&out.stdout))).unwrap();
+        files.push(path);
     }
     validate_strictly(&files);
 }
