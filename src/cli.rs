@@ -927,6 +927,9 @@ pub struct InjectArgs {
     /// the image lacks); the manifests written never depend on them.
     #[command(flatten)]
     pub images: ImageArgs,
+
+    #[command(flatten)]
+    pub settings: crate::manifest::sidecar_settings::SidecarFlags,
 }
 
 #[cfg(feature = "control")]
@@ -1040,6 +1043,9 @@ pub struct WebhookArgs {
         default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
     )]
     pub serviceaccount_dir: PathBuf,
+
+    #[command(flatten)]
+    pub settings: crate::manifest::sidecar_settings::SidecarFlags,
 }
 
 #[cfg(feature = "control")]

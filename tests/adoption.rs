@@ -635,6 +635,7 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
         mode: c.mode(),
         prestop_sleep: vec![],
         events: false,
+        settings: Default::default(),
     };
     let mut doc = c.object();
     inject::inject(&mut doc, &opts).map_err(|e| e.to_string())?;
@@ -642,6 +643,7 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
     let policy = review::Policy {
         inject: opts.clone(),
         own_namespace: Some("hooklog".into()),
+        namespaces: Default::default(),
     };
     let body = crate::webhook::pod_review("p-1", "shop", &c.created_pod());
     let answer = review::review(&body, review::Scope::NamespaceEnabled, &policy);

@@ -1909,3 +1909,82 @@ fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
     }
     proxy.assert_no_invalid_requests();
 }
+
+/// Issue 41: a sidecar that inject configured for CloudWatch by the pod's annotations starts as
+/// inject wrote it (its args, its env: the region is the annotation's `AWS_REGION`, none is
+/// given besides) and ships its summary, with EMF, to the group the annotation names.
+#[test]
+fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
+    let Some(moto) = moto() else { return };
+    let group = unique("/eks/shop/injected");
+    let mut annotations = crate::sidecar_settings::ANNOTATIONS.to_vec();
+    annotations.retain(|(k, _)| *k != "hooklog.dev/log-group");
+    annotations.push(("hooklog.dev/log-group", &group));
+    let out = crate::manifest::run(
+        &["inject", "--image", crate::sidecar_settings::IMAGE, "-"],
+        Some(&crate::sidecar_settings::deployment(&annotations)),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        crate::manifest::text(&out.stderr)
+    );
+    let sidecar = crate::sidecar_settings::sidecar(&crate::manifest::text(&out.stdout));
+    let pod = tempfile::tempdir().unwrap();
+    let in_pod = |a: &str| -> String {
+        for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {
+            if a == prefix || a.starts_with(&format!("{prefix}/")) {
+                return format!("{}{a}", pod.path().display());
+            }
+        }
+        a.to_string()
+    };
+    let podinfo = pod.path().join("etc/hooklog-podinfo");
+    std::fs::create_dir_all(&podinfo).unwrap();
+    std::fs::create_dir_all(pod.path().join("hooklog")).unwrap();
+    std::fs::write(podinfo.join("labels"), "app=\"api\"\n").unwrap();
+    std::fs::write(podinfo.join("annotations"), "").unwrap();
+    let args: Vec<String> = sidecar["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| in_pod(a.as_str().unwrap()))
+        .collect();
+    // The container's literal env as the kubelet sets it, the Downward API's as POD_ENV, and the
+    // endpoint and fake credentials; no region but the annotation's.
+    let mut cmd = crate::util::hooklog();
+    cmd.args(&args)
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION");
+    for e in sidecar["env"].as_array().unwrap() {
+        if let Some(v) = e["value"].as_str() {
+            cmd.env(e["name"].as_str().unwrap(), v);
+        }
+    }
+    for (k, v) in aws_env(&moto) {
+        if k != "AWS_REGION" {
+            cmd.env(k, v);
+        }
+    }
+    let mut daemon = Daemon::spawn(cmd);
+    daemon.terminate();
+    let st = daemon.wait_exit(Duration::from_secs(20));
+    assert!(st.success(), "{st}: {:#?}", daemon.stderr.lines());
+    let shipped = read_back(&moto, &group, STREAM);
+    let summary: Value = shipped
+        .iter()
+        .filter_map(|m| serde_json::from_str::<Value>(m).ok())
+        .find(|r| r["event"] == "hooks.summary")
+        .unwrap_or_else(|| panic!("no summary in {group}: {shipped:#?}"));
+    assert!(
+        summary["_aws"]["CloudWatchMetrics"].is_array(),
+        "{summary:#}"
+    );
+    // `stdout,cloudwatch`: the summary is on stdout too.
+    assert!(
+        daemon
+            .records()
+            .iter()
+            .any(|r| r["event"] == "hooks.summary")
+    );
+}

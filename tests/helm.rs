@@ -254,6 +254,11 @@ fn matrix_without_images() -> Vec<(&'static str, Value)> {
         ),
         ("a fullname override", json!({"fullnameOverride": "hooks"})),
         ("events", json!({"events": {"enabled": true}})),
+        ("the injected sidecar's settings", sidecar_settings_values()),
+        (
+            "no namespace annotations, a certificate by cert-manager",
+            json!({"sidecar": {"namespaceAnnotations": false}, "tls": {"mode": "certManager"}}),
+        ),
     ]
 }
 
@@ -304,10 +309,17 @@ fn every_manifest_of_a_matrix_of_values_validates_strictly() {
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
         let mode = values["tls"]["mode"].as_str().unwrap_or("auto");
         // The RBAC only for auto-TLS; the Certificate only for cert-manager; the PDB unless off.
+        let fullname = find(&docs, "Deployment")["metadata"]["name"].clone();
+        let role = |name: &Value| {
+            docs.iter()
+                .any(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == *name)
+        };
+        assert_eq!(role(&fullname), mode == "auto", "{what}: {kinds:?}");
+        // The namespaces' list for their settings' annotations, unless turned off.
         assert_eq!(
-            kinds.contains(&"ClusterRole"),
-            mode == "auto",
-            "{what}: {kinds:?}"
+            role(&json!(format!("{}-namespaces", fullname.as_str().unwrap()))),
+            values["sidecar"]["namespaceAnnotations"] != false,
+            "{what}"
         );
         assert_eq!(
             kinds.contains(&"Certificate"),
@@ -488,6 +500,7 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
     for file in [
         "webhook.yaml",
         "rbac.yaml",
+        "namespaces-rbac.yaml",
         "mutatingwebhookconfiguration.yaml",
     ] {
         shipped.extend(
@@ -535,6 +548,23 @@ fn bad_values_fail_the_render_naming_the_value() {
             "digest",
         ),
         (json!({"image": {"repository": ""}}), "repository"),
+        (json!({"sidecar": {"output": "kafka"}}), "sidecar.output"),
+        (
+            json!({"sidecar": {"output": "cloudwatch"}}),
+            "sidecar.cloudwatch.logGroup",
+        ),
+        (
+            json!({"sidecar": {"resources": {"requests": {"cpu": "ten"}}}}),
+            "sidecar.resources.requests.cpu",
+        ),
+        (
+            json!({"sidecar": {"resources": {"requests": {"gpu": "1"}}}}),
+            "sidecar.resources.requests.gpu",
+        ),
+        (
+            json!({"sidecar": {"env": {"NO_PROXY": "a,b"}}}),
+            "sidecar.env.NO_PROXY",
+        ),
     ] {
         let values = with_images(values);
         let err = render(&values, "hooklog", "hooklog").expect_err(&format!("{values} rendered"));
@@ -848,6 +878,15 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
         answer.1["status"]["token"].as_str().unwrap(),
     )
     .unwrap();
+    // The opted-in namespace's settings (issue 41): the webhook lists the namespaces as it
+    // starts, with the chart's ClusterRole, and its pods get them.
+    let ns_path = format!("/api/v1/namespaces/{}", t.ns_in);
+    let (status, mut ns) = api.call("GET", &ns_path, None);
+    assert_eq!(status, 200, "{ns:#}");
+    ns["metadata"]["annotations"] =
+        json!({"hooklog.dev/emf": "true", "hooklog.dev/memory-limit": "96Mi"});
+    let (status, ns) = api.call("PUT", &ns_path, Some(&ns));
+    assert_eq!(status, 200, "{ns:#}");
     let mut cmd = hooklog();
     cmd.args(
         webhook_container(&docs)["args"]
@@ -870,6 +909,13 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
         "sidecar auto on 1.20: {:#?}",
         w.log()
     );
+    assert!(
+        w.log()
+            .iter()
+            .any(|l| l.contains("namespace settings read") && l.contains("annotated=")),
+        "the chart's RBAC lets the webhook list namespaces: {:#?}",
+        w.log()
+    );
 
     // `helm upgrade` to the webhook's port: the caBundle the webhook wrote is not the chart's,
     // and survives it.
@@ -886,11 +932,20 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     assert_eq!(status, 201, "{stored:#}");
     assert!(has_hooklog(&stored), "{stored:#}");
     // As `hooklog inject --sidecar classic` makes the same pod, both as the API server defaults
-    // them (tests/apiserver.rs does the same with its own configuration).
+    // them (tests/apiserver.rs does the same with its own configuration); the namespace's
+    // settings as inject's flags.
     let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
     assert_eq!(status, 201, "{plain:#}");
     assert!(!has_hooklog(&plain));
-    let mut by_inject = crate::webhook::injected(&plain, &["--sidecar", "classic"]);
+    let mut by_inject = crate::webhook::injected(
+        &plain,
+        &[
+            "--sidecar",
+            "classic",
+            "--sidecar-emf",
+            "--sidecar-memory-limit=96Mi",
+        ],
+    );
     for k in [
         "uid",
         "creationTimestamp",
@@ -1129,4 +1184,161 @@ fn events_enabled_renders_the_flag_and_the_least_cluster_role_that_the_docs_bind
     };
     assert!(check(false), "without the binding, check warns");
     assert!(!check(true), "with the docs' binding, the grant is found");
+}
+
+/// Every sidecar setting the chart has, set (issue 41).
+fn sidecar_settings_values() -> Value {
+    json!({"sidecar": {
+        "output": "stdout,cloudwatch",
+        "cloudwatch": {"logGroup": "/eks/shop/hooklog", "logStream": "{namespace_name}/{pod_name}/{pod_id}"},
+        "emf": {"enabled": true, "namespace": "Shop/Hooks"},
+        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": 1, "memory": "128Mi"}},
+        "env": {"AWS_REGION": "eu-west-1", "HTTPS_PROXY": "http://proxy:3128"},
+    }, "events": {"enabled": true}})
+}
+
+/// Issue 41's "done when", for the chart: its values reach the webhook (as `HOOKLOG_SIDECAR_*`
+/// variables the real binary reads) and turn on CloudWatch, EMF, resources and env for every pod
+/// it injects: the same sidecar `hooklog inject` writes for a pod with the same settings as
+/// annotations; and with none, the webhook's environment is k8s/webhook/'s (the test above).
+#[test]
+fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
+    if !helm_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog chart CA");
+    let mut values = sidecar_settings_values();
+    values["tls"] = json!({"mode": "secret", "secretName": "tls", "caBundle": "eA=="});
+    values["sidecar"]["mode"] = json!("native");
+    let docs = render(&values, "hooklog", "hooklog").unwrap();
+    let env = env_of(&docs, "hooklog");
+    for var in [
+        "HOOKLOG_SIDECAR_OUTPUT",
+        "HOOKLOG_SIDECAR_LOG_GROUP",
+        "HOOKLOG_SIDECAR_LOG_STREAM",
+        "HOOKLOG_SIDECAR_EMF",
+        "HOOKLOG_SIDECAR_EMF_NAMESPACE",
+        "HOOKLOG_SIDECAR_CPU_REQUEST",
+        "HOOKLOG_SIDECAR_CPU_LIMIT",
+        "HOOKLOG_SIDECAR_MEMORY_REQUEST",
+        "HOOKLOG_SIDECAR_MEMORY_LIMIT",
+        "HOOKLOG_SIDECAR_ENV",
+        "HOOKLOG_INJECT_EVENTS",
+    ] {
+        assert!(env.iter().any(|(k, _)| k == var), "{var} not set: {env:?}");
+    }
+    let mut cmd = hooklog();
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap());
+    cmd.args(
+        webhook_container(&docs)["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    );
+    for (k, v) in env {
+        let v = match k.as_str() {
+            "HOOKLOG_TLS_CERT_FILE" => certs.cert_file.to_str().unwrap().to_string(),
+            "HOOKLOG_TLS_KEY_FILE" => certs.key_file.to_str().unwrap().to_string(),
+            _ => v,
+        };
+        cmd.env(k, v);
+    }
+    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "info");
+    let w = Webhook::spawn(cmd);
+    let pod = crate::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
+    let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
+    let got = patched(&pod, &answer);
+    let by_webhook = got["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "hooklog")
+        .cloned()
+        .unwrap_or_else(|| panic!("no sidecar: {got:#}"));
+    let args: Vec<&str> = by_webhook["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for want in [
+        "--output",
+        "stdout,cloudwatch",
+        "--log-group=/eks/shop/hooklog",
+        "--emf",
+        "--emf-namespace=Shop/Hooks",
+        "--events",
+    ] {
+        assert!(args.contains(&want), "{want}: {args:?}");
+    }
+    assert_eq!(
+        by_webhook["resources"],
+        json!({"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}})
+    );
+    // inject, told the same by the pod's annotations, writes the same sidecar.
+    let annotations = [
+        ("hooklog.dev/output", "stdout,cloudwatch"),
+        ("hooklog.dev/log-group", "/eks/shop/hooklog"),
+        (
+            "hooklog.dev/log-stream",
+            "{namespace_name}/{pod_name}/{pod_id}",
+        ),
+        ("hooklog.dev/emf", "true"),
+        ("hooklog.dev/emf-namespace", "Shop/Hooks"),
+        ("hooklog.dev/events", "true"),
+        ("hooklog.dev/cpu-request", "50m"),
+        ("hooklog.dev/cpu-limit", "1"),
+        ("hooklog.dev/memory-request", "32Mi"),
+        ("hooklog.dev/memory-limit", "128Mi"),
+        (
+            "hooklog.dev/env",
+            "AWS_REGION=eu-west-1,HTTPS_PROXY=http://proxy:3128",
+        ),
+    ];
+    let sidecar_image = env_of(&docs, "hooklog")
+        .into_iter()
+        .find(|(k, _)| k == "HOOKLOG_INJECT_IMAGE")
+        .unwrap()
+        .1;
+    let mut annotated = pod.clone();
+    for (k, v) in annotations {
+        annotated["metadata"]["annotations"][k] = json!(v);
+    }
+    annotated["kind"] = json!("Pod");
+    annotated["apiVersion"] = json!("v1");
+    let out = crate::manifest::run(
+        &[
+            "inject",
+            "--image",
+            &sidecar_image,
+            "--sidecar",
+            "native",
+            "-",
+        ],
+        Some(&serde_json::to_string(&annotated).unwrap()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        crate::manifest::text(&out.stderr)
+    );
+    let injected: Value =
+        hooklog::manifest::load::parse("p.yaml", crate::manifest::text(&out.stdout))
+            .unwrap()
+            .documents[0]
+            .value
+            .clone();
+    let by_inject = injected["spec"]["initContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "hooklog")
+        .cloned()
+        .unwrap();
+    // The env's order: the chart renders a map, sorted by name; so does the annotation here.
+    assert_eq!(by_webhook, by_inject);
 }

@@ -1296,7 +1296,7 @@ fn webhook_manifests() -> Vec<PathBuf> {
         .map(|e| e.expect("entry").path())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files.len(), 4, "{files:?}");
     files
 }
 
@@ -1337,8 +1337,9 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
     let mwc = find("MutatingWebhookConfiguration")[0];
     let namespace = deploy["metadata"]["namespace"].as_str().unwrap();
 
-    // RBAC: get and patch on its own webhook configuration, by name, and nothing else (auto-TLS
-    // keeps the caBundle; `GET /version` needs none).
+    // RBAC: get and patch on its own webhook configuration, by name (auto-TLS keeps the
+    // caBundle; `GET /version` needs none), and list on namespaces (their hooklog.dev/
+    // annotations, issue 41); nothing else.
     for kind in ["Role", "RoleBinding"] {
         assert!(
             find(kind).is_empty(),
@@ -1346,26 +1347,32 @@ fn the_webhook_configuration_is_what_the_server_and_the_issue_ask_for() {
         );
     }
     let (roles, bindings) = (find("ClusterRole"), find("ClusterRoleBinding"));
-    assert_eq!((roles.len(), bindings.len()), (1, 1));
+    assert_eq!((roles.len(), bindings.len()), (2, 2));
+    let rules: Vec<&Value> = roles.iter().map(|r| &r["rules"]).collect();
     assert_eq!(
-        roles[0]["rules"],
-        json!([{
-            "apiGroups": ["admissionregistration.k8s.io"],
-            "resources": ["mutatingwebhookconfigurations"],
-            "resourceNames": [mwc["metadata"]["name"]],
-            "verbs": ["get", "patch"],
-        }])
+        rules,
+        [
+            &json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}]),
+            &json!([{
+                "apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["mutatingwebhookconfigurations"],
+                "resourceNames": [mwc["metadata"]["name"]],
+                "verbs": ["get", "patch"],
+            }]),
+        ]
     );
-    assert_eq!(bindings[0]["roleRef"]["kind"], "ClusterRole");
-    assert_eq!(bindings[0]["roleRef"]["name"], roles[0]["metadata"]["name"]);
-    assert_eq!(
-        bindings[0]["subjects"],
-        json!([{
-            "kind": "ServiceAccount",
-            "name": deploy["spec"]["template"]["spec"]["serviceAccountName"],
-            "namespace": namespace,
-        }])
-    );
+    for (role, binding) in roles.iter().zip(&bindings) {
+        assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+        assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+        assert_eq!(
+            binding["subjects"],
+            json!([{
+                "kind": "ServiceAccount",
+                "name": deploy["spec"]["template"]["spec"]["serviceAccountName"],
+                "namespace": namespace,
+            }])
+        );
+    }
     // Two replicas that a drain cannot take down together; non-root, read-only root.
     assert_eq!(deploy["spec"]["replicas"], 2);
     assert_eq!(pdb["spec"]["minAvailable"], 1);

@@ -308,7 +308,9 @@ fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
 
 /// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
 /// wrongly on purpose.
-const NOT_INJECTABLE: [&str; 8] = [
+const NOT_INJECTABLE: [&str; 9] = [
+    // Its annotations hold values inject refuses, on purpose.
+    "sidecar-settings-annotations.yaml",
     "added-after-inject.yaml",
     // Injected already (`inject --events`), with RBAC beside it.
     "events-rbac.yaml",
@@ -321,7 +323,7 @@ const NOT_INJECTABLE: [&str; 8] = [
 ];
 
 /// Injectable inputs: the corpus files without a hand-wired hooklog, and the incidents.
-fn injectable() -> Vec<String> {
+pub(crate) fn injectable() -> Vec<String> {
     let mut out = Vec::new();
     for dir in ["corpus", "incidents", "e2e"] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))

@@ -540,11 +540,13 @@ fn in_process(c: &Case) -> Result<(), String> {
                 mode,
                 prestop_sleep: vec![("envoy".into(), "5s".into())],
                 events: true,
+                settings: Default::default(),
             };
             let _ = inject::inject(&mut c.doc.clone(), &opts);
             let policy = Policy {
                 inject: opts,
                 own_namespace: Some("hooklog".into()),
+                namespaces: Default::default(),
             };
             for workload in [false, c.kind != 0] {
                 let body = review_of(c, "uid-1", workload);

@@ -59,3 +59,5 @@ mod webhook_hostile;
 mod log_format;
 // After manifest: uses its helpers.
 mod day_one;
+// After manifest: uses its helpers.
+mod sidecar_settings;

@@ -42,6 +42,9 @@ pub struct Options {
     /// `--events`: the sidecar posts an Event for each hook not ok (its service account needs
     /// [`EVENTS_RBAC`]).
     pub events: bool,
+    /// The sidecar's settings before the pod's own `hooklog.dev/` annotations: the install's
+    /// (`--sidecar-*`, `events` apart), with the namespace's annotations over them in the webhook.
+    pub settings: super::sidecar_settings::Settings,
 }
 
 /// What `--events` needs, for the notes of inject and the webhook.
@@ -328,6 +331,18 @@ fn inject_pod(
         return Ok(Outcome::NotInjected);
     }
     let record = read_record(doc, t)?;
+    // The pod's annotations over the install's (and the namespace's): a bad one refuses the pod,
+    // naming it, before anything changes.
+    let install = super::sidecar_settings::Settings {
+        events: opts.settings.events || opts.events,
+        ..opts.settings.clone()
+    };
+    let annotations = doc
+        .pointer(&t.metadata_pointer)
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    let settings = super::sidecar_settings::resolve(&install, annotations)?;
+    notes.extend(super::sidecar_settings::unknown(annotations));
     let containers = podspec::containers(&spec, &t.spec_path);
     distinct_mappings(&containers)?;
     let installed = match &record {
@@ -409,7 +424,15 @@ fn inject_pod(
         }
         Outcome::Rewired(survey.wraps.iter().map(|w| w.container.clone()).collect())
     } else {
-        add_hooklog(spec, opts, mode, &survey.peers, plan.grace, &mut record);
+        add_hooklog(
+            spec,
+            opts,
+            &settings,
+            mode,
+            &survey.peers,
+            plan.grace,
+            &mut record,
+        );
         if let Some(m) = &migration {
             super::migrate::take_place(spec, m, &mut record.migrated, notes);
         }
@@ -759,6 +782,7 @@ fn bin_volume() -> Value {
 fn add_hooklog(
     spec: &mut Value,
     opts: &Options,
+    settings: &super::sidecar_settings::Settings,
     mode: SidecarMode,
     peers: &[String],
     grace: Duration,
@@ -786,7 +810,7 @@ fn add_hooklog(
         map.shift_insert(at, "initContainers".into(), json!([]));
     }
     let installer = installer(&opts.image);
-    let sidecar = sidecar(&opts.image, mode, peers, grace, opts.events);
+    let sidecar = sidecar(&opts.image, mode, peers, grace, settings);
     // First among the init containers: hooklog is there before any other starts (a native
     // sidecar whose preStop it wraps included), and, a native sidecar, stops after them.
     match mode {
@@ -998,7 +1022,7 @@ fn sidecar(
     mode: SidecarMode,
     peers: &[String],
     grace: Duration,
-    events: bool,
+    settings: &super::sidecar_settings::Settings,
 ) -> Value {
     let mut args = vec![
         "run".to_string(),
@@ -1017,10 +1041,8 @@ fn sidecar(
         // Signalled after its peers are gone, perhaps with 2 s left: summary at once.
         args.push("--native-sidecar".to_string());
     }
-    if events {
-        args.push("--events".to_string());
-    }
-    let env: Vec<Value> = [
+    args.extend(settings.run_args());
+    let mut env: Vec<Value> = [
         ("POD_NAME", "metadata.name"),
         ("POD_NAMESPACE", "metadata.namespace"),
         ("POD_UID", "metadata.uid"),
@@ -1030,6 +1052,7 @@ fn sidecar(
     .iter()
     .map(|(n, f)| json!({"name": n, "valueFrom": {"fieldRef": {"fieldPath": f}}}))
     .collect();
+    env.extend(settings.env_entries());
     let mut c = Map::new();
     c.insert("name".into(), json!(SIDECAR));
     c.insert("image".into(), json!(image));
@@ -1038,11 +1061,9 @@ fn sidecar(
     }
     c.insert("args".into(), json!(args));
     c.insert("env".into(), json!(env));
-    // k8s/: measured 2.0 MiB idle, 2.3 MiB and ~35 millicores at 10,000 lines/s (docs/fargate.md).
-    c.insert(
-        "resources".into(),
-        json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}),
-    );
+    // By default as k8s/: measured 2.0 MiB idle, 2.3 MiB and ~35 millicores at 10,000 lines/s
+    // (docs/fargate.md; `sidecar_settings::DEFAULT_*`).
+    c.insert("resources".into(), settings.resources());
     c.insert("securityContext".into(), security_context());
     c.insert(
         "volumeMounts".into(),
@@ -1065,6 +1086,7 @@ mod tests {
             mode: SidecarMode::Native,
             prestop_sleep: vec![("web".into(), "10s".into())],
             events: false,
+            settings: Default::default(),
         }
     }
 

@@ -26,6 +26,7 @@ pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
+pub mod sidecar_settings;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
@@ -367,6 +368,13 @@ pub fn inject_command(args: InjectArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let settings = match args.settings.settings(args.events) {
+        Ok(s) => s,
+        Err(e) => {
+            error_line(&e);
+            return EXIT_USAGE;
+        }
+    };
     let roots = match image_roots(&args.images) {
         Ok(r) => r,
         Err(code) => return code,
@@ -376,6 +384,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         mode,
         prestop_sleep: args.prestop_sleep,
         events: args.events,
+        settings,
     };
     let events = args.events;
     let mut lookup = check::Options {
@@ -389,11 +398,43 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         && args.kubernetes_version.is_some()
         && inject::sidecar_mode(None, args.kubernetes_version) == Ok(budget::SidecarMode::Native);
     let mut wanted = std::collections::BTreeSet::new();
+    let mut namespaces = sidecar_settings::SeenNamespaces::default();
     let inputs = match transform_command(
         "inject",
         &args.paths,
         |doc| {
-            let lines = inject::inject(doc, &opts)?;
+            // A Namespace's settings before its workloads', as the webhook reads them.
+            let refused = |name: &str, why: String| inject::InjectError {
+                object: podspec::ObjectRef {
+                    kind: "Namespace".into(),
+                    namespace: None,
+                    name: name.to_string(),
+                },
+                why,
+                at: None,
+            };
+            namespaces
+                .note(doc)
+                .map_err(|(name, why)| refused(&name, why))?;
+            let namespaced;
+            let opts = match namespaces.annotations_for(doc) {
+                None => &opts,
+                Some((name, a)) => {
+                    let install = sidecar_settings::Settings {
+                        events: opts.settings.events || opts.events,
+                        ..opts.settings.clone()
+                    };
+                    let settings = sidecar_settings::resolve(&install, Some(a))
+                        .map_err(|why| refused(name, why))?;
+                    namespaced = inject::Options {
+                        events: settings.events,
+                        settings,
+                        ..opts.clone()
+                    };
+                    &namespaced
+                }
+            };
+            let lines = inject::inject(doc, opts)?;
             match lines
                 .iter()
                 .find(|l| l.contains(adoption::CLASSIC_NEVER_ENDS))

@@ -11,6 +11,7 @@ fn opts() -> inject::Options {
         mode: crate::manifest::budget::SidecarMode::Native,
         prestop_sleep: Vec::new(),
         events: false,
+        settings: Default::default(),
     }
 }
 

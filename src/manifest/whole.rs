@@ -378,6 +378,7 @@ mod tests {
                     mode: super::super::budget::SidecarMode::Native,
                     prestop_sleep: vec![],
                     events: false,
+                    settings: Default::default(),
                 };
                 let mut f = |v: &mut Value| inject::inject(v, &opts);
                 let Some(injected) = same_transform(&texts, unreadable, &mut f)? else {

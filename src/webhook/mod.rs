@@ -2,15 +2,18 @@
 //! with the same core as `hooklog inject` ([`crate::manifest::inject`]), so a pod the API server
 //! stores is what `inject` makes of it.
 //!
-//! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side (each connection's [`pace`], and the [`connections`] table that
-//! evicts the one that does least when every slot is taken), [`tls`] the
-//! serving certificate (reloaded when its files change), [`autotls`] the default without files (its
-//! own CA, in the caBundle, and renewal), [`apiserver`] the requests to the API server, and
-//! [`version`] the API server's version for `--sidecar auto`.
+//! [`review`] decides (pure), [`patch`] writes the JSONPatch, [`server`] is the HTTPS side (each
+//! connection's [`pace`], and the [`connections`] table that evicts the one that does least when
+//! every slot is taken), [`tls`] the serving certificate (reloaded when its files change),
+//! [`autotls`] the default without files (its own CA, in the caBundle, and renewal),
+//! [`apiserver`] the requests to the API server, [`version`] the API server's version for
+//! `--sidecar auto`, and [`namespaces`] the namespaces' `hooklog.dev/` annotations for the
+//! injected sidecar's settings.
 
 pub mod apiserver;
 pub mod autotls;
 pub mod connections;
+pub mod namespaces;
 pub mod pace;
 pub mod patch;
 pub mod review;
@@ -45,6 +48,8 @@ pub const MIN_CERT_VALIDITY: Duration = Duration::from_secs(10);
 /// is served.
 pub struct WebhookConfig {
     pub args: WebhookArgs,
+    /// The injected sidecars' settings from the flags (`--sidecar-*`, `--events`), checked.
+    pub settings: crate::manifest::sidecar_settings::Settings,
 }
 
 /// The webhook's own namespace: `--own-namespace`, else the Downward API's `POD_NAMESPACE`.
@@ -92,7 +97,11 @@ impl WebhookConfig {
                 anyhow::bail!("--cert-validity is shorter than {MIN_CERT_VALIDITY:?}");
             }
         }
-        Ok(WebhookConfig { args })
+        let settings = args
+            .settings
+            .settings(args.events)
+            .map_err(|e| anyhow::anyhow!(e))?;
+        Ok(WebhookConfig { args, settings })
     }
 }
 
@@ -168,6 +177,9 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
         .await
         .with_context(|| format!("listen on {}", args.listen))?;
     let own_namespace = own_namespace(&args);
+    let namespaces = Arc::new(namespaces::Namespaces::default());
+    let lister = apiserver::Client::in_cluster(&args.serviceaccount_dir);
+    namespaces::first(&lister, &namespaces).await;
     let shared = Arc::new(server::Shared {
         idle: Arc::new(server::IdleSlots::new(server::MAX_IDLE_CONNECTIONS)),
         idle_timeout: args.idle_timeout,
@@ -179,8 +191,10 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
                 mode,
                 prestop_sleep: args.prestop_sleep.clone(),
                 events: args.events,
+                settings: cfg.settings,
             },
             own_namespace,
+            namespaces: namespaces.clone(),
         },
         stats: Default::default(),
     });
@@ -200,6 +214,9 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
         Some(auto) => tracker.spawn(auto.run(certs.clone(), stop.clone())),
         None => tracker.spawn(certs.watch(stop.clone())),
     };
+    if let Ok(lister) = lister {
+        tracker.spawn(namespaces::keep(lister, namespaces, stop.clone()));
+    }
     let serving = server::serve(listener, tls, shared.clone(), stop.clone(), &tracker);
     tokio::pin!(serving);
     tokio::select! {

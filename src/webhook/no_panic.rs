@@ -145,8 +145,10 @@ fn policy() -> Policy {
             mode: SidecarMode::Native,
             prestop_sleep: vec![],
             events: false,
+            settings: Default::default(),
         },
         own_namespace: Some("hooklog".into()),
+        namespaces: Default::default(),
     }
 }
 

@@ -200,6 +200,7 @@ mod tests {
                     },
                     prestop_sleep: vec![("web".into(), "5s".into())],
                     events: false,
+                    settings: Default::default(),
                 };
                 let mut injected = pod.clone();
                 if inject::inject(&mut injected, &opts).is_err() || injected == pod {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::manifest::adoption::{self, Adoption, Leave, PodView};
 use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
 use crate::manifest::podspec;
+use crate::manifest::sidecar_settings::{self, Settings};
 
 pub use crate::manifest::layout::{OPT_IN, SYSTEM_NAMESPACES};
 /// The prefix of every warning about a pod or template that asked for hooklog and did not get it
@@ -37,6 +38,8 @@ pub struct Policy {
     pub inject: inject::Options,
     /// The webhook's own namespace: its pods never get hooklog.
     pub own_namespace: Option<String>,
+    /// The namespaces' `hooklog.dev/` annotations, as last listed: over `inject.settings`.
+    pub namespaces: std::sync::Arc<super::namespaces::Namespaces>,
 }
 
 /// What happened, for hooklog's log.
@@ -276,12 +279,27 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
     if !injected_before && let Err(why) = adoption::form(&rule, policy.inject.mode) {
         return skipped(why);
     }
+    // The namespace's settings over the install's; the pod's go over these in inject.
+    let namespaced = policy.namespaces.annotations(namespace);
+    let install = Settings {
+        events: policy.inject.settings.events || policy.inject.events,
+        ..policy.inject.settings.clone()
+    };
+    let settings = match sidecar_settings::resolve(&install, namespaced.as_ref()) {
+        Ok(s) => s,
+        Err(why) => return skipped(format!("namespace {namespace}: {why}")),
+    };
+    let opts = inject::Options {
+        events: settings.events,
+        settings,
+        ..policy.inject.clone()
+    };
     let mut pod = object.clone();
     // The review's object may lack `kind` (it is implied by the request's); inject finds pod
     // templates by kind.
     pod["kind"] = json!("Pod");
     pod["apiVersion"] = json!("v1");
-    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &policy.inject) {
+    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &opts) {
         Ok(r) => r,
         Err(e) => return skipped(e.why),
     };
@@ -309,7 +327,16 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
         return skipped(why);
     }
     let patch = super::patch::diff(object, &pod);
-    (Verdict::Injected, Some(Value::Array(patch)), vec![])
+    // An unknown `hooklog.dev/` annotation (a typo, most likely) is said where the user looks.
+    let mut unknown = sidecar_settings::unknown(namespaced.as_ref());
+    unknown.extend(sidecar_settings::unknown(
+        object["metadata"]["annotations"].as_object(),
+    ));
+    let warnings = unknown
+        .into_iter()
+        .map(|u| format!("hooklog: {u}"))
+        .collect();
+    (Verdict::Injected, Some(Value::Array(patch)), warnings)
 }
 
 #[cfg(test)]
@@ -324,8 +351,10 @@ mod tests {
                 mode,
                 prestop_sleep: vec![],
                 events: false,
+                settings: Default::default(),
             },
             own_namespace: Some("hooklog".into()),
+            namespaces: Default::default(),
         }
     }
 
@@ -576,6 +605,162 @@ mod tests {
             review(cut, Scope::Other, &p).response["response"]["uid"],
             "ab-12"
         );
+    }
+
+    /// hooklog's sidecar in a pod.
+    fn sidecar_of(pod: &Value) -> Value {
+        ["initContainers", "containers"]
+            .iter()
+            .flat_map(|k| pod["spec"][*k].as_array().cloned().unwrap_or_default())
+            .find(|c| c["name"] == "hooklog")
+            .expect("a sidecar")
+    }
+
+    /// What the webhook makes the sidecar of a plain pod with `annotations` in namespace `shop`.
+    fn webhook_sidecar(p: &Policy, annotations: Value) -> Value {
+        let object = pod(annotations, json!({}));
+        let r = review(
+            &review_of(object.clone(), "shop"),
+            Scope::NamespaceEnabled,
+            p,
+        );
+        assert_eq!(r.verdict, Verdict::Injected, "{:?}", r.response);
+        sidecar_of(&apply(&object, &r))
+    }
+
+    /// The "done when": an annotation (on the pod, or on its namespace) and an install
+    /// flag (the chart's value) each turn on CloudWatch, EMF, resources and env for the sidecar,
+    /// and the webhook writes the sidecar `inject` writes.
+    #[test]
+    fn annotations_and_flags_configure_the_sidecar_alike() {
+        let settings = json!({
+            "hooklog.dev/output": "cloudwatch",
+            "hooklog.dev/log-group": "/eks/shop/hooklog",
+            "hooklog.dev/emf": "true",
+            "hooklog.dev/cpu-request": "50m",
+            "hooklog.dev/memory-limit": "128Mi",
+            "hooklog.dev/env": "AWS_REGION=eu-west-1",
+        });
+        let plain = policy(SidecarMode::Native);
+        let by_pod = webhook_sidecar(&plain, settings.clone());
+        let by_namespace = {
+            let p = policy(SidecarMode::Native);
+            p.namespaces
+                .replace([("shop".to_string(), settings.as_object().unwrap().clone())].into());
+            webhook_sidecar(&p, json!({}))
+        };
+        let by_flags = {
+            let mut p = policy(SidecarMode::Native);
+            p.inject.settings = crate::manifest::sidecar_settings::SidecarFlags {
+                output: Some("cloudwatch".into()),
+                log_group: Some("/eks/shop/hooklog".into()),
+                emf: true,
+                cpu_request: Some("50m".into()),
+                memory_limit: Some("128Mi".into()),
+                env: vec!["AWS_REGION=eu-west-1".into()],
+                ..Default::default()
+            }
+            .settings(false)
+            .unwrap();
+            webhook_sidecar(&p, json!({}))
+        };
+        let args = by_pod["args"].as_array().unwrap();
+        for want in [
+            "--output",
+            "cloudwatch",
+            "--log-group=/eks/shop/hooklog",
+            "--emf",
+        ] {
+            assert!(args.contains(&json!(want)), "{want}: {args:?}");
+        }
+        assert_eq!(
+            by_pod["resources"],
+            json!({"requests": {"cpu": "50m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}})
+        );
+        assert!(
+            by_pod["env"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "AWS_REGION", "value": "eu-west-1"}))
+        );
+        assert_eq!(by_pod, by_namespace);
+        assert_eq!(by_pod, by_flags);
+        // inject, the annotation on a Deployment's pod template.
+        let mut doc = json!({"kind": "Deployment", "metadata": {"name": "web"}, "spec": {"template": {
+            "metadata": {"annotations": settings}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}});
+        inject::inject(&mut doc, &plain.inject).expect("injects");
+        assert_eq!(sidecar_of(&doc["spec"]["template"]), by_pod);
+        // Without settings: the sidecar of before (run's defaults, k8s/'s resources).
+        let default = webhook_sidecar(&plain, json!({}));
+        assert!(
+            !default["args"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("--output"))
+        );
+        assert_eq!(
+            default["resources"],
+            json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}})
+        );
+    }
+
+    /// Pod over namespace over install, and a bad annotation on either is a skip that names it.
+    #[test]
+    fn the_pod_wins_over_the_namespace_and_bad_annotations_are_named() {
+        let mut p = policy(SidecarMode::Native);
+        p.inject.settings.log_group = Some("/install".into());
+        p.inject.settings.outputs = vec![crate::manifest::sidecar_settings::Output::Cloudwatch];
+        p.inject.events = true;
+        let ns = json!({"hooklog.dev/log-group": "/ns", "hooklog.dev/events": "false"});
+        p.namespaces
+            .replace([("shop".to_string(), ns.as_object().unwrap().clone())].into());
+        let args = |s: Value| -> Vec<Value> { s["args"].as_array().unwrap().clone() };
+        let from_ns = args(webhook_sidecar(&p, json!({})));
+        assert!(
+            from_ns.contains(&json!("--log-group=/ns")) && !from_ns.contains(&json!("--events"))
+        );
+        let from_pod = args(webhook_sidecar(
+            &p,
+            json!({"hooklog.dev/log-group": "/pod", "hooklog.dev/events": "true"}),
+        ));
+        assert!(
+            from_pod.contains(&json!("--log-group=/pod")) && from_pod.contains(&json!("--events"))
+        );
+        // An unknown one is a warning on an injected pod.
+        let typo = pod(json!({"hooklog.dev/outptu": "stdout"}), json!({}));
+        let r = review(&review_of(typo, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(r.verdict, Verdict::Injected);
+        let warning = r.response["response"]["warnings"][0].as_str().unwrap();
+        assert!(warning.contains("hooklog.dev/output?"), "{warning}");
+        for (annotations, ns, named) in [
+            (
+                json!({"hooklog.dev/cpu-request": "ten"}),
+                json!({}),
+                "hooklog.dev/cpu-request",
+            ),
+            (
+                json!({"hooklog.dev/memory-request": "1Gi"}),
+                json!({}),
+                "above the memory limit",
+            ),
+            (
+                json!({}),
+                json!({"hooklog.dev/output": "kafka"}),
+                "namespace shop: annotation hooklog.dev/output",
+            ),
+        ] {
+            p.namespaces
+                .replace([("shop".to_string(), ns.as_object().unwrap().clone())].into());
+            let r = review(
+                &review_of(pod(annotations, json!({})), "shop"),
+                Scope::NamespaceEnabled,
+                &p,
+            );
+            assert!(matches!(r.verdict, Verdict::Skipped(_)), "{:?}", r.verdict);
+            let warning = r.response["response"]["warnings"][0].as_str().unwrap();
+            assert!(warning.contains(named), "{warning}");
+            assert!(r.response["response"].get("patch").is_none());
+        }
     }
 
     #[test]

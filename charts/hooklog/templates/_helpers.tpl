@@ -55,6 +55,30 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not (has .Values.sidecar.mode (list "auto" "native" "classic")) -}}
 {{- fail (printf "sidecar.mode %q: must be auto, native or classic" .Values.sidecar.mode) -}}
 {{- end -}}
+{{- range $name, $value := .Values.sidecar.env -}}
+{{- if contains "," (toString $value) -}}
+{{- fail (printf "sidecar.env.%s: a value holds no comma (the webhook takes NAME=VALUE,...)" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has (toString .Values.sidecar.output) (list "stdout" "cloudwatch" "stdout,cloudwatch" "cloudwatch,stdout")) -}}
+{{- fail (printf "sidecar.output %q: must be stdout, cloudwatch or stdout,cloudwatch" (toString .Values.sidecar.output)) -}}
+{{- end -}}
+{{- range $kind, $resources := (.Values.sidecar.resources | default dict) -}}
+{{- if not (has $kind (list "requests" "limits")) -}}
+{{- fail (printf "sidecar.resources.%s: only requests and limits" $kind) -}}
+{{- end -}}
+{{- range $resource, $quantity := $resources -}}
+{{- if not (has $resource (list "cpu" "memory")) -}}
+{{- fail (printf "sidecar.resources.%s.%s: only cpu and memory" $kind $resource) -}}
+{{- end -}}
+{{- if not (regexMatch "^[+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$" (toString $quantity)) -}}
+{{- fail (printf "sidecar.resources.%s.%s %q: not a Kubernetes quantity (100m, 0.5, 64Mi)" $kind $resource (toString $quantity)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and (contains "cloudwatch" (toString .Values.sidecar.output)) (not .Values.sidecar.cloudwatch.logGroup) -}}
+{{- fail "sidecar.output cloudwatch needs sidecar.cloudwatch.logGroup" -}}
+{{- end -}}
 {{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) -}}
 {{- fail (printf "webhook.failurePolicy %q: must be Ignore or Fail" .Values.webhook.failurePolicy) -}}
 {{- end -}}

@@ -8,6 +8,7 @@ mod fargate;
 pub mod image;
 mod jobs;
 mod output;
+mod settings;
 mod tailer;
 pub mod timing;
 pub mod version;
@@ -77,6 +78,8 @@ pub const RULES: &[Rule] = &[
     control::UNKNOWN_IGNORE,
     tailer::TAIL_WORKAROUND,
     tailer::OUTPUT_UNREAD,
+    settings::UNKNOWN,
+    settings::INVALID,
 ];
 
 /// What decided a finding.
@@ -314,8 +317,38 @@ pub fn check_document(
         let unfit = timing::unfit(&pod, opts);
         adoption::check_pod(&pod, metadata, opted_in, native, unfit, &mut sink);
         events::check_pod(&pod, grants, &mut sink);
+        settings::check_pod(&pod, &mut sink);
         let ignores = control::ignores(doc.value.get("metadata"), &doc.path, &pod);
         control::apply_ignores(&ignores, &mut sink);
+        out.extend(sink.findings);
+    }
+    for (pointer, object) in podspec::objects(&doc.value) {
+        if object["kind"] != "Namespace" {
+            continue;
+        }
+        let target = ObjectRef {
+            kind: "Namespace".into(),
+            namespace: None,
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("(unnamed)")
+                .to_string(),
+        };
+        let mut sink = Sink {
+            file,
+            doc,
+            object: &target,
+            findings: Vec::new(),
+        };
+        // `/items/3` is `items[3].`, after the List's own path.
+        let mut path = doc.path.clone();
+        for part in pointer.split('/').filter(|p| !p.is_empty()) {
+            match part.parse::<usize>() {
+                Ok(i) => path.push_str(&format!("[{i}].")),
+                Err(_) => path.push_str(part),
+            }
+        }
+        settings::check_namespace(object, &path, &mut sink);
         out.extend(sink.findings);
     }
     out
@@ -451,6 +484,7 @@ mod tests {
             mode: crate::manifest::budget::SidecarMode::Native,
             prestop_sleep: vec![],
             events: false,
+            settings: Default::default(),
         };
         assert!(
             crate::manifest::inject::inject(&mut patch, &opts)
