@@ -182,40 +182,9 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
     for (place, indent) in places {
         for spelling in null_spellings(indent) {
             for crlf in [false, true] {
-                let mut input = fill(place, &spelling);
-                if crlf {
-                    input = input.replace('\n', "\r\n");
-                }
-                let Ok(before) = go.read(&input) else {
-                    panic!("go-yaml refuses the test's own input:\n{input}");
-                };
+                let input = fill(place, &spelling);
                 let what = format!("{place} = {spelling:?} (crlf {crlf})");
-                let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
-                assert!(out.status.success(), "{what}: {}", text(&out.stderr));
-                let once = text(&out.stdout);
-                let after = go
-                    .read(&once)
-                    .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
-                let spec = &after[0]["spec"]["template"]["spec"];
-                assert_eq!(
-                    spec["initContainers"][0]["name"], "hooklog-install",
-                    "{what}:\n{once}"
-                );
-                assert!(spec["volumes"].as_array().is_some_and(|v| v.len() >= 2));
-                assert_eq!(
-                    spec["containers"][0]["volumeMounts"][0]["name"],
-                    "hooklog-shared"
-                );
-                assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
-                let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
-                assert_eq!(twice, once, "{what}: inject twice");
-                let back = run(&["uninject", "-"], Some(&once));
-                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
-                assert_eq!(
-                    text(&back.stdout),
-                    input,
-                    "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
-                );
+                let once = round_trip(&mut go, &input, crlf, &what);
                 if !crlf {
                     let f = dir.path().join(format!("null-{cases}.yaml"));
                     std::fs::write(&f, validator_input(&once)).unwrap();
@@ -226,6 +195,156 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
         }
     }
     assert_eq!(cases, 5 * 18 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// inject of `input` (made CRLF when `crlf`) wires the pod as go-yaml reads it, keeps the
+/// rest of the object, is done once for all, and uninject gives back every byte: the
+/// injected text (CRLF or not as the input).
+fn round_trip(go: &mut GoYaml, input: &str, crlf: bool, what: &str) -> String {
+    let input = if crlf {
+        input.replace('\n', "\r\n")
+    } else {
+        input.to_string()
+    };
+    let Ok(before) = go.read(&input) else {
+        panic!("go-yaml refuses the test's own input:\n{input}");
+    };
+    let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+    assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("written anew"),
+        "{what}: {}",
+        text(&out.stderr)
+    );
+    let once = text(&out.stdout);
+    let after = go
+        .read(&once)
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
+    let spec = &after[0]["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["name"], "hooklog-install",
+        "{what}:\n{once}"
+    );
+    assert!(spec["volumes"].as_array().is_some_and(|v| v.len() >= 2));
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][0]["name"],
+        "hooklog-shared"
+    );
+    assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
+    let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
+    assert_eq!(twice, once, "{what}: inject twice");
+    let back = run(&["uninject", "-"], Some(&once));
+    assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+    assert_eq!(
+        text(&back.stdout),
+        input,
+        "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
+    );
+    once
+}
+
+/// [`NULL_BASE`]'s pod template in flow style: each place inject adds to is written as its
+/// key followed by `{place}`, which the spelling under test fills from the key's end on (`:
+/// ~`, `:` for an empty value, nothing for a key without one).
+const FLOW_NULL_BASE: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template: {metadata{metadata}, spec: {initContainers{initContainers}, containers: [{name: web, image: \"nginx:1.25\", volumeMounts{volumeMounts}, lifecycle: {preStop: {exec: {command: [\"sh\", \"-c\", \"sleep 5\"]}}}}], volumes{volumes}}}
+";
+
+/// The places of [`FLOW_NULL_BASE`], with the text that fills each when it is not the one
+/// under test (the template's metadata holds the place of its annotations).
+const FLOW_PLACES: &[(&str, &str)] = &[
+    (
+        "{metadata}",
+        ": {labels: {app: web}, annotations{annotations}}",
+    ),
+    ("{annotations}", ": {note: x}"),
+    ("{initContainers}", ": []"),
+    ("{volumes}", ": []"),
+    ("{volumeMounts}", ": []"),
+];
+
+/// Every spelling of a null in a flow mapping, from its key's end: each token after `: `,
+/// after a tag, on the next line, with a comment after it (then a line break, as a flow
+/// collection needs), with spaces before the `,` or `}` after it; empty after its `:`; and
+/// no `:` at all (`{volumes}`, null to go-yaml).
+fn flow_null_spellings() -> Vec<String> {
+    let mut out = vec![":".to_string(), ": ".to_string(), String::new()];
+    for token in ["~", "null", "Null", "NULL"] {
+        out.push(format!(": {token}"));
+        out.push(format!(": {token}  "));
+        out.push(format!(": !!null {token}"));
+        out.push(format!(":\n      {token}"));
+        out.push(format!(": {token} # a comment\n    "));
+    }
+    out
+}
+
+fn fill_flow(place: &str, spelling: &str) -> String {
+    let mut text = FLOW_NULL_BASE.to_string();
+    for (p, filler) in FLOW_PLACES {
+        let value = if *p == place { spelling } else { filler };
+        text = text.replace(p, value);
+    }
+    text
+}
+
+/// Every spelling of null in a flow mapping, at every place inject adds to, as LF and CRLF:
+/// inject keeps the null's text in a comment after its key's `:` (a flow collection has room
+/// for one only before a line break), its output validates (`kubernetes-validate
+/// --strict`) and reads in go-yaml as inject meant, inject again changes nothing, and uninject
+/// gives back every byte.
+#[test]
+fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let places = [
+        "{metadata}",
+        "{annotations}",
+        "{initContainers}",
+        "{volumes}",
+        "{volumeMounts}",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    let mut cases = 0;
+    for place in places {
+        for spelling in flow_null_spellings() {
+            // `{annotations:}` is the key `annotations:` to go-yaml (a flow plain scalar may
+            // end in `:` before `}`): no null, and no place of inject's.
+            let input = fill_flow(place, &spelling);
+            let read = go.read(&input).unwrap_or_else(|e| panic!("{e}\n{input}"));
+            let pointer = match place {
+                "{metadata}" => "/metadata".to_string(),
+                "{annotations}" => "/metadata/annotations".to_string(),
+                "{volumeMounts}" => "/spec/containers/0/volumeMounts".to_string(),
+                other => format!("/spec/{}", other.trim_matches(['{', '}'])),
+            };
+            if read[0]["spec"]["template"].pointer(&pointer) != Some(&Value::Null) {
+                assert_eq!(spelling, ":", "{place}: go-yaml reads no null\n{input}");
+                continue;
+            }
+            for crlf in [false, true] {
+                let what = format!("flow {place} = {spelling:?} (crlf {crlf})");
+                let once = round_trip(&mut go, &input, crlf, &what);
+                if !crlf {
+                    let f = dir.path().join(format!("flow-null-{cases}.yaml"));
+                    std::fs::write(&f, validator_input(&once)).unwrap();
+                    to_validate.push(f);
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 22 * 2);
     validate_strictly(&to_validate);
 }
 
