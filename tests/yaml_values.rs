@@ -3,7 +3,7 @@
 //! it), every spelling of null where inject adds (given back byte for byte by uninject), and a
 //! field of the wrong shape where inject would change it (refused, naming its line).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::manifest::{run, text, validate_strictly, validator_input};
 use crate::util::goyaml::GoYaml;
@@ -275,13 +275,13 @@ const FLOW_PLACES: &[(&str, &str)] = &[
 /// after a tag, on the next line, with a comment after it (then a line break, as a flow
 /// collection needs), with spaces before the `,` or `}` after it; empty after its `:`; and
 /// no `:` at all (`{volumes}`, null to go-yaml).
-fn flow_null_spellings() -> Vec<String> {
+fn flow_null_spellings(indent: usize) -> Vec<String> {
     let mut out = vec![":".to_string(), ": ".to_string(), String::new()];
     for token in ["~", "null", "Null", "NULL"] {
         out.push(format!(": {token}"));
         out.push(format!(": {token}  "));
         out.push(format!(": !!null {token}"));
-        out.push(format!(":\n      {token}"));
+        out.push(format!(":\n{}{token}", " ".repeat(indent)));
         out.push(format!(": {token} # a comment\n    "));
     }
     out
@@ -317,7 +317,7 @@ fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
     let mut to_validate = Vec::new();
     let mut cases = 0;
     for place in places {
-        for spelling in flow_null_spellings() {
+        for spelling in flow_null_spellings(6) {
             // `{annotations:}` is the key `annotations:` to go-yaml (a flow plain scalar may
             // end in `:` before `}`): no null, and no place of inject's.
             let input = fill_flow(place, &spelling);
@@ -345,6 +345,134 @@ fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
         }
     }
     assert_eq!(cases, 5 * 22 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// A Deployment whose one container `web` has no hook, or the lifecycle `{lifecycle}` stands
+/// for (lines from the container's keys' column on).
+const HOOK_BASE: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.25
+{lifecycle}";
+
+/// `lifecycle: ~`, `preStop: ~` (beside a postStart or alone) and the container's lifecycle in
+/// flow style, each null spelled every way: the container has no hook, as Kubernetes reads it.
+fn null_hooks() -> Vec<String> {
+    let mut out = Vec::new();
+    for s in null_spellings(10) {
+        out.push(format!("          lifecycle:{s}\n"));
+    }
+    for s in null_spellings(12) {
+        out.push(format!("          lifecycle:\n            preStop:{s}\n"));
+        out.push(format!(
+            "          lifecycle:\n            postStart: {{exec: {{command: [\"true\"]}}}}\n            preStop:{s}\n"
+        ));
+    }
+    for s in flow_null_spellings(12) {
+        out.push(format!("          lifecycle: {{preStop{s}}}\n"));
+        out.push(format!(
+            "          lifecycle: {{postStart: {{exec: {{command: [\"true\"]}}}}, preStop{s}}}\n"
+        ));
+    }
+    out
+}
+
+/// A null hook is no hook (issue 39): `check` finds what it finds in a container without one
+/// (not a handler it does not know), inject without `--prestop-sleep` leaves the container as
+/// it is, and with it gives the container `hooklog sleep` in the null's place (go-yaml reads
+/// it, `kubernetes-validate --strict` accepts it), inject again changes nothing, and uninject
+/// gives back every byte of each null, LF and CRLF.
+#[test]
+fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let none = HOOK_BASE.replace("{lifecycle}", "");
+    let findings = |input: &str| check(input)["findings"].clone();
+    let want = findings(&none);
+    let sleep = ["--prestop-sleep", "web=5s"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    let mut cases = 0;
+    for hook in null_hooks() {
+        let input = HOOK_BASE.replace("{lifecycle}", &hook);
+        let read = go.read(&input).unwrap_or_else(|e| panic!("{e}\n{input}"));
+        let web = &read[0]["spec"]["template"]["spec"]["containers"][0];
+        if !web["lifecycle"].is_null() && web["lifecycle"].get("preStop") != Some(&Value::Null) {
+            // `{preStop:}`: the key `preStop:` to go-yaml, no null.
+            assert!(hook.contains("preStop:}"), "{hook:?}: {web}");
+            continue;
+        }
+        assert_eq!(findings(&input), want, "{hook:?}: check");
+        for crlf in [false, true] {
+            let input = if crlf {
+                input.replace('\n', "\r\n")
+            } else {
+                input.clone()
+            };
+            let what = format!("{hook:?} (crlf {crlf})");
+            for extra in [&[][..], &sleep[..]] {
+                let mut args = vec!["inject", "--image", IMAGE];
+                args.extend(extra);
+                args.push("-");
+                let out = run(&args, Some(&input));
+                let err = text(&out.stderr);
+                assert!(out.status.success(), "{what}: {err}");
+                assert!(!err.contains("preStop"), "{what} {extra:?}: {err}");
+                assert!(!err.contains("written anew"), "{what}: {err}");
+                let once = text(&out.stdout);
+                let after = go
+                    .read(&once)
+                    .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
+                let web = &after[0]["spec"]["template"]["spec"]["containers"][0];
+                let command = web["lifecycle"]["preStop"]["exec"]["command"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if extra.is_empty() {
+                    assert!(command.is_empty(), "{what}:\n{once}");
+                } else {
+                    let tail = command.len().saturating_sub(3);
+                    assert_eq!(
+                        command[tail..],
+                        [json!("/hooklog/bin/hooklog"), json!("sleep"), json!("5s")],
+                        "{what}:\n{once}"
+                    );
+                    if !crlf {
+                        let f = dir.path().join(format!("hook-{cases}.yaml"));
+                        std::fs::write(&f, validator_input(&once)).unwrap();
+                        to_validate.push(f);
+                    }
+                }
+                let mut again = args.clone();
+                again.pop();
+                again.push("-");
+                let twice = text(&run(&again, Some(&once)).stdout);
+                assert_eq!(twice, once, "{what}: inject twice");
+                let back = run(&["uninject", "-"], Some(&once));
+                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+                assert_eq!(
+                    text(&back.stdout),
+                    input,
+                    "{what} {extra:?}: uninject(inject(x)) != x\n--- injected\n{once}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 98 * 2 * 2);
     validate_strictly(&to_validate);
 }
 
