@@ -476,6 +476,53 @@ fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
     validate_strictly(&to_validate);
 }
 
+/// The busybox `tail -F` forwarder of the incident, its keep-alive preStop a null in every
+/// spelling (block and flow): no hook, so inject migrates it as it does a forwarder without one
+/// (it refused: "does more than sleep"), its output validates, and uninject gives back every
+/// byte.
+#[test]
+fn a_forwarder_whose_pre_stop_is_null_is_migrated() {
+    const FORWARDER: &str = "tests/manifests/incidents/busybox-tail-workaround.yaml";
+    const KEEP_ALIVE: &str = "          lifecycle:
+            preStop:
+              exec:
+                command: [\"sleep\", \"55\"]   # outlive the others, and hope
+";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORWARDER);
+    let base = std::fs::read_to_string(path).unwrap();
+    assert!(base.contains(KEEP_ALIVE), "{FORWARDER} changed");
+    let mut lifecycles: Vec<String> = null_spellings(12)
+        .iter()
+        .map(|s| format!("          lifecycle:\n            preStop:{s}\n"))
+        .collect();
+    lifecycles.extend(
+        flow_null_spellings(12)
+            .iter()
+            .filter(|s| *s != ":")
+            .map(|s| format!("          lifecycle: {{preStop{s}}}\n")),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    for (i, lifecycle) in lifecycles.iter().enumerate() {
+        let input = base.replace(KEEP_ALIVE, lifecycle);
+        let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{lifecycle:?}: {err}");
+        assert!(
+            err.contains("log-forwarder: its `tail -F` of /shared-logs/prestop.log migrated"),
+            "{lifecycle:?}: {err}"
+        );
+        let once = text(&out.stdout);
+        let back = run(&["uninject", "-"], Some(&once));
+        assert_eq!(text(&back.stdout), input, "{lifecycle:?}\n{once}");
+        let f = dir.path().join(format!("forwarder-{i}.yaml"));
+        std::fs::write(&f, validator_input(&once)).unwrap();
+        to_validate.push(f);
+    }
+    assert_eq!(to_validate.len(), 18 + 22);
+    validate_strictly(&to_validate);
+}
+
 /// Each field inject would change, holding each shape Kubernetes does not give it, written as
 /// YAML and as JSON: inject refuses the document with one line naming the input, the field's
 /// line and the field, writes nothing, and the text is unchanged (never replaced silently).
