@@ -129,12 +129,13 @@ spec:
 ";
 
 /// Every spelling of a null after `key:` at `indent` (the key's column): each token, alone,
-/// with a comment after it, on the next line, empty.
+/// with a comment after it, anchored, on the next line, empty.
 fn null_spellings(indent: usize) -> Vec<String> {
     let mut out = vec![String::new(), "  # nothing".to_string()];
     for token in ["~", "null", "Null", "NULL"] {
         out.push(format!(" {token}"));
         out.push(format!(" {token}  # a comment"));
+        out.push(format!(" &n {token}"));
         out.push(format!("\n{}{token}", " ".repeat(indent + 2)));
         out.push(format!(" # a comment\n{}{token}", " ".repeat(indent + 2)));
     }
@@ -194,7 +195,7 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
             }
         }
     }
-    assert_eq!(cases, 5 * 18 * 2);
+    assert_eq!(cases, 5 * 22 * 2);
     validate_strictly(&to_validate);
 }
 
@@ -272,7 +273,7 @@ const FLOW_PLACES: &[(&str, &str)] = &[
 ];
 
 /// Every spelling of a null in a flow mapping, from its key's end: each token after `: `,
-/// after a tag, on the next line, with a comment after it (then a line break, as a flow
+/// after a tag or an anchor, on the next line, with a comment after it (then a line break, as a flow
 /// collection needs), with spaces before the `,` or `}` after it; empty after its `:`; and
 /// no `:` at all (`{volumes}`, null to go-yaml).
 fn flow_null_spellings(indent: usize) -> Vec<String> {
@@ -281,6 +282,7 @@ fn flow_null_spellings(indent: usize) -> Vec<String> {
         out.push(format!(": {token}"));
         out.push(format!(": {token}  "));
         out.push(format!(": !!null {token}"));
+        out.push(format!(": &n {token}"));
         out.push(format!(":\n{}{token}", " ".repeat(indent)));
         out.push(format!(": {token} # a comment\n    "));
     }
@@ -344,7 +346,7 @@ fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
             }
         }
     }
-    assert_eq!(cases, 5 * 22 * 2);
+    assert_eq!(cases, 5 * 26 * 2);
     validate_strictly(&to_validate);
 }
 
@@ -472,7 +474,7 @@ fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
             }
         }
     }
-    assert_eq!(cases, 98 * 2 * 2);
+    assert_eq!(cases, 118 * 2 * 2);
     validate_strictly(&to_validate);
 }
 
@@ -519,7 +521,7 @@ fn a_forwarder_whose_pre_stop_is_null_is_migrated() {
         std::fs::write(&f, validator_input(&once)).unwrap();
         to_validate.push(f);
     }
-    assert_eq!(to_validate.len(), 18 + 22);
+    assert_eq!(to_validate.len(), 22 + 26);
     validate_strictly(&to_validate);
 }
 

@@ -1191,6 +1191,23 @@ impl<'a> Splicer<'a> {
         true
     }
 
+    /// True when `node` is a null with an anchor (`volumes: &v ~`) that no alias in the text
+    /// repeats (no `*v` at all): filling it changes nothing else, and the null's comment
+    /// ([`NULL_WAS`]) keeps its anchor for uninject.
+    fn unaliased_null(&self, node: &Node, old: &Value) -> bool {
+        let Some(anchored) = self.text[node.start..node.end].strip_prefix('&') else {
+            return false;
+        };
+        let name: String = anchored
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .collect();
+        old.is_null()
+            && matches!(node.kind, Kind::Scalar(_))
+            && !name.is_empty()
+            && !self.text.contains(&format!("*{name}"))
+    }
+
     /// Writes `new` in place of `node` whole.
     fn replace(
         &mut self,
@@ -1212,7 +1229,7 @@ impl<'a> Splicer<'a> {
             self.push(self.content_start(node), node.end, text);
             return Ok(());
         }
-        if node.shared && !matches!(node.kind, Kind::Alias) {
+        if node.shared && !matches!(node.kind, Kind::Alias) && !self.unaliased_null(node, old) {
             return Err(self.err(
                 node,
                 "an anchored value (`&name`) would be written anew, and its aliases with it",
@@ -2107,10 +2124,22 @@ mod tests {
             out,
             "m: {a: # hooklog: was \": ~\"\n  {\"k\": \"x\"}, b: # hooklog: was \": NULL\"\n  [1] }\n"
         );
-        // Empty, without a `:`, tagged, on the next line: each is its text from the key's end.
-        for text in ["m: {a: , b}\n", "m: {a: !!null Null, b:\n    ~\n  }\n"] {
+        // Empty, without a `:`, tagged, anchored, on the next line: each is its text from the
+        // key's end.
+        for text in [
+            "m: {a: , b}\n",
+            "m: {a: !!null Null, b:\n    ~\n  }\n",
+            "m: {a: &x ~, b: &y}\n",
+            "m:\n  a: &x ~\n  b: &y\n",
+        ] {
             edit(text, fill);
         }
+        // An anchored null that an alias repeats is not written anew.
+        let text = "m: {a: &x ~, b: []}\nn: *x\n";
+        let doc = tree::parse(text).unwrap().remove(0);
+        let mut new = doc.value.clone();
+        fill(&mut new);
+        assert!(edits(text, &doc.node, &doc.value, &new).is_err());
         // `null` is written back as it is: JSON stays JSON.
         let json = "{\"m\": {\"a\": null, \"b\": null}}";
         assert!(!edit(json, fill).contains('#'));
