@@ -52,6 +52,8 @@ fn runner(name: &str) -> TestRunner {
 #[derive(Clone, Debug, PartialEq)]
 enum Y {
     S(String),
+    /// A null, spelled as given (`""`: no text at all); only ever a mapping's value.
+    Null(&'static str),
     Seq(Vec<Y>),
     Map(Vec<(String, Y)>),
 }
@@ -126,6 +128,14 @@ const POOL: &[&str] = &[
     "a=b",
     "key: value # not a comment",
 ];
+
+/// Every spelling of null (go-yaml's YAML 1.1): none at all, `~`, and three of `null`.
+const NULLS: &[&str] = &["", "~", "null", "Null", "NULL"];
+
+/// A null, spelled one of the ways [`NULLS`] lists.
+fn null(r: &mut fastrand::Rng) -> Y {
+    Y::Null(NULLS[r.usize(..NULLS.len())])
+}
 
 fn pick<'a>(r: &mut fastrand::Rng, from: &[&'a str]) -> &'a str {
     from[r.usize(..from.len())]
@@ -220,7 +230,17 @@ fn container(r: &mut fastrand::Rng, i: usize) -> Y {
                 ]),
             )])
         };
-        c.push(("lifecycle".into(), Y::Map(vec![("preStop".into(), hook)])));
+        // A null hook, or a null lifecycle, sometimes: no hook (issue 39).
+        let lifecycle = match r.u8(..10) {
+            0 => null(r),
+            1 => Y::Map(vec![("preStop".into(), null(r))]),
+            _ => Y::Map(vec![("preStop".into(), hook)]),
+        };
+        c.push(("lifecycle".into(), lifecycle));
+    }
+    if r.u8(..8) == 0 {
+        // A null inject fills.
+        c.push(("volumeMounts".into(), null(r)));
     }
     if r.bool() {
         c.push((
@@ -255,9 +275,8 @@ fn pod_spec(r: &mut fastrand::Rng, size: usize) -> Y {
     match r.u8(..10) {
         // Not a list where Kubernetes wants one (a partial assert file's): inject refuses it.
         8 => spec.push(("volumes".into(), Y::Map(vec![("name".into(), s("data"))]))),
-        // A null inject fills; `~`, `Null` and `NULL` in block style only (tests/yaml_values.rs:
-        // inside a flow collection uninject writes them back as `null`).
-        9 => spec.push(("volumes".into(), s(pick(r, &["data", "null"])))),
+        // A null inject fills, every spelling (or, quoted, a string it refuses).
+        9 => spec.push(("volumes".into(), if r.bool() { s("data") } else { null(r) })),
         0..3 => spec.push(("volumes".into(), Y::Seq(vec![]))),
         3..6 => spec.push((
             "volumes".into(),
@@ -285,6 +304,9 @@ fn metadata(r: &mut fastrand::Rng, name: &str, lbl: &Y) -> Y {
             a.push((format!("example.com/a{i}"), scalar(r)));
         }
         m.push(("annotations".into(), Y::Map(a)));
+    } else if r.u8(..4) == 0 {
+        // A null inject fills (in a template's metadata).
+        m.push(("annotations".into(), null(r)));
     }
     Y::Map(m)
 }
@@ -423,6 +445,8 @@ struct Writer {
     /// Lists under a key indented (`key:\n  - a`) or not (`key:\n- a`).
     seq_indent: bool,
     anchors: Vec<(String, Y)>,
+    /// Anchored keys (`&k12 name:`), by anchor, for aliases as keys (`*k12 :`).
+    key_anchors: Vec<(String, String)>,
     comments: u8,
     flow: u8,
 }
@@ -656,6 +680,7 @@ impl Writer {
                 self.out.push(' ');
                 self.block_scalar_value(v, indent);
             }
+            Y::Null(token) => self.null_value(token, indent),
             Y::Seq(l) if l.is_empty() => self.out.push_str(" []\n"),
             Y::Map(m) if m.is_empty() => self.out.push_str(" {}\n"),
             _ if self.chance(self.flow) => {
@@ -682,11 +707,52 @@ impl Writer {
         }
     }
 
-    fn key(&mut self, k: &str) {
+    /// An alias to an anchored key equal to `k`, sometimes (`*k12 :`, and `*k12:`, which
+    /// go-yaml reads as the alias `k12` and its `:`), or a new anchor on it (`&k12 key`),
+    /// rarely: go-yaml reads both as the key itself (issue 39). True when an alias was written,
+    /// with its `:`.
+    fn key_anchor_or_alias(&mut self, k: &str) -> bool {
+        let anchored = self
+            .key_anchors
+            .iter()
+            .find(|(_, a)| a == k)
+            .map(|(name, _)| name.clone());
+        if let Some(name) = anchored
+            && self.chance(50)
+        {
+            let colon = pick(&mut self.r, &[" :", " :", ":"]);
+            self.out.push_str(&format!("*{name}{colon}"));
+            return true;
+        }
         if self.chance(3) {
-            // An anchor on a key (go-yaml reads `&a key:`, and `*a :` as that key, issue 39).
-            let name = format!("&k{} ", self.out.len());
-            self.out.push_str(&name);
+            let name = format!("k{}", self.out.len());
+            self.out.push_str(&format!("&{name} "));
+            self.key_anchors.push((name, k.to_string()));
+        }
+        false
+    }
+
+    /// A null after `key:`: its token after a blank or on the next line, a comment after it
+    /// sometimes.
+    fn null_value(&mut self, token: &str, indent: usize) {
+        if !token.is_empty() {
+            if self.chance(25) {
+                self.end_comment();
+                self.out.push('\n');
+                let at = indent + 1 + self.r.usize(..4);
+                self.pad(at);
+            } else {
+                self.out.push(' ');
+            }
+            self.out.push_str(token);
+        }
+        self.end_comment();
+        self.out.push('\n');
+    }
+
+    fn key(&mut self, k: &str) {
+        if self.key_anchor_or_alias(k) {
+            return;
         }
         if can_plain(k, false) && !self.chance(5) {
             self.out.push_str(k);
@@ -751,6 +817,16 @@ impl Writer {
     fn flow(&mut self, y: &Y, indent: usize) {
         let multi = self.chance(30);
         let (open, close, len) = match y {
+            Y::Null(token) => {
+                // A mapping's value, after `key: `: on the next line sometimes.
+                if !token.is_empty() && self.chance(20) {
+                    self.out.push('\n');
+                    let at = indent + 1 + self.r.usize(..4);
+                    self.pad(at);
+                }
+                self.out.push_str(token);
+                return;
+            }
             Y::S(v) => {
                 if self.chance(5) {
                     // A tag in a flow collection, the `,` after it part of it in go-yaml
@@ -786,11 +862,14 @@ impl Writer {
                 Y::Seq(l) => self.flow(&l[i], indent + 2),
                 Y::Map(m) => {
                     let (k, v) = &m[i];
-                    self.out.push_str(k);
-                    self.out.push_str(": ");
+                    if !self.key_anchor_or_alias(k) {
+                        self.out.push_str(k);
+                        self.out.push(':');
+                    }
+                    self.out.push(' ');
                     self.flow(v, indent + 2);
                 }
-                Y::S(_) => unreachable!(),
+                Y::S(_) | Y::Null(_) => unreachable!(),
             }
             if i + 1 < len || self.chance(30) {
                 self.out.push(',');
@@ -815,6 +894,7 @@ fn to_json(y: &Y) -> Value {
                 _ => Value::String(v.clone()),
             },
         },
+        Y::Null(_) => Value::Null,
         Y::Seq(l) => Value::Array(l.iter().map(to_json).collect()),
         Y::Map(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()),
     }
@@ -861,6 +941,7 @@ fn write(shape: &Shape) -> String {
                 step: if r.u8(..4) == 0 { 4 } else { 2 },
                 seq_indent: r.bool(),
                 anchors: Vec::new(),
+                key_anchors: Vec::new(),
                 comments: pick(&mut r, &["0", "10", "30"]).parse().unwrap(),
                 flow: pick(&mut r, &["0", "0", "10", "30", "100"])
                     .parse()
@@ -894,6 +975,7 @@ fn write(shape: &Shape) -> String {
                     w.out.push_str(sep);
                 }
                 w.anchors.clear();
+                w.key_anchors.clear();
                 if w.flow == 100 && w.chance(50) {
                     // The whole document in flow style, as the Kubernetes website's examples.
                     w.flow(o, 0);
@@ -1007,6 +1089,7 @@ fn hooklog_reads_what_go_yaml_reads() {
     // compare parsers).
     let survey = std::env::var_os("HOOKLOG_YAML_SURVEY").is_some();
     let differ = AtomicUsize::new(0);
+    let alias_keys = AtomicUsize::new(0);
     let result = runner("reading").run(&shape(), |shape| {
         let text = write(&shape);
         let go = oracle.borrow_mut().read(&text).map(non_null);
@@ -1015,6 +1098,9 @@ fn hooklog_reads_what_go_yaml_reads() {
         match (&go, &ours) {
             (Ok(want), Ok(got)) => {
                 accepted.fetch_add(1, Ordering::Relaxed);
+                if text.contains("*k") {
+                    alias_keys.fetch_add(1, Ordering::Relaxed);
+                }
                 if survey && got != want {
                     differ.fetch_add(1, Ordering::Relaxed);
                     eprintln!("SURVEY values differ: {}", text.replace('\n', "\\n"));
@@ -1050,7 +1136,8 @@ fn hooklog_reads_what_go_yaml_reads() {
     }
     let (total, accepted) = (total.into_inner(), accepted.into_inner());
     eprintln!(
-        "{total} cases: {accepted} read by both, {} rejected by both, {} read differently",
+        "{total} cases: {accepted} read by both ({} with an alias as a key), {} rejected by both, {} read differently",
+        alias_keys.into_inner(),
         rejected.into_inner(),
         differ.into_inner()
     );
@@ -1098,6 +1185,9 @@ fn traits(shape: &Shape, input: &str) -> String {
     if input.contains(" &a") {
         t.push("anchors");
     }
+    if input.contains("*k") {
+        t.push("alias-keys");
+    }
     if input.contains("[]") {
         t.push("empty-flow");
     }
@@ -1125,6 +1215,9 @@ fn inject_edits_every_shape_faithfully() {
     let failures = std::sync::Mutex::new(std::collections::BTreeMap::<String, usize>::new());
     let total = AtomicUsize::new(0);
     let edited = AtomicUsize::new(0);
+    // Edited cases with an alias as a key; with a null that inject filled and kept.
+    let alias_keys = AtomicUsize::new(0);
+    let nulls_kept = AtomicUsize::new(0);
     let strategy = shape().prop_filter("readable", |s| !s.mutate);
     // Each case runs the binary four times: a quarter of the reading cases.
     let mut r = runner("editing");
@@ -1230,6 +1323,12 @@ fn inject_edits_every_shape_faithfully() {
                 format!("--- output\n{once}\n--- back\n{back:?}"),
             );
         }
+        if input.contains("*k") {
+            alias_keys.fetch_add(1, Ordering::Relaxed);
+        }
+        if once.contains("# hooklog: was") {
+            nulls_kept.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     });
     let failures = failures.into_inner().unwrap();
@@ -1242,7 +1341,11 @@ fn inject_edits_every_shape_faithfully() {
         panic!("{e}");
     }
     let (total, edited) = (total.into_inner(), edited.into_inner());
-    eprintln!("{total} cases: {edited} edited");
+    eprintln!(
+        "{total} cases: {edited} edited ({} with an alias as a key, {} with a null kept)",
+        alias_keys.into_inner(),
+        nulls_kept.into_inner()
+    );
     assert!(
         edited * 100 >= total * MIN_EDITED_SHARE,
         "only {edited} of {total} cases reached the editing assertions (want {MIN_EDITED_SHARE}%)"

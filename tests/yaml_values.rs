@@ -3,7 +3,7 @@
 //! it), every spelling of null where inject adds (given back byte for byte by uninject), and a
 //! field of the wrong shape where inject would change it (refused, naming its line).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::manifest::{run, text, validate_strictly, validator_input};
 use crate::util::goyaml::GoYaml;
@@ -129,12 +129,13 @@ spec:
 ";
 
 /// Every spelling of a null after `key:` at `indent` (the key's column): each token, alone,
-/// with a comment after it, on the next line, empty.
+/// with a comment after it, anchored, on the next line, empty.
 fn null_spellings(indent: usize) -> Vec<String> {
     let mut out = vec![String::new(), "  # nothing".to_string()];
     for token in ["~", "null", "Null", "NULL"] {
         out.push(format!(" {token}"));
         out.push(format!(" {token}  # a comment"));
+        out.push(format!(" &n {token}"));
         out.push(format!("\n{}{token}", " ".repeat(indent + 2)));
         out.push(format!(" # a comment\n{}{token}", " ".repeat(indent + 2)));
     }
@@ -182,40 +183,9 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
     for (place, indent) in places {
         for spelling in null_spellings(indent) {
             for crlf in [false, true] {
-                let mut input = fill(place, &spelling);
-                if crlf {
-                    input = input.replace('\n', "\r\n");
-                }
-                let Ok(before) = go.read(&input) else {
-                    panic!("go-yaml refuses the test's own input:\n{input}");
-                };
+                let input = fill(place, &spelling);
                 let what = format!("{place} = {spelling:?} (crlf {crlf})");
-                let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
-                assert!(out.status.success(), "{what}: {}", text(&out.stderr));
-                let once = text(&out.stdout);
-                let after = go
-                    .read(&once)
-                    .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
-                let spec = &after[0]["spec"]["template"]["spec"];
-                assert_eq!(
-                    spec["initContainers"][0]["name"], "hooklog-install",
-                    "{what}:\n{once}"
-                );
-                assert!(spec["volumes"].as_array().is_some_and(|v| v.len() >= 2));
-                assert_eq!(
-                    spec["containers"][0]["volumeMounts"][0]["name"],
-                    "hooklog-shared"
-                );
-                assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
-                let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
-                assert_eq!(twice, once, "{what}: inject twice");
-                let back = run(&["uninject", "-"], Some(&once));
-                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
-                assert_eq!(
-                    text(&back.stdout),
-                    input,
-                    "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
-                );
+                let once = round_trip(&mut go, &input, crlf, &what);
                 if !crlf {
                     let f = dir.path().join(format!("null-{cases}.yaml"));
                     std::fs::write(&f, validator_input(&once)).unwrap();
@@ -225,7 +195,333 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
             }
         }
     }
-    assert_eq!(cases, 5 * 18 * 2);
+    assert_eq!(cases, 5 * 22 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// inject of `input` (made CRLF when `crlf`) wires the pod as go-yaml reads it, keeps the
+/// rest of the object, is done once for all, and uninject gives back every byte: the
+/// injected text (CRLF or not as the input).
+fn round_trip(go: &mut GoYaml, input: &str, crlf: bool, what: &str) -> String {
+    let input = if crlf {
+        input.replace('\n', "\r\n")
+    } else {
+        input.to_string()
+    };
+    let Ok(before) = go.read(&input) else {
+        panic!("go-yaml refuses the test's own input:\n{input}");
+    };
+    let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+    assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("written anew"),
+        "{what}: {}",
+        text(&out.stderr)
+    );
+    let once = text(&out.stdout);
+    let after = go
+        .read(&once)
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
+    let spec = &after[0]["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["initContainers"][0]["name"], "hooklog-install",
+        "{what}:\n{once}"
+    );
+    assert!(spec["volumes"].as_array().is_some_and(|v| v.len() >= 2));
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"][0]["name"],
+        "hooklog-shared"
+    );
+    assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
+    let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
+    assert_eq!(twice, once, "{what}: inject twice");
+    let back = run(&["uninject", "-"], Some(&once));
+    assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+    assert_eq!(
+        text(&back.stdout),
+        input,
+        "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
+    );
+    once
+}
+
+/// [`NULL_BASE`]'s pod template in flow style: each place inject adds to is written as its
+/// key followed by `{place}`, which the spelling under test fills from the key's end on (`:
+/// ~`, `:` for an empty value, nothing for a key without one).
+const FLOW_NULL_BASE: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template: {metadata{metadata}, spec: {initContainers{initContainers}, containers: [{name: web, image: \"nginx:1.25\", volumeMounts{volumeMounts}, lifecycle: {preStop: {exec: {command: [\"sh\", \"-c\", \"sleep 5\"]}}}}], volumes{volumes}}}
+";
+
+/// The places of [`FLOW_NULL_BASE`], with the text that fills each when it is not the one
+/// under test (the template's metadata holds the place of its annotations).
+const FLOW_PLACES: &[(&str, &str)] = &[
+    (
+        "{metadata}",
+        ": {labels: {app: web}, annotations{annotations}}",
+    ),
+    ("{annotations}", ": {note: x}"),
+    ("{initContainers}", ": []"),
+    ("{volumes}", ": []"),
+    ("{volumeMounts}", ": []"),
+];
+
+/// Every spelling of a null in a flow mapping, from its key's end: each token after `: `,
+/// after a tag or an anchor, on the next line, with a comment after it (then a line break, as a flow
+/// collection needs), with spaces before the `,` or `}` after it; empty after its `:`; and
+/// no `:` at all (`{volumes}`, null to go-yaml).
+fn flow_null_spellings(indent: usize) -> Vec<String> {
+    let mut out = vec![":".to_string(), ": ".to_string(), String::new()];
+    for token in ["~", "null", "Null", "NULL"] {
+        out.push(format!(": {token}"));
+        out.push(format!(": {token}  "));
+        out.push(format!(": !!null {token}"));
+        out.push(format!(": &n {token}"));
+        out.push(format!(":\n{}{token}", " ".repeat(indent)));
+        out.push(format!(": {token} # a comment\n    "));
+    }
+    out
+}
+
+fn fill_flow(place: &str, spelling: &str) -> String {
+    let mut text = FLOW_NULL_BASE.to_string();
+    for (p, filler) in FLOW_PLACES {
+        let value = if *p == place { spelling } else { filler };
+        text = text.replace(p, value);
+    }
+    text
+}
+
+/// Every spelling of null in a flow mapping, at every place inject adds to, as LF and CRLF:
+/// inject keeps the null's text in a comment after its key's `:` (a flow collection has room
+/// for one only before a line break), its output validates (`kubernetes-validate
+/// --strict`) and reads in go-yaml as inject meant, inject again changes nothing, and uninject
+/// gives back every byte.
+#[test]
+fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let places = [
+        "{metadata}",
+        "{annotations}",
+        "{initContainers}",
+        "{volumes}",
+        "{volumeMounts}",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    let mut cases = 0;
+    for place in places {
+        for spelling in flow_null_spellings(6) {
+            // `{annotations:}` is the key `annotations:` to go-yaml (a flow plain scalar may
+            // end in `:` before `}`): no null, and no place of inject's.
+            let input = fill_flow(place, &spelling);
+            let read = go.read(&input).unwrap_or_else(|e| panic!("{e}\n{input}"));
+            let pointer = match place {
+                "{metadata}" => "/metadata".to_string(),
+                "{annotations}" => "/metadata/annotations".to_string(),
+                "{volumeMounts}" => "/spec/containers/0/volumeMounts".to_string(),
+                other => format!("/spec/{}", other.trim_matches(['{', '}'])),
+            };
+            if read[0]["spec"]["template"].pointer(&pointer) != Some(&Value::Null) {
+                assert_eq!(spelling, ":", "{place}: go-yaml reads no null\n{input}");
+                continue;
+            }
+            for crlf in [false, true] {
+                let what = format!("flow {place} = {spelling:?} (crlf {crlf})");
+                let once = round_trip(&mut go, &input, crlf, &what);
+                if !crlf {
+                    let f = dir.path().join(format!("flow-null-{cases}.yaml"));
+                    std::fs::write(&f, validator_input(&once)).unwrap();
+                    to_validate.push(f);
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 5 * 26 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// A Deployment whose one container `web` has no hook, or the lifecycle `{lifecycle}` stands
+/// for (lines from the container's keys' column on).
+const HOOK_BASE: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.25
+{lifecycle}";
+
+/// `lifecycle: ~`, `preStop: ~` (beside a postStart or alone) and the container's lifecycle in
+/// flow style, each null spelled every way: the container has no hook, as Kubernetes reads it.
+fn null_hooks() -> Vec<String> {
+    let mut out = Vec::new();
+    for s in null_spellings(10) {
+        out.push(format!("          lifecycle:{s}\n"));
+    }
+    for s in null_spellings(12) {
+        out.push(format!("          lifecycle:\n            preStop:{s}\n"));
+        out.push(format!(
+            "          lifecycle:\n            postStart: {{exec: {{command: [\"true\"]}}}}\n            preStop:{s}\n"
+        ));
+    }
+    for s in flow_null_spellings(12) {
+        out.push(format!("          lifecycle: {{preStop{s}}}\n"));
+        out.push(format!(
+            "          lifecycle: {{postStart: {{exec: {{command: [\"true\"]}}}}, preStop{s}}}\n"
+        ));
+    }
+    out
+}
+
+/// A null hook is no hook (issue 39): `check` finds what it finds in a container without one
+/// (not a handler it does not know), inject without `--prestop-sleep` leaves the container as
+/// it is, and with it gives the container `hooklog sleep` in the null's place (go-yaml reads
+/// it, `kubernetes-validate --strict` accepts it), inject again changes nothing, and uninject
+/// gives back every byte of each null, LF and CRLF.
+#[test]
+fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
+    let Some(mut go) = GoYaml::start() else {
+        return;
+    };
+    let none = HOOK_BASE.replace("{lifecycle}", "");
+    let findings = |input: &str| check(input)["findings"].clone();
+    let want = findings(&none);
+    let sleep = ["--prestop-sleep", "web=5s"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    let mut cases = 0;
+    for hook in null_hooks() {
+        let input = HOOK_BASE.replace("{lifecycle}", &hook);
+        let read = go.read(&input).unwrap_or_else(|e| panic!("{e}\n{input}"));
+        let web = &read[0]["spec"]["template"]["spec"]["containers"][0];
+        if !web["lifecycle"].is_null() && web["lifecycle"].get("preStop") != Some(&Value::Null) {
+            // `{preStop:}`: the key `preStop:` to go-yaml, no null.
+            assert!(hook.contains("preStop:}"), "{hook:?}: {web}");
+            continue;
+        }
+        assert_eq!(findings(&input), want, "{hook:?}: check");
+        for crlf in [false, true] {
+            let input = if crlf {
+                input.replace('\n', "\r\n")
+            } else {
+                input.clone()
+            };
+            let what = format!("{hook:?} (crlf {crlf})");
+            for extra in [&[][..], &sleep[..]] {
+                let mut args = vec!["inject", "--image", IMAGE];
+                args.extend(extra);
+                args.push("-");
+                let out = run(&args, Some(&input));
+                let err = text(&out.stderr);
+                assert!(out.status.success(), "{what}: {err}");
+                assert!(!err.contains("preStop"), "{what} {extra:?}: {err}");
+                assert!(!err.contains("written anew"), "{what}: {err}");
+                let once = text(&out.stdout);
+                let after = go
+                    .read(&once)
+                    .unwrap_or_else(|e| panic!("{what}: {e}\n{once}"));
+                let web = &after[0]["spec"]["template"]["spec"]["containers"][0];
+                let command = web["lifecycle"]["preStop"]["exec"]["command"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if extra.is_empty() {
+                    assert!(command.is_empty(), "{what}:\n{once}");
+                } else {
+                    let tail = command.len().saturating_sub(3);
+                    assert_eq!(
+                        command[tail..],
+                        [json!("/hooklog/bin/hooklog"), json!("sleep"), json!("5s")],
+                        "{what}:\n{once}"
+                    );
+                    if !crlf {
+                        let f = dir.path().join(format!("hook-{cases}.yaml"));
+                        std::fs::write(&f, validator_input(&once)).unwrap();
+                        to_validate.push(f);
+                    }
+                }
+                let mut again = args.clone();
+                again.pop();
+                again.push("-");
+                let twice = text(&run(&again, Some(&once)).stdout);
+                assert_eq!(twice, once, "{what}: inject twice");
+                let back = run(&["uninject", "-"], Some(&once));
+                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+                assert_eq!(
+                    text(&back.stdout),
+                    input,
+                    "{what} {extra:?}: uninject(inject(x)) != x\n--- injected\n{once}"
+                );
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 118 * 2 * 2);
+    validate_strictly(&to_validate);
+}
+
+/// The busybox `tail -F` forwarder of the incident, its keep-alive preStop a null in every
+/// spelling (block and flow): no hook, so inject migrates it as it does a forwarder without one
+/// (it refused: "does more than sleep"), its output validates, and uninject gives back every
+/// byte.
+#[test]
+fn a_forwarder_whose_pre_stop_is_null_is_migrated() {
+    const FORWARDER: &str = "tests/manifests/incidents/busybox-tail-workaround.yaml";
+    const KEEP_ALIVE: &str = "          lifecycle:
+            preStop:
+              exec:
+                command: [\"sleep\", \"55\"]   # outlive the others, and hope
+";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORWARDER);
+    let base = std::fs::read_to_string(path).unwrap();
+    assert!(base.contains(KEEP_ALIVE), "{FORWARDER} changed");
+    let mut lifecycles: Vec<String> = null_spellings(12)
+        .iter()
+        .map(|s| format!("          lifecycle:\n            preStop:{s}\n"))
+        .collect();
+    lifecycles.extend(
+        flow_null_spellings(12)
+            .iter()
+            .filter(|s| *s != ":")
+            .map(|s| format!("          lifecycle: {{preStop{s}}}\n")),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut to_validate = Vec::new();
+    for (i, lifecycle) in lifecycles.iter().enumerate() {
+        let input = base.replace(KEEP_ALIVE, lifecycle);
+        let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{lifecycle:?}: {err}");
+        assert!(
+            err.contains("log-forwarder: its `tail -F` of /shared-logs/prestop.log migrated"),
+            "{lifecycle:?}: {err}"
+        );
+        let once = text(&out.stdout);
+        let back = run(&["uninject", "-"], Some(&once));
+        assert_eq!(text(&back.stdout), input, "{lifecycle:?}\n{once}");
+        let f = dir.path().join(format!("forwarder-{i}.yaml"));
+        std::fs::write(&f, validator_input(&once)).unwrap();
+        to_validate.push(f);
+    }
+    assert_eq!(to_validate.len(), 22 + 26);
     validate_strictly(&to_validate);
 }
 

@@ -55,7 +55,8 @@ pub fn hooks(c: &Container) -> Vec<Hook> {
     HOOK_NAMES
         .iter()
         .filter_map(|name| {
-            let v = c.value["lifecycle"].get(*name)?;
+            // A null hook (`preStop: ~`) is none, as Kubernetes reads it.
+            let v = c.value["lifecycle"].get(*name).filter(|v| !v.is_null())?;
             Some(Hook {
                 name,
                 path: format!("{}.lifecycle.{name}", c.path),

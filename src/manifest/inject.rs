@@ -231,7 +231,8 @@ pub struct ContainerRecord {
     /// `volumeMounts`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created: Vec<String>,
-    /// Keys inject found holding something it had to replace.
+    /// Keys inject found holding something it had to replace: `volumeMounts`, `lifecycle`,
+    /// and `preStop` (inside `lifecycle`), each a null.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub replaced: Map<String, Value>,
 }
@@ -597,7 +598,7 @@ fn survey(
             continue;
         };
         let ours = matches!(pre_stop(c), Some(Handler::Exec(a)) if own_prefix(&a).is_some());
-        if c.value["lifecycle"].get("preStop").is_some() && !ours {
+        if pre_stop(c).is_some() && !ours {
             notes.push(format!(
                 "{name}: has a preStop already, --prestop-sleep ignored"
             ));
@@ -738,6 +739,10 @@ fn wire(spec: &mut Value, w: &Wrap, timeout: Option<Duration>) -> Result<Contain
             command.extend(w.inner.iter().cloned().map(Value::String));
             match c.get("lifecycle") {
                 None => rec.created.push("lifecycle".into()),
+                // `preStop: ~` is no hook: put back as it was.
+                Some(Value::Object(l)) if l.get("preStop").is_some_and(Value::is_null) => {
+                    rec.replaced.insert("preStop".into(), Value::Null);
+                }
                 Some(Value::Object(_)) => rec.created.push("preStop".into()),
                 Some(other) => {
                     rec.replaced.insert("lifecycle".into(), other.clone());

@@ -127,10 +127,12 @@ pub fn blocker(t: &Tailer, c: &Container, spec: &Value, count: usize) -> Option<
         ));
     }
     let lifecycle = map.get("lifecycle").and_then(Value::as_object);
-    if let Some(key) = lifecycle.and_then(|l| l.keys().find(|k| *k != "preStop")) {
+    // A null hook (`preStop: ~`) is none, as Kubernetes (and hooks::hooks) reads it.
+    let hook = |l: &Map<String, Value>, k: &str| l.get(k).is_some_and(|v| !v.is_null());
+    if let Some(key) = lifecycle.and_then(|l| l.keys().find(|k| *k != "preStop" && hook(l, k))) {
         return Some(format!("it has a `{key}` hook"));
     }
-    if lifecycle.is_some_and(|l| l.contains_key("preStop")) {
+    if lifecycle.is_some_and(|l| hook(l, "preStop")) {
         match hooks::hooks(c).into_iter().find(|h| h.name == "preStop") {
             Some(h) if t.keep_alive.is_some() && matches!(h.handler, Handler::Exec(_)) => {}
             _ => {

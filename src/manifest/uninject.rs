@@ -185,11 +185,16 @@ fn unwrap_pre_stop(
     let added = entry.is_some_and(|e| {
         e.created.iter().any(|k| k == "lifecycle" || k == "preStop")
             || e.replaced.contains_key("lifecycle")
+            || e.replaced.contains_key("preStop")
     });
     if added {
         if inner.len() == 3 && inner[0] == *bin && inner[1] == "sleep" {
             if let Some(l) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
-                l.shift_remove("preStop");
+                // Removed, or the null it replaced (`preStop: ~`) put back.
+                match entry.and_then(|e| e.replaced.get("preStop")) {
+                    Some(was) => l.insert("preStop".into(), was.clone()),
+                    None => l.shift_remove("preStop"),
+                };
             }
             return;
         }

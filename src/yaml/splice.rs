@@ -84,6 +84,11 @@ enum Slot {
     /// Inside a flow collection (or JSON); laid out one item a line at a column, nested ones a
     /// step further in (pretty JSON), or on one line (`None`).
     Flow(Option<(usize, usize)>),
+    /// A flow mapping's value, laid out as [`Slot::Flow`], its key ending at `key_end`.
+    FlowValue {
+        layout: Option<(usize, usize)>,
+        key_end: usize,
+    },
 }
 
 /// The edits that turn `node` (read as `old`) into `new`.
@@ -262,6 +267,8 @@ pub(crate) const WRITTEN_OUT: &str = " # hooklog: written out from *";
 /// ~`, `annotations: NULL`, a `null` on the next line), then the null as it was written (its
 /// text after the `:`, as a JSON string unless it is one plain token after one space):
 /// uninject finds it there and writes that text back, where it would write an empty value.
+/// In a flow mapping ([`Splicer::flow_null_kept`]) the comment follows the key's `:` and holds,
+/// as a JSON string, the text from the key's end to the null's end (`": ~"`).
 pub(crate) const NULL_WAS: &str = " # hooklog: was ";
 
 /// The line ending of Windows editors: kept where the file has it.
@@ -779,8 +786,14 @@ impl<'a> Splicer<'a> {
         match (is_empty_collection(old), is_empty_collection(new)) {
             (true, false) => {
                 let (layout, quote) = match slot {
-                    Slot::Flow(Some((col, step))) => (Some((col + step, step)), Quote::Double),
-                    Slot::Flow(None) => (None, Quote::Double),
+                    Slot::Flow(Some((col, step)))
+                    | Slot::FlowValue {
+                        layout: Some((col, step)),
+                        ..
+                    } => (Some((col + step, step)), Quote::Double),
+                    Slot::Flow(None) | Slot::FlowValue { layout: None, .. } => {
+                        (None, Quote::Double)
+                    }
                     _ => (None, Quote::AsNeeded),
                 };
                 let items: Vec<(Option<String>, Value)> = match new {
@@ -1102,6 +1115,99 @@ impl<'a> Splicer<'a> {
         Ok(())
     }
 
+    /// A null in a flow mapping (`{volumes: ~}`, `{annotations: }`, `{annotations}`) that a
+    /// collection takes the place of: its text from its key's end on is kept, as a JSON
+    /// string, in a comment after the key's `:` ([`NULL_WAS`]), and the collection goes on the
+    /// line below, so that uninject gives every byte back ([`Self::flow_null_back`]). A flow
+    /// collection has room for a comment only where a line break may follow it, and after a
+    /// key's `:` one always may. A `null` is written back as it is and needs none (JSON stays
+    /// JSON). False when `node` is no such null.
+    fn flow_null_kept(
+        &mut self,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+        layout: Option<(usize, usize)>,
+        key_end: usize,
+    ) -> bool {
+        if !old.is_null()
+            || !(new.is_object() || new.is_array())
+            || &self.text[node.start..node.end] == "null"
+            || node.start < key_end
+        {
+            return false;
+        }
+        let end = if node.start < node.end {
+            node.end
+        } else {
+            // No text of its own: through its `:`, when it has one on its key's line.
+            let rest = &self.text[key_end..];
+            let blanks = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+            if rest[blanks..].starts_with(':') {
+                key_end + blanks + 1
+            } else {
+                key_end
+            }
+        };
+        let indent = match layout {
+            Some((col, _)) => col,
+            None => {
+                let line = &self.text[line_start(self.text, key_end)..];
+                line.len() - line.trim_start_matches(' ').len() + self.layout.indent.max(2)
+            }
+        };
+        let was = Value::String(self.text[key_end..end].replace(CRLF, "\n"));
+        let text = format!(
+            ":{NULL_WAS}{was}\n{}{}",
+            " ".repeat(indent),
+            self.flow_value(new, layout)
+        );
+        self.push(key_end, end, text);
+        true
+    }
+
+    /// The null that [`Self::flow_null_kept`] kept, written back in place of the flow
+    /// collection `node` (and the comment and line break before it) when `new` is null again.
+    /// False when `node` follows no such comment.
+    fn flow_null_back(&mut self, node: &Node, new: &Value) -> bool {
+        if !new.is_null() {
+            return false;
+        }
+        let before = self.text[..node.start].trim_end_matches([' ', '\t']);
+        let Some(before) = before.strip_suffix('\n') else {
+            return false;
+        };
+        let before = before.strip_suffix('\r').unwrap_or(before);
+        let from = line_start(before, before.len());
+        let line = &before[from..];
+        let kept = line.match_indices(NULL_WAS).find_map(|(at, _)| {
+            let was: String = serde_json::from_str(&line[at + NULL_WAS.len()..]).ok()?;
+            line[..at].ends_with(':').then_some((from + at - 1, was))
+        });
+        let Some((colon, was)) = kept else {
+            return false;
+        };
+        self.push(colon, node.end, was);
+        true
+    }
+
+    /// True when `node` is a null with an anchor (`volumes: &v ~`) that no alias in the text
+    /// repeats (no `*v` at all): filling it changes nothing else, and the null's comment
+    /// ([`NULL_WAS`]) keeps its anchor for uninject.
+    fn unaliased_null(&self, node: &Node, old: &Value) -> bool {
+        let Some(anchored) = self.text[node.start..node.end].strip_prefix('&') else {
+            return false;
+        };
+        let name: String = anchored
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !",[]{}".contains(*c))
+            .collect();
+        old.is_null()
+            && matches!(node.kind, Kind::Scalar(_))
+            && !name.is_empty()
+            && !self.text.contains(&format!("*{name}"))
+    }
+
     /// Writes `new` in place of `node` whole.
     fn replace(
         &mut self,
@@ -1123,7 +1229,7 @@ impl<'a> Splicer<'a> {
             self.push(self.content_start(node), node.end, text);
             return Ok(());
         }
-        if node.shared && !matches!(node.kind, Kind::Alias) {
+        if node.shared && !matches!(node.kind, Kind::Alias) && !self.unaliased_null(node, old) {
             return Err(self.err(
                 node,
                 "an anchored value (`&name`) would be written anew, and its aliases with it",
@@ -1186,6 +1292,14 @@ impl<'a> Splicer<'a> {
                     other => format!(" {}", flow_text(other)),
                 };
                 self.push(at, node.end.max(at), text);
+            }
+            Slot::FlowValue { layout, key_end } => {
+                if !self.flow_null_kept(node, old, new, layout, key_end)
+                    && !self.flow_null_back(node, new)
+                {
+                    let text = self.flow_value(new, layout);
+                    self.push(self.content_start(node), node.end, text);
+                }
             }
             Slot::Flow(layout) => {
                 let text = self.flow_value(new, layout);
@@ -1315,7 +1429,10 @@ impl<'a> Splicer<'a> {
                 continue;
             }
             let slot = if flow {
-                Slot::Flow(self.flow_layout(node, entries.iter().map(|e| &e.key_node)))
+                Slot::FlowValue {
+                    layout: self.flow_layout(node, entries.iter().map(|e| &e.key_node)),
+                    key_end: e.key_node.end,
+                }
             } else {
                 Slot::BlockValue {
                     key_col: self.indent(&e.key_node),
@@ -1994,6 +2111,38 @@ mod tests {
         });
         // Empty flow collections gain their items in flow style, inside their brackets.
         assert_eq!(out, "a:\n  k: x\nb: [{\"m\": 1}]\nc: {\"m\": 2}\n");
+    }
+
+    #[test]
+    fn a_null_in_a_flow_mapping_is_kept_after_its_key_and_given_back() {
+        let fill = |v: &mut Value| {
+            v["m"]["a"] = json!({"k": "x"});
+            v["m"]["b"] = json!([1]);
+        };
+        let out = edit("m: {a: ~, b: NULL }\n", fill);
+        assert_eq!(
+            out,
+            "m: {a: # hooklog: was \": ~\"\n  {\"k\": \"x\"}, b: # hooklog: was \": NULL\"\n  [1] }\n"
+        );
+        // Empty, without a `:`, tagged, anchored, on the next line: each is its text from the
+        // key's end.
+        for text in [
+            "m: {a: , b}\n",
+            "m: {a: !!null Null, b:\n    ~\n  }\n",
+            "m: {a: &x ~, b: &y}\n",
+            "m:\n  a: &x ~\n  b: &y\n",
+        ] {
+            edit(text, fill);
+        }
+        // An anchored null that an alias repeats is not written anew.
+        let text = "m: {a: &x ~, b: []}\nn: *x\n";
+        let doc = tree::parse(text).unwrap().remove(0);
+        let mut new = doc.value.clone();
+        fill(&mut new);
+        assert!(edits(text, &doc.node, &doc.value, &new).is_err());
+        // `null` is written back as it is: JSON stays JSON.
+        let json = "{\"m\": {\"a\": null, \"b\": null}}";
+        assert!(!edit(json, fill).contains('#'));
     }
 
     #[test]
