@@ -449,7 +449,7 @@ fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
                     let tail = command.len().saturating_sub(3);
                     assert_eq!(
                         command[tail..],
-                        [json!("/hooklog/bin/hooklog"), json!("sleep"), json!("5s")],
+                        [json!("/hooklog-bin/hooklog"), json!("sleep"), json!("5s")],
                         "{what}:\n{once}"
                     );
                     if !crlf {
