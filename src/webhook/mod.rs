@@ -70,7 +70,7 @@ impl WebhookConfig {
         if args.image.trim().is_empty() {
             anyhow::bail!("--image (HOOKLOG_INJECT_IMAGE) is empty");
         }
-        if let (WebhookSidecar::Native, Some(v)) = (args.sidecar, args.kubernetes_version)
+        if let (WebhookSidecar::Native, Some(v)) = (args.sidecar, args.common.kubernetes_version)
             && v < NATIVE_SIDECAR_SINCE
         {
             anyhow::bail!(
@@ -98,7 +98,7 @@ async fn sidecar_mode(
     args: &WebhookArgs,
     client: &Result<apiserver::Client>,
 ) -> Result<SidecarMode> {
-    let version = match (args.sidecar, args.kubernetes_version) {
+    let version = match (args.sidecar, args.common.kubernetes_version) {
         (WebhookSidecar::Native, _) => return Ok(SidecarMode::Native),
         (WebhookSidecar::Classic, _) => return Ok(SidecarMode::Classic),
         (WebhookSidecar::Auto, Some(v)) => v,
@@ -174,8 +174,8 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
             inject: inject::Options {
                 image: args.image.clone(),
                 mode,
-                prestop_sleep: args.prestop_sleep.clone(),
-                events: args.events,
+                prestop_sleep: args.common.prestop_sleep.clone(),
+                events: args.common.events,
             },
             own_namespace,
         },
@@ -184,10 +184,10 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
     tracing::info!(
         listen = %listener.local_addr().unwrap_or(args.listen),
         sidecar = ?mode,
-        events = args.events,
+        events = args.common.events,
         "webhook serving"
     );
-    if args.events {
+    if args.common.events {
         tracing::info!(rbac = inject::EVENTS_RBAC, "sidecars post events");
     }
 
