@@ -362,6 +362,37 @@ fn the_module_graph_has_no_circle() {
     assert!(found.is_empty(), "import circles:\n{}", shown.join("\n"));
 }
 
+/// Issue 38: imports run one way between the top-level rooms too, not only between files.
+/// `batch` took `Checkpoint` and `Position` from `source::checkpoint` while `source` fills
+/// batches, and `source::socket_guard` took `bind_socket` from `config`, which builds the
+/// sources: no circle of files, but each an arrow back up.
+#[test]
+fn the_rooms_have_no_circle() {
+    let top = |m: &str| m.split("::").next().unwrap_or_default().to_string();
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, bs) in graph() {
+        for b in bs {
+            if top(&a) != top(&b) {
+                rooms.entry(top(&a)).or_default().insert(top(&b));
+            }
+        }
+    }
+    let found = circles(&rooms);
+    let shown: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let inner: Vec<String> = graph()
+                .iter()
+                .flat_map(|(a, bs)| bs.iter().map(move |b| (a.clone(), b.clone())))
+                .filter(|(a, b)| top(a) != top(b) && c.contains(&top(a)) && c.contains(&top(b)))
+                .map(|(a, b)| format!("{a} -> {b}"))
+                .collect();
+            format!("{}: {}", c.join(" <-> "), inner.join(", "))
+        })
+        .collect();
+    assert!(found.is_empty(), "circles of rooms:\n{}", shown.join("\n"));
+}
+
 /// The reader finds a circle when there is one: the two of issue 27, as main had them.
 #[test]
 fn the_circle_finder_finds_a_circle() {

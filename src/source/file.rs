@@ -21,10 +21,10 @@ use anyhow::Context;
 use notify::Watcher;
 
 use crate::batch::{Ack, Batch};
+use crate::checkpoint::{self, Checkpoint, Fingerprint, Position};
 use crate::framing::Framer;
 use crate::nofollow::{self, OpenError};
 use crate::record::Encoder;
-use crate::source::checkpoint::{self, Checkpoint, Fingerprint, Position};
 use crate::source::{BATCH_BYTES, SourceContext};
 
 /// The safety-net poll: catches what inotify missed (events lost on an overflowing inotify
