@@ -112,85 +112,21 @@ impl RunConfig {
     }
 
     fn build(args: RunArgs) -> anyhow::Result<Self> {
-        if args.files.is_empty() && args.sockets.is_empty() {
-            bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
-        }
-        if args.max_line_bytes < MIN_MAX_LINE_BYTES {
-            bail!(
-                "--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}",
-                args.max_line_bytes
-            );
-        }
-        if args.max_line_bytes > MAX_LINE_BYTES_LIMIT {
-            bail!(
-                "--max-line-bytes {} is above the maximum of {MAX_LINE_BYTES_LIMIT}",
-                args.max_line_bytes
-            );
-        }
-        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&args.max_connections) {
-            bail!(
-                "--max-connections {} is not between 1 and {MAX_CONNECTIONS_LIMIT}",
-                args.max_connections
-            );
-        }
-        if args.grace.is_zero() {
-            bail!("--grace must be more than 0");
-        }
-        if let Some(dir) = &args.podinfo
-            && !dir.is_dir()
-        {
-            bail!("--podinfo {}: not a directory", dir.display());
-        }
-        let mut pod = PodMeta::from_env(args.podinfo.as_deref())?;
-        if !args.pod_metadata.contains(&crate::cli::PodMetadata::Labels) {
-            pod.labels.clear();
-        }
-        if !args
-            .pod_metadata
-            .contains(&crate::cli::PodMetadata::Annotations)
-        {
-            pod.annotations.clear();
-        }
+        check_bounds(&args)?;
+        let pod = pod_metadata(&args)?;
         ensure_fd_limit(
             args.max_connections as u64
                 + FDS_PER_FILE * args.files.len() as u64
                 + args.sockets.len() as u64
                 + FD_RESERVE,
         );
-        let files = args
-            .files
-            .iter()
-            .map(|p| prepare_file(p, args.file_mode))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut seen = std::collections::HashSet::new();
-        for f in &files {
-            if !seen.insert(f) {
-                bail!("--file {} is given twice", f.display());
-            }
-        }
+        let files = prepare_files(&args)?;
         let sockets = args
             .sockets
             .iter()
             .map(|p| bind_socket(p, args.file_mode))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let cloudwatch = if args.outputs.contains(&Output::Cloudwatch) {
-            let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
-                bail!("--output cloudwatch needs --log-group (or HOOKLOG_LOG_GROUP)");
-            };
-            if let Some(days) = args.retention_days
-                && !RETENTION_DAYS.contains(&days)
-            {
-                bail!("--retention-days {days} is not one CloudWatch accepts: {RETENTION_DAYS:?}");
-            }
-            Some(CloudWatchSettings {
-                log_group,
-                log_stream: fill_stream_template(&args.log_stream, &pod)?,
-                retention_days: args.retention_days,
-                flush_interval: args.flush_interval,
-            })
-        } else {
-            None
-        };
+        let cloudwatch = cloudwatch_settings(&args, &pod)?;
         Ok(RunConfig {
             files,
             sockets,
@@ -221,6 +157,93 @@ impl RunConfig {
             ),
         })
     }
+}
+
+/// Something to read, and each number within its bounds.
+fn check_bounds(args: &RunArgs) -> anyhow::Result<()> {
+    if args.files.is_empty() && args.sockets.is_empty() {
+        bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
+    }
+    if args.max_line_bytes < MIN_MAX_LINE_BYTES {
+        bail!(
+            "--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}",
+            args.max_line_bytes
+        );
+    }
+    if args.max_line_bytes > MAX_LINE_BYTES_LIMIT {
+        bail!(
+            "--max-line-bytes {} is above the maximum of {MAX_LINE_BYTES_LIMIT}",
+            args.max_line_bytes
+        );
+    }
+    if !(1..=MAX_CONNECTIONS_LIMIT).contains(&args.max_connections) {
+        bail!(
+            "--max-connections {} is not between 1 and {MAX_CONNECTIONS_LIMIT}",
+            args.max_connections
+        );
+    }
+    if args.grace.is_zero() {
+        bail!("--grace must be more than 0");
+    }
+    Ok(())
+}
+
+/// The pod's metadata from `--podinfo` and the environment, with the maps `--pod-metadata`
+/// leaves out emptied.
+fn pod_metadata(args: &RunArgs) -> anyhow::Result<PodMeta> {
+    if let Some(dir) = &args.podinfo
+        && !dir.is_dir()
+    {
+        bail!("--podinfo {}: not a directory", dir.display());
+    }
+    let mut pod = PodMeta::from_env(args.podinfo.as_deref())?;
+    if !args.pod_metadata.contains(&crate::cli::PodMetadata::Labels) {
+        pod.labels.clear();
+    }
+    if !args
+        .pod_metadata
+        .contains(&crate::cli::PodMetadata::Annotations)
+    {
+        pod.annotations.clear();
+    }
+    Ok(pod)
+}
+
+/// Each `--file` ready to follow ([`prepare_file`]), none given twice.
+fn prepare_files(args: &RunArgs) -> anyhow::Result<Vec<PathBuf>> {
+    let files = args
+        .files
+        .iter()
+        .map(|p| prepare_file(p, args.file_mode))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut seen = std::collections::HashSet::new();
+    for f in &files {
+        if !seen.insert(f) {
+            bail!("--file {} is given twice", f.display());
+        }
+    }
+    Ok(files)
+}
+
+/// The CloudWatch output's settings, when `--output` names it.
+fn cloudwatch_settings(args: &RunArgs, pod: &PodMeta) -> anyhow::Result<Option<CloudWatchSettings>> {
+    if !args.outputs.contains(&Output::Cloudwatch) {
+        return Ok(None);
+    }
+    let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
+        bail!("--output cloudwatch needs --log-group (or HOOKLOG_LOG_GROUP)");
+    };
+    if let Some(days) = args.retention_days
+        && !RETENTION_DAYS.contains(&days)
+    {
+        bail!("--retention-days {days} is not one CloudWatch accepts: {RETENTION_DAYS:?}");
+    }
+    Ok(Some(CloudWatchSettings {
+        log_group,
+        log_stream: fill_stream_template(&args.log_stream, pod)?,
+        retention_days: args.retention_days,
+        flush_interval: args.flush_interval,
+    }))
 }
 
 /// Raises the soft limit on open files to `need` when the hard limit allows (Fargate's default
