@@ -226,7 +226,10 @@ fn prepare_files(args: &RunArgs) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// The CloudWatch output's settings, when `--output` names it.
-fn cloudwatch_settings(args: &RunArgs, pod: &PodMeta) -> anyhow::Result<Option<CloudWatchSettings>> {
+fn cloudwatch_settings(
+    args: &RunArgs,
+    pod: &PodMeta,
+) -> anyhow::Result<Option<CloudWatchSettings>> {
     if !args.outputs.contains(&Output::Cloudwatch) {
         return Ok(None);
     }

@@ -532,3 +532,224 @@ fn a_gated_item_is_left_out_to_its_end() {
         assert!(kept.contains(stays), "{stays} lost:\n{kept}");
     }
 }
+
+/// The longest a product function may be, in lines from `fn` to its closing brace: longer ones
+/// read as lists of named steps instead (issue 38), as `daemon::run` does.
+const MAX_FN_LINES: usize = 80;
+
+/// The functions still longer than [`MAX_FN_LINES`], by file and name, each with why it stays for
+/// now. One that is split, or shrinks below the limit, must leave the list (the test says so):
+/// the list only shrinks.
+const LONG_FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/webhook/server.rs",
+        "serve",
+        "the connection eviction work is rewriting it (issue 36)",
+    ),
+    (
+        "src/manifest/inject.rs",
+        "inject_pod",
+        "inject.rs is being changed by the inject layout and sidecar-settings work; split after",
+    ),
+    (
+        "src/yaml/tree.rs",
+        "node",
+        "src/yaml is being changed for nulls in flow collections; split after",
+    ),
+    (
+        "src/yaml/tree.rs",
+        "mapping",
+        "src/yaml is being changed for nulls in flow collections; split after",
+    ),
+    (
+        "src/yaml/splice.rs",
+        "replace",
+        "src/yaml is being changed for nulls in flow collections; split after",
+    ),
+    (
+        "src/yaml/splice.rs",
+        "map",
+        "src/yaml is being changed for nulls in flow collections; split after",
+    ),
+    (
+        "src/record.rs",
+        "encode",
+        "the per-line hot path, tuned against bench/run.py's CPU figures: a split must be measured",
+    ),
+    (
+        "src/manifest/transform.rs",
+        "edit_input",
+        "one closure over eleven pieces of state shared by its steps: needs a state type of its own",
+    ),
+    (
+        "src/manifest/tailer.rs",
+        "lex",
+        "a shell lexer's one state machine: its states would become a type of their own",
+    ),
+];
+
+/// A file's text with each comment, string and character literal blanked (its newlines kept),
+/// so that braces and `fn` are only code's.
+fn blanked(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    let blank = |c: u8| if c == b'\n' { b'\n' } else { b' ' };
+    while i < b.len() {
+        let end = match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => text[i..].find('\n').map_or(b.len(), |n| i + n),
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                (j + 1).min(b.len())
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') => i + 3,
+            b'\'' if b.get(i + 1) == Some(&b'\\') => {
+                text[i + 2..].find('\'').map_or(b.len(), |n| i + 3 + n)
+            }
+            c => {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+        };
+        out.extend(b[i..end].iter().map(|c| blank(*c)));
+        i = end;
+    }
+    String::from_utf8(out).expect("ASCII blanks in UTF-8 text")
+}
+
+/// Each function with a body in `text` (blanked, up to its tests): its name, first line and
+/// length in lines.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let b = text.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("fn ") {
+        if at > 0 && ident(b[at - 1]) {
+            continue;
+        }
+        let name: String = text[at + 3..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // The body's `{`: the first outside parentheses and brackets, unless a `;` ends a
+        // declaration first.
+        let (mut depth, mut open) = (0i32, None);
+        for (k, c) in text[at..].bytes().enumerate() {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(at + k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        let mut braces = 0i32;
+        let Some(close) = text[open..].bytes().position(|c| {
+            braces += match c {
+                b'{' => 1,
+                b'}' => -1,
+                _ => 0,
+            };
+            braces == 0
+        }) else {
+            continue;
+        };
+        let first = text[..at].matches('\n').count() + 1;
+        let last = text[..open + close].matches('\n').count() + 1;
+        out.push((name, first, last - first + 1));
+    }
+    out
+}
+
+/// Every product function, the tests' and testkit's aside, as (file, name, line, length).
+fn product_functions() -> Vec<(String, String, usize, usize)> {
+    let mut out = Vec::new();
+    for f in files(&src()) {
+        let m = module_of(&f);
+        if m == "testkit" || m.ends_with("tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("read");
+        let mut end = text.len();
+        for (at, _) in text.match_indices("#[cfg(test)]") {
+            if text[at + "#[cfg(test)]".len()..]
+                .trim_start()
+                .starts_with("mod ")
+            {
+                end = at;
+                break;
+            }
+        }
+        let rel = f
+            .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")))
+            .expect("under the crate")
+            .display()
+            .to_string();
+        for (name, line, len) in functions(&blanked(&text[..end])) {
+            out.push((rel.clone(), name, line, len));
+        }
+    }
+    out
+}
+
+/// No product function is over [`MAX_FN_LINES`] but the [`LONG_FN_EXCEPTIONS`], and each of
+/// those still is.
+#[test]
+fn no_function_is_longer_than_its_limit() {
+    let all = product_functions();
+    assert!(
+        all.len() > 500
+            && all
+                .iter()
+                .any(|(f, n, ..)| f == "src/daemon.rs" && n == "run"),
+        "the reader found too few functions: {}",
+        all.len()
+    );
+    let long: Vec<_> = all.iter().filter(|(.., len)| *len > MAX_FN_LINES).collect();
+    let mut wrong: Vec<String> = long
+        .iter()
+        .filter(|(f, n, ..)| {
+            !LONG_FN_EXCEPTIONS
+                .iter()
+                .any(|(ef, en, _)| ef == f && en == n)
+        })
+        .map(|(f, n, line, len)| {
+            format!(
+                "{f}:{line}: fn {n} is {len} lines, over {MAX_FN_LINES}: split it into named steps"
+            )
+        })
+        .collect();
+    for (f, n, _) in LONG_FN_EXCEPTIONS {
+        if !long.iter().any(|(lf, ln, ..)| lf == f && ln == n) {
+            wrong.push(format!(
+                "{f}: fn {n} is no longer over {MAX_FN_LINES} lines: take it off LONG_FN_EXCEPTIONS"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The reader measures a function from `fn` to its closing brace, braces in strings, comments
+/// and characters aside, and skips declarations without a body.
+#[test]
+fn the_function_reader_measures_bodies() {
+    let text = "trait T {\n    fn declared(&self);\n}\nfn one() {\n    let s = \"}}}\";\n    // }\n    let c = '}';\n    if true {\n        g(|x| { x });\n    }\n}\nfn two(a: [u8; 2]) -> Result<(), ()> { Ok(()) }\n";
+    let found = functions(&blanked(text));
+    assert_eq!(
+        found,
+        [("one".to_string(), 4, 8), ("two".to_string(), 12, 1)],
+        "{found:?}"
+    );
+}

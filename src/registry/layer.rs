@@ -245,7 +245,11 @@ impl NextNames {
     /// Reads `entry` when it only names the next one (GNU long names, pax headers) or is read
     /// past (a global pax header): true then. A pax header over [`MAX_PAX`] and a sparse file
     /// with extended headers are errors.
-    fn read<R: Read>(&mut self, entry: &mut tar::Entry<R>, kind: tar::EntryType) -> std::io::Result<bool> {
+    fn read<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        kind: tar::EntryType,
+    ) -> std::io::Result<bool> {
         let size = entry.size();
         match kind {
             tar::EntryType::GNULongName => self.name = Some(long_name(entry, size)?),
