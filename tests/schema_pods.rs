@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 use crate::util::{hooklog, in_ci};
-use crate::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 
 /// The schema's version: the API server tier's (scripts/apiserver.sh) and the oldest whose
 /// `matchConditions` the chart uses.
@@ -373,11 +373,11 @@ fn bases() -> Vec<(&'static str, Value)> {
     vec![
         (
             "injected native",
-            crate::webhook::injected(&written, &["--sidecar", "native"]),
+            crate::util::webhook::injected(&written, &["--sidecar", "native"]),
         ),
         (
             "injected classic",
-            crate::webhook::injected(&written, &["--sidecar", "classic"]),
+            crate::util::webhook::injected(&written, &["--sidecar", "classic"]),
         ),
         ("written", written),
     ]

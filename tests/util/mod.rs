@@ -2,8 +2,12 @@
 //! binary as a child process with its stdout and stderr collected, and polling under a timeout.
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod binaries;
 pub mod goyaml;
+pub mod manifest;
 pub mod podman;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
