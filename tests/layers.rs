@@ -577,11 +577,6 @@ const LONG_FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "the per-line hot path, tuned against bench/run.py's CPU figures: a split must be measured",
     ),
     (
-        "src/manifest/transform.rs",
-        "edit_input",
-        "one closure over eleven pieces of state shared by its steps: needs a state type of its own",
-    ),
-    (
         "src/manifest/tailer.rs",
         "lex",
         "a shell lexer's one state machine: its states would become a type of their own",
