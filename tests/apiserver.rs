@@ -353,22 +353,7 @@ fn certificates_in(pem: &str) -> usize {
 
 /// The leaf certificate 127.0.0.1:`port` serves (DER), verified against `ca_pem` for 127.0.0.1.
 fn served_leaf(port: u16, ca_pem: &str) -> Vec<u8> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    use std::sync::Arc;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut conn = crate::util::webhook::tls_to_loopback(ca_pem).unwrap();
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     while conn.is_handshaking() {

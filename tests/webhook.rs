@@ -5,7 +5,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -353,24 +352,10 @@ fn sigterm_ends_the_webhook_at_once_with_its_counts() {
 /// never reads them off the wire: it once waited out the body timeout then, CI saw it).
 #[test]
 fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");
     let w = Webhook::start(&certs, &["--sidecar", "classic"]);
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(certs.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    );
+    let config = crate::util::webhook::tls_config(&certs.ca_pem).unwrap();
     let start = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{\"apiVersion\"";
     for with_the_handshake in [false, true] {
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();

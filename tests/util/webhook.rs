@@ -159,23 +159,7 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let conn = tls_to_loopback(ca_pem)?;
     let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, tcp);
@@ -447,4 +431,30 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
     if native {
         assert_eq!(sidecar["restartPolicy"], "Always");
     }
+}
+
+/// A TLS client configuration that trusts the CAs of `ca_pem` alone (ring, as hooklog's own).
+pub fn tls_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A TLS client connection to 127.0.0.1 that trusts the CAs of `ca_pem` alone.
+pub fn tls_to_loopback(ca_pem: &str) -> Result<rustls::ClientConnection, String> {
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    rustls::ClientConnection::new(tls_config(ca_pem)?, name).map_err(|e| e.to_string())
 }
