@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
-use crate::source::checkpoint::{Checkpoint, Position};
+use crate::checkpoint::{Checkpoint, Position};
 
 /// Keyed per process: a peer cannot make two different keys or lines hash alike.
 static HASHER: LazyLock<RandomState> = LazyLock::new(RandomState::new);

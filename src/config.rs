@@ -1,8 +1,8 @@
 //! (the sidecar) Run configuration: the command line checked and turned into ready inputs before the runtime
 //! starts, so a bad path or value fails at once with one line that names it.
 
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +11,9 @@ use anyhow::{Context, bail};
 use crate::cli::{Output, RunArgs};
 use crate::pod::PodMeta;
 use crate::record::MIN_MAX_LINE_BYTES;
+use crate::sink::cloudwatch::CloudWatchSettings;
 use crate::sink::cloudwatch::region::region_at_start;
+use crate::source::bind::{absolute_in_created_dir, bind_socket};
 
 /// Retention periods CloudWatch Logs accepts, in days (PutRetentionPolicy,
 /// <https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html>).
@@ -84,19 +86,6 @@ pub struct RunConfig {
     pub termination: Option<crate::events::termination::TerminationMessage>,
 }
 
-/// The CloudWatch Logs output's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CloudWatchSettings {
-    /// Log group.
-    pub log_group: String,
-    /// Log stream, template already filled in.
-    pub log_stream: String,
-    /// Retention for a group hooklog creates.
-    pub retention_days: Option<i32>,
-    /// Longest a record waits before it is sent.
-    pub flush_interval: Duration,
-}
-
 impl RunConfig {
     /// Checks `args`, creates missing input files and binds the sockets.
     pub fn from_args(args: RunArgs) -> Result<Self, ConfigError> {
@@ -123,85 +112,21 @@ impl RunConfig {
     }
 
     fn build(args: RunArgs) -> anyhow::Result<Self> {
-        if args.files.is_empty() && args.sockets.is_empty() {
-            bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
-        }
-        if args.max_line_bytes < MIN_MAX_LINE_BYTES {
-            bail!(
-                "--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}",
-                args.max_line_bytes
-            );
-        }
-        if args.max_line_bytes > MAX_LINE_BYTES_LIMIT {
-            bail!(
-                "--max-line-bytes {} is above the maximum of {MAX_LINE_BYTES_LIMIT}",
-                args.max_line_bytes
-            );
-        }
-        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&args.max_connections) {
-            bail!(
-                "--max-connections {} is not between 1 and {MAX_CONNECTIONS_LIMIT}",
-                args.max_connections
-            );
-        }
-        if args.grace.is_zero() {
-            bail!("--grace must be more than 0");
-        }
-        if let Some(dir) = &args.podinfo
-            && !dir.is_dir()
-        {
-            bail!("--podinfo {}: not a directory", dir.display());
-        }
-        let mut pod = PodMeta::from_env(args.podinfo.as_deref())?;
-        if !args.pod_metadata.contains(&crate::cli::PodMetadata::Labels) {
-            pod.labels.clear();
-        }
-        if !args
-            .pod_metadata
-            .contains(&crate::cli::PodMetadata::Annotations)
-        {
-            pod.annotations.clear();
-        }
+        check_bounds(&args)?;
+        let pod = pod_metadata(&args)?;
         ensure_fd_limit(
             args.max_connections as u64
                 + FDS_PER_FILE * args.files.len() as u64
                 + args.sockets.len() as u64
                 + FD_RESERVE,
         );
-        let files = args
-            .files
-            .iter()
-            .map(|p| prepare_file(p, args.file_mode))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut seen = std::collections::HashSet::new();
-        for f in &files {
-            if !seen.insert(f) {
-                bail!("--file {} is given twice", f.display());
-            }
-        }
+        let files = prepare_files(&args)?;
         let sockets = args
             .sockets
             .iter()
             .map(|p| bind_socket(p, args.file_mode))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let cloudwatch = if args.outputs.contains(&Output::Cloudwatch) {
-            let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
-                bail!("--output cloudwatch needs --log-group (or HOOKLOG_LOG_GROUP)");
-            };
-            if let Some(days) = args.retention_days
-                && !RETENTION_DAYS.contains(&days)
-            {
-                bail!("--retention-days {days} is not one CloudWatch accepts: {RETENTION_DAYS:?}");
-            }
-            Some(CloudWatchSettings {
-                log_group,
-                log_stream: fill_stream_template(&args.log_stream, &pod)?,
-                retention_days: args.retention_days,
-                flush_interval: args.flush_interval,
-            })
-        } else {
-            None
-        };
+        let cloudwatch = cloudwatch_settings(&args, &pod)?;
         Ok(RunConfig {
             files,
             sockets,
@@ -234,6 +159,96 @@ impl RunConfig {
     }
 }
 
+/// Something to read, and each number within its bounds.
+fn check_bounds(args: &RunArgs) -> anyhow::Result<()> {
+    if args.files.is_empty() && args.sockets.is_empty() {
+        bail!("nothing to read: give --file or --socket (or HOOKLOG_FILE / HOOKLOG_SOCKET)");
+    }
+    if args.max_line_bytes < MIN_MAX_LINE_BYTES {
+        bail!(
+            "--max-line-bytes {} is below the minimum of {MIN_MAX_LINE_BYTES}",
+            args.max_line_bytes
+        );
+    }
+    if args.max_line_bytes > MAX_LINE_BYTES_LIMIT {
+        bail!(
+            "--max-line-bytes {} is above the maximum of {MAX_LINE_BYTES_LIMIT}",
+            args.max_line_bytes
+        );
+    }
+    if !(1..=MAX_CONNECTIONS_LIMIT).contains(&args.max_connections) {
+        bail!(
+            "--max-connections {} is not between 1 and {MAX_CONNECTIONS_LIMIT}",
+            args.max_connections
+        );
+    }
+    if args.grace.is_zero() {
+        bail!("--grace must be more than 0");
+    }
+    Ok(())
+}
+
+/// The pod's metadata from `--podinfo` and the environment, with the maps `--pod-metadata`
+/// leaves out emptied.
+fn pod_metadata(args: &RunArgs) -> anyhow::Result<PodMeta> {
+    if let Some(dir) = &args.podinfo
+        && !dir.is_dir()
+    {
+        bail!("--podinfo {}: not a directory", dir.display());
+    }
+    let mut pod = PodMeta::from_env(args.podinfo.as_deref())?;
+    if !args.pod_metadata.contains(&crate::cli::PodMetadata::Labels) {
+        pod.labels.clear();
+    }
+    if !args
+        .pod_metadata
+        .contains(&crate::cli::PodMetadata::Annotations)
+    {
+        pod.annotations.clear();
+    }
+    Ok(pod)
+}
+
+/// Each `--file` ready to follow ([`prepare_file`]), none given twice.
+fn prepare_files(args: &RunArgs) -> anyhow::Result<Vec<PathBuf>> {
+    let files = args
+        .files
+        .iter()
+        .map(|p| prepare_file(p, args.file_mode))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut seen = std::collections::HashSet::new();
+    for f in &files {
+        if !seen.insert(f) {
+            bail!("--file {} is given twice", f.display());
+        }
+    }
+    Ok(files)
+}
+
+/// The CloudWatch output's settings, when `--output` names it.
+fn cloudwatch_settings(
+    args: &RunArgs,
+    pod: &PodMeta,
+) -> anyhow::Result<Option<CloudWatchSettings>> {
+    if !args.outputs.contains(&Output::Cloudwatch) {
+        return Ok(None);
+    }
+    let Some(log_group) = args.log_group.clone().filter(|g| !g.is_empty()) else {
+        bail!("--output cloudwatch needs --log-group (or HOOKLOG_LOG_GROUP)");
+    };
+    if let Some(days) = args.retention_days
+        && !RETENTION_DAYS.contains(&days)
+    {
+        bail!("--retention-days {days} is not one CloudWatch accepts: {RETENTION_DAYS:?}");
+    }
+    Ok(Some(CloudWatchSettings {
+        log_group,
+        log_stream: fill_stream_template(&args.log_stream, pod)?,
+        retention_days: args.retention_days,
+        flush_interval: args.flush_interval,
+    }))
+}
+
 /// Raises the soft limit on open files to `need` when the hard limit allows (Fargate's default
 /// soft limit is 1024 on some platform versions), and warns when it cannot: connections past
 /// the limit are then refused (accept backs off) rather than served.
@@ -255,24 +270,6 @@ fn ensure_fd_limit(need: u64) {
         need,
         "open-file limit below what --max-connections needs: lower --max-connections or raise nofile"
     );
-}
-
-/// `path` made absolute through its folder, which is created when missing (an emptyDir
-/// subfolder, say). Errors name `flag` and the path as given.
-fn absolute_in_created_dir(path: &Path, flag: &str) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{flag} {}: not a file name", path.display()))?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("{flag} {}: cannot create its folder", path.display()))?;
-    let parent = parent
-        .canonicalize()
-        .with_context(|| format!("{flag} {}: cannot resolve its folder", path.display()))?;
-    Ok(parent.join(name))
 }
 
 /// Makes `path` ready to follow: absolute, not a folder, created with `mode` when missing (so
@@ -312,7 +309,7 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("--file {}: cannot set mode {mode:o}", path.display()))?;
         }
     }
-    let cp = crate::source::checkpoint::path_for(&path);
+    let cp = crate::checkpoint::path_for(&path);
     if let Some(dir) = cp.parent() {
         // Never through a symlink a peer planted in the shared folder: hooklog's own paths.
         crate::nofollow::reclaim_own(dir)
@@ -327,7 +324,7 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
     }
     crate::nofollow::reclaim_own(&cp)
         .and_then(|()| {
-            crate::nofollow::open_write(&cp, crate::source::checkpoint::CHECKPOINT_MODE)
+            crate::nofollow::open_write(&cp, crate::checkpoint::CHECKPOINT_MODE)
                 .map_err(std::io::Error::from)
         })
         .with_context(|| {
@@ -338,46 +335,6 @@ fn prepare_file(path: &Path, mode: u32) -> anyhow::Result<PathBuf> {
             )
         })?;
     Ok(path)
-}
-
-/// Binds a listening socket at `path` (returned absolute), replacing a stale socket file but
-/// never a live one.
-pub fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<(PathBuf, UnixListener)> {
-    let path = absolute_in_created_dir(path, "--socket")?;
-    if let Ok(m) = std::fs::symlink_metadata(&path) {
-        if m.is_dir() {
-            bail!("--socket {}: is a directory", path.display());
-        }
-        if m.file_type().is_symlink() {
-            // A peer's link in the shared folder: removed (unlink does not follow it), never
-            // bound through.
-            tracing::warn!(path = %path.display(), "--socket path is a symbolic link: removing it");
-        } else if !m.file_type().is_socket() {
-            bail!("--socket {}: exists and is not a socket", path.display());
-        }
-        if m.file_type().is_socket() && UnixStream::connect(&path).is_ok() {
-            bail!(
-                "--socket {}: another process is listening on it",
-                path.display()
-            );
-        }
-        std::fs::remove_file(&path)
-            .with_context(|| format!("--socket {}: cannot remove stale socket", path.display()))?;
-    }
-    // The socket is created with `mode` by the umask of the bind, not by a chmod of the path
-    // afterwards: a chmod follows a symlink a peer swapped in meanwhile. At start-up config runs
-    // before the runtime starts any thread, so the process-wide umask is this thread's alone; the
-    // socket guard binds again at runtime, where only hooklog's own checkpoints could be created
-    // under the narrower umask meanwhile (hooklog alone reads them).
-    let mask = nix::sys::stat::Mode::from_bits_truncate(!mode & 0o777);
-    let old_mask = nix::sys::stat::umask(mask);
-    let bound = UnixListener::bind(&path);
-    nix::sys::stat::umask(old_mask);
-    let listener = bound.with_context(|| format!("--socket {}: cannot bind", path.display()))?;
-    listener
-        .set_nonblocking(true)
-        .with_context(|| format!("--socket {}: cannot make non-blocking", path.display()))?;
-    Ok((path, listener))
 }
 
 /// The AWS region, as the SDK's default chain finds it ([`region_at_start`]: `AWS_REGION`,
@@ -496,35 +453,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = prepare_file(dir.path(), 0o666).unwrap_err();
         assert!(format!("{err:#}").contains("is a directory"), "{err:#}");
-    }
-
-    #[test]
-    fn a_live_socket_is_not_stolen_but_a_stale_one_is_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s.sock");
-        let live = bind_socket(&p, 0o666).unwrap();
-        let err = bind_socket(&p, 0o666).unwrap_err();
-        assert!(format!("{err:#}").contains("another process"), "{err:#}");
-        drop(live);
-        bind_socket(&p, 0o666).unwrap();
-    }
-
-    #[test]
-    fn a_symlink_at_the_socket_path_is_replaced_and_its_target_left_alone() {
-        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-        let dir = tempfile::tempdir().unwrap();
-        let secret = dir.path().join("secret");
-        std::fs::write(&secret, "key").unwrap();
-        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let p = dir.path().join("s.sock");
-        std::os::unix::fs::symlink(&secret, &p).unwrap();
-        let _live = bind_socket(&p, 0o666).unwrap();
-        let m = std::fs::symlink_metadata(&p).unwrap();
-        assert!(m.file_type().is_socket());
-        assert_eq!(m.permissions().mode() & 0o777, 0o666);
-        let t = std::fs::metadata(&secret).unwrap();
-        assert_eq!(t.permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::read(&secret).unwrap(), b"key");
     }
 
     #[test]

@@ -28,13 +28,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::batch::Batch;
+use crate::checkpoint::Checkpoint;
 use crate::config::RunConfig;
 use crate::events::Notices;
 use crate::framing::{Frame, FrameEnd};
 use crate::lifecycle::peers::{Peers, summary_members};
 use crate::record::{Encoder, Enrichment};
 use crate::sink::{self, Counters};
-use crate::source::checkpoint::Checkpoint;
 use crate::source::file::{FileSource, StopHandle};
 use crate::source::{Activity, SourceContext, socket, socket_guard};
 

@@ -130,132 +130,179 @@ async fn run_async(args: HookArgs) -> u8 {
     // Before anything else: a SIGTERM, SIGINT, SIGHUP or SIGQUIT from now on is forwarded to the
     // command (or, before it starts, waits for it) instead of killing the wrapper with the hook
     // half-reported and the command orphaned.
-    let stopping = match Stopping::install() {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot install signal handlers: signals end the wrapper");
-            None
-        }
-    };
+    let stopping = install_stopping();
     // Held since `main` began; a signal that came meanwhile reaches the handlers above now.
     crate::lifecycle::signal::release();
     // Reporting runs on a thread of its own, beside the command: a slow or stuck daemon delays
     // neither the command, nor its timeout, nor the signals forwarded to it.
     let reporter = Reporter::new(args.socket.clone(), args.file.clone(), LastResort::Stderr);
-    let command: Vec<String> = args
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    // This run's id and start (wall clock, ms): the daemon orders a container's hook events by
-    // them, whichever input each record came through.
-    let started_ms = crate::timefmt::now_ms();
-    let run_id = format!("{started_ms:x}-{:x}", std::process::id());
-    let base = |event: Event| {
-        let mut m = serde_json::Map::new();
-        m.insert(field::EVENT.into(), json!(event.name()));
-        m.insert(field::CONTAINER.into(), json!(args.container));
-        m.insert(field::HOOK.into(), json!(args.hook_name));
-        m
-    };
-    let run_members = |m: &mut serde_json::Map<String, Value>| {
-        m.insert(field::RUN_ID.into(), json!(run_id));
-        m.insert(field::STARTED_MS.into(), json!(started_ms));
-    };
-    // The run's key, kept until the run is over: `hook.started` carries its hash (`seal`),
-    // `hook.finished` the key itself. The daemon ends the run only with a finish whose key opens
-    // the seal, so a peer that reads the start in the shared file cannot end the run first.
-    let key = run_key();
-
+    let records = RunRecords::new(&args);
     let start = Instant::now();
     let result = execute(
         &args.command,
         args.timeout,
         stopping,
         &reporter,
-        || {
-            // Sent once the command runs (or could not be started), never before it.
-            // The command's share shrinks until the line fits under the smallest cap a daemon
-            // may have: the daemon then reads it as one frame, whatever its --max-line-bytes.
-            let mut budget = COMMAND_MAX_BYTES;
-            let line = loop {
-                let mut started = base(Event::Started);
-                run_members(&mut started);
-                if let Some((_, seal)) = &key {
-                    started.insert(field::SEAL.into(), json!(seal));
-                }
-                let (shown, truncated) = bounded_command(&command, budget);
-                let ellipsis = if truncated { "…" } else { "" };
-                started.insert(field::COMMAND.into(), json!(shown));
-                if truncated {
-                    started.insert(field::COMMAND_TRUNCATED.into(), json!(true));
-                }
-                started.insert(
-                    field::MESSAGE.into(),
-                    json!(format!(
-                        "{} hook started: {}{ellipsis}",
-                        args.hook_name,
-                        shown.join(" ")
-                    )),
-                );
-                let line = Value::Object(started).to_string();
-                if line.len() < LIFECYCLE_LINE_MAX || budget == 0 {
-                    break line;
-                }
-                budget /= 2;
-            };
-            reporter.send_everywhere(&line);
-        },
-        |stream, line, partial| {
-            let mut m = base(Event::Output);
-            m.insert(field::STREAM.into(), json!(stream));
-            m.insert(field::MESSAGE.into(), json!(line));
-            if partial {
-                m.insert(field::PARTIAL.into(), json!(true));
-            }
-            reporter.send(&Value::Object(m).to_string());
-        },
+        // Sent once the command runs (or could not be started), never before it.
+        || reporter.send_everywhere(&records.started()),
+        |stream, line, partial| reporter.send(&records.output(stream, line, partial)),
     )
     .await;
     let duration_ms = start.elapsed().as_millis() as u64;
-
-    let mut finished = base(Event::Finished);
-    run_members(&mut finished);
-    if let Some((key, _)) = &key {
-        finished.insert(field::KEY.into(), json!(key));
-    }
-    finished.insert(field::OUTCOME.into(), json!(result.outcome));
-    finished.insert(field::EXIT_CODE.into(), json!(result.exit_code));
-    finished.insert(field::SIGNAL.into(), json!(result.signal));
-    finished.insert(field::DURATION_MS.into(), json!(duration_ms));
-    finished.insert(
-        field::MESSAGE.into(),
-        json!(format!(
-            "{} hook {}: {} after {duration_ms} ms",
-            args.hook_name, result.outcome, result.message
-        )),
-    );
     // Last: its file copy waits until the daemon has read the output before it.
-    reporter.send_last_everywhere(&Value::Object(finished).to_string());
-    if result.outcome != "ok" {
-        let why = format!(
-            "{} hook {}: {}",
-            args.hook_name, result.outcome, result.message
+    reporter.send_last_everywhere(&records.finished(&result, duration_ms));
+    say_how_it_ended(&args.hook_name, &result);
+    warn_unsent(reporter.finish(REPORT_FINISH).unsent);
+    result.status
+}
+
+/// The handlers that forward signals to the command; none (with a warning) when they cannot be
+/// installed, and a signal then ends the wrapper.
+fn install_stopping() -> Option<Stopping> {
+    match Stopping::install() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot install signal handlers: signals end the wrapper");
+            None
+        }
+    }
+}
+
+/// The records of one run of a hook: `hook.started`, each output line, `hook.finished`.
+struct RunRecords<'a> {
+    /// `--container`.
+    container: &'a str,
+    /// `--hook-name`.
+    hook: &'a str,
+    /// The command, as text.
+    command: Vec<String>,
+    /// This run's id and start (wall clock, ms): the daemon orders a container's hook events by
+    /// them, whichever input each record came through.
+    run_id: String,
+    started_ms: i64,
+    /// The run's key, kept until the run is over: `hook.started` carries its hash (`seal`),
+    /// `hook.finished` the key itself. The daemon ends the run only with a finish whose key
+    /// opens the seal, so a peer that reads the start in the shared file cannot end the run
+    /// first.
+    key: Option<(String, String)>,
+}
+
+impl<'a> RunRecords<'a> {
+    fn new(args: &'a HookArgs) -> Self {
+        let started_ms = crate::timefmt::now_ms();
+        RunRecords {
+            container: &args.container,
+            hook: &args.hook_name,
+            command: args
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            run_id: format!("{started_ms:x}-{:x}", std::process::id()),
+            started_ms,
+            key: run_key(),
+        }
+    }
+
+    /// The members every record of the run has.
+    fn base(&self, event: Event) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(field::EVENT.into(), json!(event.name()));
+        m.insert(field::CONTAINER.into(), json!(self.container));
+        m.insert(field::HOOK.into(), json!(self.hook));
+        m
+    }
+
+    /// The members of the run's start and finish.
+    fn run_members(&self, m: &mut serde_json::Map<String, Value>) {
+        m.insert(field::RUN_ID.into(), json!(self.run_id));
+        m.insert(field::STARTED_MS.into(), json!(self.started_ms));
+    }
+
+    /// `hook.started`. The command's share shrinks until the line fits under the smallest cap a
+    /// daemon may have: the daemon then reads it as one frame, whatever its --max-line-bytes.
+    fn started(&self) -> String {
+        let mut budget = COMMAND_MAX_BYTES;
+        loop {
+            let mut started = self.base(Event::Started);
+            self.run_members(&mut started);
+            if let Some((_, seal)) = &self.key {
+                started.insert(field::SEAL.into(), json!(seal));
+            }
+            let (shown, truncated) = bounded_command(&self.command, budget);
+            let ellipsis = if truncated { "…" } else { "" };
+            started.insert(field::COMMAND.into(), json!(shown));
+            if truncated {
+                started.insert(field::COMMAND_TRUNCATED.into(), json!(true));
+            }
+            started.insert(
+                field::MESSAGE.into(),
+                json!(format!(
+                    "{} hook started: {}{ellipsis}",
+                    self.hook,
+                    shown.join(" ")
+                )),
+            );
+            let line = Value::Object(started).to_string();
+            if line.len() < LIFECYCLE_LINE_MAX || budget == 0 {
+                return line;
+            }
+            budget /= 2;
+        }
+    }
+
+    /// One line of the command's output.
+    fn output(&self, stream: &str, line: &str, partial: bool) -> String {
+        let mut m = self.base(Event::Output);
+        m.insert(field::STREAM.into(), json!(stream));
+        m.insert(field::MESSAGE.into(), json!(line));
+        if partial {
+            m.insert(field::PARTIAL.into(), json!(true));
+        }
+        Value::Object(m).to_string()
+    }
+
+    /// `hook.finished`, with the key that opens the start's seal.
+    fn finished(&self, result: &HookResult, duration_ms: u64) -> String {
+        let mut finished = self.base(Event::Finished);
+        self.run_members(&mut finished);
+        if let Some((key, _)) = &self.key {
+            finished.insert(field::KEY.into(), json!(key));
+        }
+        finished.insert(field::OUTCOME.into(), json!(result.outcome));
+        finished.insert(field::EXIT_CODE.into(), json!(result.exit_code));
+        finished.insert(field::SIGNAL.into(), json!(result.signal));
+        finished.insert(field::DURATION_MS.into(), json!(duration_ms));
+        finished.insert(
+            field::MESSAGE.into(),
+            json!(format!(
+                "{} hook {}: {} after {duration_ms} ms",
+                self.hook, result.outcome, result.message
+            )),
         );
+        Value::Object(finished).to_string()
+    }
+}
+
+/// A hook not ok is said on hooklog's own stderr too, in `--log-format`.
+fn say_how_it_ended(hook: &str, result: &HookResult) {
+    if result.outcome != "ok" {
+        let why = format!("{hook} hook {}: {}", result.outcome, result.message);
         let line = crate::cli::diagnostic_line("ERROR", &why);
         crate::passthrough::own_stderr(format!("{line}\n").into_bytes());
     }
-    let delivery = reporter.finish(REPORT_FINISH);
-    if delivery.unsent > 0 {
+}
+
+/// Records the file did not take before [`REPORT_FINISH`] are said on stderr.
+fn warn_unsent(unsent: usize) {
+    if unsent > 0 {
         let why = format!(
-            "{} records of this hook not reported: the file did not take them within {} ms",
-            delivery.unsent,
+            "{unsent} records of this hook not reported: the file did not take them within {} ms",
             REPORT_FINISH.as_millis()
         );
         let line = crate::cli::diagnostic_line("WARN", &why);
         crate::passthrough::own_stderr(format!("{line}\n").into_bytes());
     }
-    result.status
 }
 
 /// Bytes of randomness in a run's key: 128 bits, past any guess.
@@ -285,7 +332,7 @@ fn run_key() -> Option<(String, String)> {
 pub async fn execute(
     command: &[OsString],
     timeout: Option<Duration>,
-    mut stopping: Option<Stopping>,
+    stopping: Option<Stopping>,
     reporter: &Reporter,
     on_spawn: impl FnOnce(),
     mut on_line: impl FnMut(&str, &str, bool),
@@ -301,21 +348,11 @@ pub async fn execute(
         };
     };
     let name = program.to_string_lossy().into_owned();
-    // stdin is a pipe closed at once rather than /dev/null: the hook then reads EOF all the same,
-    // and a root without /dev (a bare chroot) can still run hooks.
-    let mut child = match Command::new(program)
-        .args(rest)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a timeout or a forwarded SIGTERM reaches the command's
-        // children too (`sh -c 'upload; sleep 50'`), as timeout(1) does.
-        .process_group(0)
-        .spawn()
-    {
+    let spawned = spawn(program, rest);
+    on_spawn();
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            on_spawn();
             let (status, why) = spawn_failure(&e);
             return HookResult {
                 outcome: "failed",
@@ -326,89 +363,148 @@ pub async fn execute(
             };
         }
     };
-    on_spawn();
     drop(child.stdin.take());
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .map(Pid::from_raw);
-    let (tx, mut lines) = mpsc::channel::<(&'static str, String, bool)>(OUTPUT_QUEUE_LINES);
+    let mut output = Output {
+        lines: output_lines(&mut child),
+        passed: PassThrough::start(),
+    };
+    let (status, timed_out) = output
+        .wait(&mut child, pid, timeout, stopping, reporter, &mut on_line)
+        .await;
+    if timed_out {
+        // What the timed-out command left behind goes too.
+        send(pid, Signal::SIGKILL);
+    }
+    output.drain(timed_out, reporter, &mut on_line).await;
+    // Blocking, but bounded and after the command: the timers have nothing left to do.
+    output.passed.finish(if timed_out {
+        TIMED_OUT_PASS_THROUGH
+    } else {
+        PASS_THROUGH_FINISH
+    });
+    judge(&name, status, timed_out)
+}
+
+/// Starts `program` with `rest`, its output piped. stdin is a pipe closed at once rather than
+/// /dev/null: the hook then reads EOF all the same, and a root without /dev (a bare chroot) can
+/// still run hooks.
+fn spawn(program: &OsString, rest: &[OsString]) -> std::io::Result<tokio::process::Child> {
+    Command::new(program)
+        .args(rest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a timeout or a forwarded SIGTERM reaches the command's
+        // children too (`sh -c 'upload; sleep 50'`), as timeout(1) does.
+        .process_group(0)
+        .spawn()
+}
+
+/// The command's stdout and stderr, each read on a task of its own into one queue of lines.
+fn output_lines(child: &mut tokio::process::Child) -> mpsc::Receiver<OutputLine> {
+    let (tx, lines) = mpsc::channel::<OutputLine>(OUTPUT_QUEUE_LINES);
     if let Some(out) = child.stdout.take() {
         tokio::spawn(read_lines(out, "stdout", tx.clone()));
     }
     if let Some(err) = child.stderr.take() {
         tokio::spawn(read_lines(err, "stderr", tx.clone()));
     }
-    drop(tx);
+    lines
+}
 
-    let mut passed = PassThrough::start();
-    let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
-    let mut timed_out = false;
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    let status: std::io::Result<ExitStatus> = loop {
-        // Looked at once per turn: the reporting thread makes room at any moment, and two looks
-        // that disagreed (no room for the lines, then room enough to wait for none) disabled
-        // every branch but the command's exit, which waited on its full pipe: a hang, seen once.
-        // Waiting for both is safe: a wake-up with room still short only turns the loop again.
-        let room = reporter.has_room() && passed.has_room();
-        tokio::select! {
-            status = child.wait() => break status,
-            Some((stream, line, partial)) = lines.recv(), if room => {
-                passed.write(stream, &line, partial);
-                on_line(stream, &line, partial);
-            }
-            _ = reporter.room(), if !room => {}
-            _ = passed.room(), if !room => {}
-            _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
-                timed_out = true;
-                send(pid, Signal::SIGTERM);
-                kill_at = Some(tokio::time::Instant::now() + KILL_AFTER);
-            }
-            _ = crate::duration::sleep_until_opt(kill_at) => {
-                send(pid, Signal::SIGKILL);
-                kill_at = None;
-            }
-            sig = recv_opt(&mut stopping) => send(pid, sig),
-        }
-    };
-    if timed_out {
-        // What the timed-out command left behind goes too.
-        send(pid, Signal::SIGKILL);
-    }
-    // The rest of the output, at the pace of its readers as before, until the pipes close, or
-    // stay open without a line for OUTPUT_DRAIN (something else holds them), or OUTPUT_DRAIN_MAX.
-    let drain_by = tokio::time::Instant::now()
-        + if timed_out {
-            TIMED_OUT_DRAIN_MAX
-        } else {
-            OUTPUT_DRAIN_MAX
-        };
-    loop {
-        if !(reporter.has_room() && passed.has_room()) {
-            // Both, as above: the branches' own looks could disagree with this one.
+/// A line of output: its stream, its text, and whether it was cut before its end.
+type OutputLine = (&'static str, String, bool);
+
+/// The command's output on its way: the queue of its lines, and their pass-through.
+struct Output {
+    lines: mpsc::Receiver<OutputLine>,
+    passed: PassThrough,
+}
+
+impl Output {
+    /// Hands each line on until the command exits, while the timeout and signals go on
+    /// regardless; returns its status and whether the timeout fired.
+    async fn wait(
+        &mut self,
+        child: &mut tokio::process::Child,
+        pid: Option<Pid>,
+        timeout: Option<Duration>,
+        mut stopping: Option<Stopping>,
+        reporter: &Reporter,
+        on_line: &mut impl FnMut(&str, &str, bool),
+    ) -> (std::io::Result<ExitStatus>, bool) {
+        let timeout_at = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut timed_out = false;
+        let mut kill_at: Option<tokio::time::Instant> = None;
+        let status = loop {
+            // Looked at once per turn: the reporting thread makes room at any moment, and two
+            // looks that disagreed (no room for the lines, then room enough to wait for none)
+            // disabled every branch but the command's exit, which waited on its full pipe: a
+            // hang, seen once. Waiting for both is safe: a wake-up with room still short only
+            // turns the loop again.
+            let room = reporter.has_room() && self.passed.has_room();
             tokio::select! {
-                _ = reporter.room() => {}
-                _ = passed.room() => {}
-                _ = tokio::time::sleep_until(drain_by) => break,
+                status = child.wait() => break status,
+                Some((stream, line, partial)) = self.lines.recv(), if room => {
+                    self.passed.write(stream, &line, partial);
+                    on_line(stream, &line, partial);
+                }
+                _ = reporter.room(), if !room => {}
+                _ = self.passed.room(), if !room => {}
+                _ = crate::duration::sleep_until_opt(timeout_at), if !timed_out => {
+                    timed_out = true;
+                    send(pid, Signal::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + KILL_AFTER);
+                }
+                _ = crate::duration::sleep_until_opt(kill_at) => {
+                    send(pid, Signal::SIGKILL);
+                    kill_at = None;
+                }
+                sig = recv_opt(&mut stopping) => send(pid, sig),
             }
-            continue;
-        }
-        let idle_by = (tokio::time::Instant::now() + OUTPUT_DRAIN).min(drain_by);
-        let Ok(Some((stream, line, partial))) =
-            tokio::time::timeout_at(idle_by, lines.recv()).await
-        else {
-            break;
         };
-        passed.write(stream, &line, partial);
-        on_line(stream, &line, partial);
+        (status, timed_out)
     }
-    // Blocking, but bounded and after the command: the timers have nothing left to do.
-    passed.finish(if timed_out {
-        TIMED_OUT_PASS_THROUGH
-    } else {
-        PASS_THROUGH_FINISH
-    });
-    judge(&name, status, timed_out)
+
+    /// The rest of the output, at the pace of its readers as before, until the pipes close, or
+    /// stay open without a line for OUTPUT_DRAIN (something else holds them), or
+    /// OUTPUT_DRAIN_MAX.
+    async fn drain(
+        &mut self,
+        timed_out: bool,
+        reporter: &Reporter,
+        on_line: &mut impl FnMut(&str, &str, bool),
+    ) {
+        let drain_by = tokio::time::Instant::now()
+            + if timed_out {
+                TIMED_OUT_DRAIN_MAX
+            } else {
+                OUTPUT_DRAIN_MAX
+            };
+        loop {
+            if !(reporter.has_room() && self.passed.has_room()) {
+                // Both, as above: the branches' own looks could disagree with this one.
+                tokio::select! {
+                    _ = reporter.room() => {}
+                    _ = self.passed.room() => {}
+                    _ = tokio::time::sleep_until(drain_by) => break,
+                }
+                continue;
+            }
+            let idle_by = (tokio::time::Instant::now() + OUTPUT_DRAIN).min(drain_by);
+            let Ok(Some((stream, line, partial))) =
+                tokio::time::timeout_at(idle_by, self.lines.recv()).await
+            else {
+                break;
+            };
+            self.passed.write(stream, &line, partial);
+            on_line(stream, &line, partial);
+        }
+    }
 }
 
 fn judge(name: &str, status: std::io::Result<ExitStatus>, timed_out: bool) -> HookResult {

@@ -12,7 +12,8 @@
 //! - [`daemon`] (`hooklog run`): [`source`]s follow a shared file ([`source::file`]) and a Unix
 //!   socket ([`source::socket`]); [`framing`] cuts their bytes into lines and [`record`] turns
 //!   each into an enriched JSON record with the pod's metadata from [`pod`]. Records travel in
-//!   [`batch::Batch`]es through a bounded channel to the [`sink`]s (stdout, CloudWatch Logs). On
+//!   [`batch::Batch`]es through a bounded channel to the [`sink`]s (stdout, CloudWatch Logs),
+//!   each with the [`checkpoint`] positions it commits once delivered. On
 //!   SIGTERM, SIGINT, SIGHUP or SIGQUIT ([`lifecycle::signal`]) it waits for its
 //!   [`lifecycle::peers`] to finish their hooks, then emits a `hooks.summary` record and exits
 //!   within `--grace`. [`config`] validates `run`'s command line before any runtime starts.
@@ -39,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod checkpoint;
 pub mod cli;
 pub mod client;
 pub mod config;

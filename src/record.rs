@@ -29,10 +29,6 @@ use append::append;
 /// Smallest output cap accepted: room for the envelope and some message.
 pub const MIN_MAX_LINE_BYTES: usize = 1024;
 
-/// Default output cap. containerd splits stdout lines over 16 KiB into partial lines that
-/// Fargate's log router does not rejoin (and drops lines over ~66 KB), so one record stays below.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 - 1;
-
 /// Longest member value (its JSON text) a lifecycle record keeps when it is over the cap even
 /// without the pod's metadata: run ids, seals (64 hex digits), outcomes and exit codes fit, a
 /// long `message` or `command` does not.

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::manifest::{run, text};
+use crate::util::manifest::{run, text};
 use crate::util::wait_until;
-use crate::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
+use crate::util::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
@@ -645,7 +645,7 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
         own_namespace: Some("hooklog".into()),
         namespaces: Default::default(),
     };
-    let body = crate::webhook::pod_review("p-1", "shop", &c.created_pod());
+    let body = crate::util::webhook::pod_review("p-1", "shop", &c.created_pod());
     let answer = review::review(&body, review::Scope::NamespaceEnabled, &policy);
     let by_webhook = answer.response["response"].get("patch").is_some();
     let live = format!(
@@ -753,7 +753,6 @@ struct LateWebhook {
 
 impl LateWebhook {
     fn start(certs: &Certs) -> LateWebhook {
-        use std::io::{Read, Write};
         let reloading = std::sync::Arc::new(
             hooklog::webhook::tls::Reloading::open(certs.cert_file.clone(), certs.key_file.clone())
                 .expect("the test's certificate"),
@@ -769,30 +768,9 @@ impl LateWebhook {
                 std::thread::spawn(move || {
                     let conn = rustls::ServerConnection::new(config).expect("a TLS session");
                     let mut tls = rustls::StreamOwned::new(conn, tcp);
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 8192];
-                    let (head_end, length) = loop {
-                        let Ok(n) = tls.read(&mut chunk) else { return };
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
-                            let length = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            break (at + 4, length);
-                        }
+                    let Some((buf, head_end, length)) = crate::util::read_request(&mut tls) else {
+                        return;
                     };
-                    while buf.len() < head_end + length {
-                        match tls.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
                     let review: Value = serde_json::from_slice(&buf[head_end..head_end + length])
                         .unwrap_or_default();
                     let pod = &review["request"]["object"];
@@ -813,14 +791,7 @@ impl LateWebhook {
                         ));
                     }
                     let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}).to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.write_all(answer.as_bytes());
-                    let _ = tls.flush();
-                    tls.conn.send_close_notify();
-                    let _ = tls.flush();
+                    crate::util::answer_json(&mut tls, "200 OK", "", &body);
                 });
             }
         });
@@ -829,7 +800,7 @@ impl LateWebhook {
 }
 
 /// Deletes a webhook configuration when the test ends, passed or failed.
-struct Registered<'a>(&'a crate::apiserver::Api, String);
+struct Registered<'a>(&'a crate::util::apiserver::Api, String);
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
@@ -851,7 +822,7 @@ impl Drop for Registered<'_> {
 /// has no "already injected".
 #[test]
 fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
-    use crate::apiserver::{Api, Tier, pod};
+    use crate::util::apiserver::{Api, Tier, pod};
     let Some(api) = Api::from_env() else { return };
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");

@@ -1920,16 +1920,16 @@ fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
     let mut annotations = crate::sidecar_settings::ANNOTATIONS.to_vec();
     annotations.retain(|(k, _)| *k != "hooklog.dev/log-group");
     annotations.push(("hooklog.dev/log-group", &group));
-    let out = crate::manifest::run(
+    let out = crate::util::manifest::run(
         &["inject", "--image", crate::sidecar_settings::IMAGE, "-"],
         Some(&crate::sidecar_settings::deployment(&annotations)),
     );
     assert!(
         out.status.success(),
         "{}",
-        crate::manifest::text(&out.stderr)
+        crate::util::manifest::text(&out.stderr)
     );
-    let sidecar = crate::sidecar_settings::sidecar(&crate::manifest::text(&out.stdout));
+    let sidecar = crate::sidecar_settings::sidecar(&crate::util::manifest::text(&out.stdout));
     let pod = tempfile::tempdir().unwrap();
     let in_pod = |a: &str| -> String {
         for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {

@@ -8,7 +8,6 @@
 //! API server does.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::util::webhook::Certs;
 use crate::util::{Daemon, hooklog, wait_until};
-use crate::webhook::Certs;
 
 /// How long an Event may take to show up after the hook ended, faults included.
 const EVENT_SHOWS: Duration = Duration::from_secs(30);
@@ -171,30 +170,9 @@ fn serve(
     }
     let conn = rustls::ServerConnection::new(config).expect("a TLS session");
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (head_end, length) = loop {
-        let Ok(n) = tls.read(&mut chunk) else { return };
-        if n == 0 {
-            return;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
-            let length = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (at + 4, length);
-        }
+    let Some((buf, head_end, length)) = crate::util::read_request(&mut tls) else {
+        return;
     };
-    while buf.len() < head_end + length {
-        match tls.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let mut first = head.lines().next().unwrap_or_default().split(' ');
     let method = first.next().unwrap_or_default().to_string();
@@ -229,14 +207,7 @@ fn serve(
     let retry = retry_after
         .map(|s| format!("retry-after: {s}\r\n"))
         .unwrap_or_default();
-    let text = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{retry}connection: close\r\n\r\n{answer}",
-        answer.len()
-    );
-    let _ = tls.write_all(text.as_bytes());
-    let _ = tls.flush();
-    tls.conn.send_close_notify();
-    let _ = tls.flush();
+    crate::util::answer_json(&mut tls, &format!("{status} X"), &retry, &answer);
 }
 
 /// What the API server does with a create or a series update: keeps the Event (409 for a name

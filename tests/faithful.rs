@@ -9,7 +9,7 @@ use std::process::Command;
 use hooklog::manifest::{load, podspec};
 use hooklog::yaml::splice;
 
-use crate::manifest::{run, text};
+use crate::util::manifest::{run, text};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
@@ -412,7 +412,7 @@ fn inject_output_of_real_manifests_validates_strictly() {
         }
     }
     assert!(files.len() >= 16, "{files:?}");
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifest::validate_strictly(&files);
 }
 
 /// docs/check-and-inject.md's "Fixing it with `hooklog inject`" shows a real `diff -u` of inject's output: every
@@ -597,5 +597,5 @@ fn inject_output_of_every_file_shape_validates_strictly() {
         }
     }
     assert!(files.len() >= 20, "{files:?}");
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifest::validate_strictly(&files);
 }

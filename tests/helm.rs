@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value, json};
 
+use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 use crate::util::{hooklog, hooklog_bin, in_ci};
-use crate::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -341,7 +341,7 @@ fn every_manifest_of_a_matrix_of_values_validates_strictly() {
             files.push(file);
         }
     }
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifest::validate_strictly(&files);
 }
 
 /// What each value must change in the rendered objects, read back from them.
@@ -504,7 +504,7 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
         "mutatingwebhookconfiguration.yaml",
     ] {
         shipped.extend(
-            crate::k8s::documents(&root().join("k8s/webhook").join(file))
+            crate::util::manifest::documents(&root().join("k8s/webhook").join(file))
                 .into_iter()
                 .filter(|d| d["kind"] != "Namespace"),
         );
@@ -657,7 +657,7 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
     cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "info");
     let w = Webhook::spawn(cmd);
-    let pod = crate::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
+    let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
     let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
     let got = patched(&pod, &answer);
     let images: Vec<&str> = got["spec"]["containers"]
@@ -786,7 +786,7 @@ fn render_chart(chart: &Path, name: &str, namespace: &str) -> Vec<Value> {
 }
 
 /// The API server tier's credentials, for Helm's client.
-fn kube(api: &crate::apiserver::Api) -> Value {
+fn kube(api: &crate::util::apiserver::Api) -> Value {
     json!({
         "apiserver": format!("https://127.0.0.1:{}", api.port),
         "token": api.token,
@@ -796,7 +796,7 @@ fn kube(api: &crate::apiserver::Api) -> Value {
 
 #[test]
 fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injected() {
-    use crate::apiserver::{Api, Tier, has_hooklog, pod};
+    use crate::util::apiserver::{Api, Tier, has_hooklog, pod};
     let Some(api) = Api::from_env() else { return };
     if !helm_available() {
         return;
@@ -937,7 +937,7 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
     assert_eq!(status, 201, "{plain:#}");
     assert!(!has_hooklog(&plain));
-    let mut by_inject = crate::webhook::injected(
+    let mut by_inject = crate::util::webhook::injected(
         &plain,
         &[
             "--sidecar",
@@ -1091,7 +1091,7 @@ fn the_webhook_policy_keeps_its_word() {
         "hooklog",
     )
     .unwrap();
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifest::validate_strictly(&files);
 }
 
 /// Issue 37: `events.enabled` makes the webhook inject `run --events` (HOOKLOG_INJECT_EVENTS)
@@ -1310,7 +1310,7 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     }
     annotated["kind"] = json!("Pod");
     annotated["apiVersion"] = json!("v1");
-    let out = crate::manifest::run(
+    let out = crate::util::manifest::run(
         &[
             "inject",
             "--image",
@@ -1324,10 +1324,10 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     assert!(
         out.status.success(),
         "{}",
-        crate::manifest::text(&out.stderr)
+        crate::util::manifest::text(&out.stderr)
     );
     let injected: Value =
-        hooklog::manifest::load::parse("p.yaml", crate::manifest::text(&out.stdout))
+        hooklog::manifest::load::parse("p.yaml", crate::util::manifest::text(&out.stdout))
             .unwrap()
             .documents[0]
             .value

@@ -5,24 +5,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::binaries::{assert_version, release_bin, shared_libraries};
 use crate::util::podman::dockerfile_image;
 use crate::util::{POD_ENV, in_ci, wait_until};
 
-/// The musl target the release binary is built for here.
-const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 /// Grace given to hooklog in the pod test; `podman pod stop -t` gives the runtime a little more.
 const POD_GRACE_SECS: u64 = 10;
 /// The pod's stop timeout (terminationGracePeriodSeconds): SIGKILL after this.
 const POD_STOP_TIMEOUT_SECS: u64 = 20;
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output()
@@ -31,99 +25,6 @@ fn run(cmd: &mut Command) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// The static release binary: `$HOOKLOG_RELEASE_BIN` when scripts/test.sh built it before the
-/// tests, else built here once (cargo's own lock makes concurrent test processes wait for one
-/// build, and the later builds find it fresh).
-pub fn release_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| static_bin("HOOKLOG_RELEASE_BIN"))
-        .clone()
-}
-
-/// The sidecar's static binary (`--no-default-features`), as scripts/test.sh builds it and
-/// copies it aside: `$HOOKLOG_SIDECAR_BIN`. Not built here (another fat-LTO build while other
-/// tests run). Without it a test says it skipped, and fails in CI.
-pub fn sidecar_bin() -> Option<PathBuf> {
-    match std::env::var_os("HOOKLOG_SIDECAR_BIN") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            assert!(
-                p.is_file(),
-                "HOOKLOG_SIDECAR_BIN={} does not exist",
-                p.display()
-            );
-            Some(p)
-        }
-        None => {
-            assert!(
-                !in_ci(),
-                "HOOKLOG_SIDECAR_BIN is not set: scripts/test.sh builds the sidecar and sets it"
-            );
-            eprintln!(
-                "SKIPPED: HOOKLOG_SIDECAR_BIN is not set (cargo build --release --target \
-                 {MUSL_TARGET} --no-default-features, then copy the binary aside; scripts/test.sh does)"
-            );
-            None
-        }
-    }
-}
-
-/// `$var`, else the static musl release build, built here.
-fn static_bin(var: &str) -> PathBuf {
-    if let Some(p) = std::env::var_os(var) {
-        let p = PathBuf::from(p);
-        assert!(p.is_file(), "{var}={} does not exist", p.display());
-        return p;
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .args([
-            "build",
-            "--profile",
-            "control",
-            "--locked",
-            "--target",
-            MUSL_TARGET,
-        ])
-        .current_dir(repo());
-    // The variables cargo and nextest set for a test would make build scripts rerun: build
-    // in the environment a shell has, so this finds the build scripts/test.sh made.
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
-            || k.starts_with("NEXTEST")
-            || k.starts_with("RUST_")
-        {
-            build.env_remove(&*k);
-        }
-    }
-    let out = run(&mut build);
-    assert!(
-        out.status.success(),
-        "cannot build the static release binary (needs `rustup target add {MUSL_TARGET}` and \
-         Debian's musl-tools; scripts/test.sh installs both):\n{}",
-        text(&out.stderr)
-    );
-    let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo().join("target"), PathBuf::from);
-    target_dir.join(MUSL_TARGET).join("control").join("hooklog")
-}
-
-/// The files `ldd` says a binary loads (none for a static binary).
-pub fn shared_libraries(bin: &Path) -> Vec<PathBuf> {
-    let out = run(Command::new("ldd").arg(bin));
-    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    if all.contains("not a dynamic executable") || all.contains("statically linked") {
-        return Vec::new();
-    }
-    assert!(out.status.success(), "ldd {} failed: {all}", bin.display());
-    all.lines()
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
-        .map(PathBuf::from)
-        .collect()
 }
 
 /// `unshare --mount --pid --fork chroot ROOT ARGS...`.
@@ -507,7 +408,7 @@ pub fn runs_the_daemon_under_qemu(bin: &Path, built: Built) {
     assert!(version.status.success(), "{}", text(&version.stderr));
     let printed = text(&version.stdout);
     match built {
-        Built::Here => crate::cli::assert_version(&printed, Some("aarch64-unknown-linux-musl")),
+        Built::Here => assert_version(&printed, Some("aarch64-unknown-linux-musl")),
         Built::InImage => assert!(
             printed.trim().starts_with(&format!(
                 "hooklog {} (commit unknown, aarch64-unknown-linux-musl)",

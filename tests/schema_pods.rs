@@ -11,13 +11,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 use crate::util::{hooklog, in_ci};
-use crate::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 
 /// The schema's version: the API server tier's (scripts/apiserver.sh) and the oldest whose
 /// `matchConditions` the chart uses.
@@ -373,11 +372,11 @@ fn bases() -> Vec<(&'static str, Value)> {
     vec![
         (
             "injected native",
-            crate::webhook::injected(&written, &["--sidecar", "native"]),
+            crate::util::webhook::injected(&written, &["--sidecar", "native"]),
         ),
         (
             "injected classic",
-            crate::webhook::injected(&written, &["--sidecar", "classic"]),
+            crate::util::webhook::injected(&written, &["--sidecar", "classic"]),
         ),
         ("written", written),
     ]
@@ -417,21 +416,7 @@ pub struct KeepAlive {
 
 impl KeepAlive {
     pub fn open(port: u16, ca_pem: &str) -> KeepAlive {
-        use rustls_pki_types::CertificateDer;
-        use rustls_pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let conn = crate::util::webhook::tls_to_loopback(ca_pem).unwrap();
         let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         KeepAlive {

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use hooklog::yaml::tree;
 
-use crate::manifest::{run, text};
 use crate::util::goyaml::GoYaml;
+use crate::util::manifest::{run, text};
 
 /// Cases per property in the default run: enough to meet every shape of issue 24 (each of
 /// its bugs failed within the first 100 on main), small enough for seconds of run time.

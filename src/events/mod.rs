@@ -467,30 +467,35 @@ async fn watch_records(
         if shared.reported().contains(&(container.clone(), reason)) {
             continue;
         }
-        let head = match o.outcome.as_str() {
-            "missing" => format!(
-                "container {container}: no preStop hook reported (missing: named by --peers, never heard from)"
-            ),
-            "unfinished" => format!(
-                "container {container}: preStop hook still running after {} ms when hooklog stopped (unfinished)",
-                o.duration_ms.unwrap_or(0)
-            ),
-            other => format!(
-                "container {container}: preStop hook {other}{}{}",
-                o.exit_code
-                    .map(|c| format!(", exit status {c}"))
-                    .unwrap_or_default(),
-                o.duration_ms
-                    .map(|d| format!(" after {d} ms"))
-                    .unwrap_or_default()
-            ),
-        };
+        let head = summary_head(container, o);
         let tail = tails.get(container).cloned().unwrap_or_default();
         queue(Post {
             container: container.clone(),
             reason,
             note: note::note(&head, &tail),
         });
+    }
+}
+
+/// The first line of the Event for a hook the summary found not ok and no Event said yet.
+fn summary_head(container: &str, o: &PeerOutcome) -> String {
+    match o.outcome.as_str() {
+        "missing" => format!(
+            "container {container}: no preStop hook reported (missing: named by --peers, never heard from)"
+        ),
+        "unfinished" => format!(
+            "container {container}: preStop hook still running after {} ms when hooklog stopped (unfinished)",
+            o.duration_ms.unwrap_or(0)
+        ),
+        other => format!(
+            "container {container}: preStop hook {other}{}{}",
+            o.exit_code
+                .map(|c| format!(", exit status {c}"))
+                .unwrap_or_default(),
+            o.duration_ms
+                .map(|d| format!(" after {d} ms"))
+                .unwrap_or_default()
+        ),
     }
 }
 

@@ -276,35 +276,7 @@ impl Peers {
             .iter()
             .position(|r| r.id.as_deref() == Some(id.as_str()));
         let Some(at) = known else {
-            if self.runs.load(Ordering::Relaxed) >= MAX_RUNS as u64 {
-                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::warn!(
-                        container,
-                        max_runs = MAX_RUNS,
-                        "hook event of a run past the cap ignored (counted in the summary; no more warnings)"
-                    );
-                }
-                return false;
-            }
-            self.runs.fetch_add(1, Ordering::Relaxed);
-            let run = match finish {
-                None => Run {
-                    id: Some(id),
-                    since: Some(Instant::now()),
-                    seal: proof,
-                    finished: None,
-                    waiting: Vec::new(),
-                },
-                Some(f) => Run {
-                    id: Some(id),
-                    since: None,
-                    seal: None,
-                    finished: None,
-                    waiting: vec![(f, proof)],
-                },
-            };
-            peer.runs.push(run);
-            return true;
+            return self.new_run(peer, container, id, finish, proof);
         };
         let run = &mut peer.runs[at];
         match finish {
@@ -349,6 +321,47 @@ impl Peers {
                 false
             }
         }
+    }
+
+    /// A run not known before, started or (its start not read yet) finished; false when past
+    /// [`MAX_RUNS`].
+    fn new_run(
+        &self,
+        peer: &mut Peer,
+        container: &str,
+        id: String,
+        finish: Option<Finish>,
+        proof: Option<String>,
+    ) -> bool {
+        if self.runs.load(Ordering::Relaxed) >= MAX_RUNS as u64 {
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    container,
+                    max_runs = MAX_RUNS,
+                    "hook event of a run past the cap ignored (counted in the summary; no more warnings)"
+                );
+            }
+            return false;
+        }
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let run = match finish {
+            None => Run {
+                id: Some(id),
+                since: Some(Instant::now()),
+                seal: proof,
+                finished: None,
+                waiting: Vec::new(),
+            },
+            Some(f) => Run {
+                id: Some(id),
+                since: None,
+                seal: None,
+                finished: None,
+                waiting: vec![(f, proof)],
+            },
+        };
+        peer.runs.push(run);
+        true
     }
 
     /// The peers still waited for: those running a hook, and (until `announce_over`) those

@@ -2,6 +2,8 @@
 //! long they can last; and hooklog command lines parsed by hooklog's own parser.
 
 use std::collections::BTreeMap;
+use std::iter::Peekable;
+use std::str::Chars;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -412,44 +414,16 @@ fn commands(script: &str) -> Option<Vec<Simple>> {
     let mut chars = script.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        ch => w.push(ch),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        ch @ ('$' | '`' | '\\') => {
-                            opaque = true;
-                            w.push(ch);
-                        }
-                        ch => w.push(ch),
-                    }
-                }
-            }
+            '\'' => single_quoted(&mut chars, word.get_or_insert_with(String::new))?,
+            '"' => double_quoted(
+                &mut chars,
+                word.get_or_insert_with(String::new),
+                &mut opaque,
+            )?,
             ' ' | '\t' => words.extend(word.take()),
             ';' | '\n' | '&' | '|' => {
                 words.extend(word.take());
-                let (next, background) = match c {
-                    '&' if chars.peek() == Some(&'&') => {
-                        chars.next();
-                        (Join::And, false)
-                    }
-                    '&' => (Join::Then, true),
-                    '|' if chars.peek() == Some(&'|') => {
-                        chars.next();
-                        (Join::Or, false)
-                    }
-                    '|' => (Join::Pipe, false),
-                    _ => (Join::Then, false),
-                };
+                let (next, background) = separator(c, &mut chars);
                 if !words.is_empty() || opaque {
                     out.push(Simple {
                         join,
@@ -487,6 +461,49 @@ fn commands(script: &str) -> Option<Vec<Simple>> {
         });
     }
     Some(out)
+}
+
+/// The rest of a `'...'` quote into `w`; none when it is not closed.
+fn single_quoted(chars: &mut Peekable<Chars>, w: &mut String) -> Option<()> {
+    loop {
+        match chars.next()? {
+            '\'' => return Some(()),
+            ch => w.push(ch),
+        }
+    }
+}
+
+/// The rest of a `"..."` quote into `w`, `opaque` when it expands something; none when it is
+/// not closed.
+fn double_quoted(chars: &mut Peekable<Chars>, w: &mut String, opaque: &mut bool) -> Option<()> {
+    loop {
+        match chars.next()? {
+            '"' => return Some(()),
+            ch @ ('$' | '`' | '\\') => {
+                *opaque = true;
+                w.push(ch);
+            }
+            ch => w.push(ch),
+        }
+    }
+}
+
+/// How the command after separator `c` (`;`, a newline, `&`, `|`, or the first of `&&`, `||`)
+/// is joined to the one before, and whether the one before runs in the background.
+fn separator(c: char, chars: &mut Peekable<Chars>) -> (Join, bool) {
+    match c {
+        '&' if chars.peek() == Some(&'&') => {
+            chars.next();
+            (Join::And, false)
+        }
+        '&' => (Join::Then, true),
+        '|' if chars.peek() == Some(&'|') => {
+            chars.next();
+            (Join::Or, false)
+        }
+        '|' => (Join::Pipe, false),
+        _ => (Join::Then, false),
+    }
 }
 
 /// A `NAME=value` word before a command.

@@ -203,6 +203,12 @@ pub fn take_place(
             &[IMAGE_BINARY.into(), "sleep".into(), "0".into(), "--".into()],
         );
     }
+    take_sidecars_lists(map, &sidecar);
+}
+
+/// The sidecar's env and mounts added to the tailer's (an env var it has already kept), and its
+/// resources and security context where the tailer has none.
+fn take_sidecars_lists(map: &mut serde_json::Map<String, Value>, sidecar: &Value) {
     for key in ["env", "volumeMounts"] {
         let add = sidecar[key].as_array().cloned().unwrap_or_default();
         match map.get_mut(key).and_then(Value::as_array_mut) {

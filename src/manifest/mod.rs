@@ -361,14 +361,14 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         SidecarKind::Native => budget::SidecarMode::Native,
         SidecarKind::Classic => budget::SidecarMode::Classic,
     });
-    let mode = match inject::sidecar_mode(requested, args.kubernetes_version) {
+    let mode = match inject::sidecar_mode(requested, args.common.kubernetes_version) {
         Ok(m) => m,
         Err(e) => {
             error_line(&e.to_string());
             return EXIT_USAGE;
         }
     };
-    let settings = match args.settings.settings(args.events) {
+    let settings = match args.settings.settings(args.common.events) {
         Ok(s) => s,
         Err(e) => {
             error_line(&e);
@@ -382,11 +382,11 @@ pub fn inject_command(args: InjectArgs) -> u8 {
     let opts = inject::Options {
         image,
         mode,
-        prestop_sleep: args.prestop_sleep,
-        events: args.events,
+        prestop_sleep: args.common.prestop_sleep,
+        events: args.common.events,
         settings,
     };
-    let events = args.events;
+    let events = args.common.events;
     let mut lookup = check::Options {
         image_roots: roots,
         image_platform: args.images.image_platform,
@@ -395,8 +395,9 @@ pub fn inject_command(args: InjectArgs) -> u8 {
     // `--sidecar classic` asked for on a cluster that runs native sidecars (its version given):
     // a pod it cannot take is an error, not a pod silently shipped uninjected (issue 41).
     let classic_asked = args.sidecar == Some(SidecarKind::Classic)
-        && args.kubernetes_version.is_some()
-        && inject::sidecar_mode(None, args.kubernetes_version) == Ok(budget::SidecarMode::Native);
+        && args.common.kubernetes_version.is_some()
+        && inject::sidecar_mode(None, args.common.kubernetes_version)
+            == Ok(budget::SidecarMode::Native);
     let mut wanted = std::collections::BTreeSet::new();
     let mut namespaces = sidecar_settings::SeenNamespaces::default();
     let inputs = match transform_command(

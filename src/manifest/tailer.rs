@@ -3,6 +3,9 @@
 //! the sleeping preStop that keeps it alive, and the hooks that write files (`>`, `>>`, `tee`).
 //! Below `check` and `inject`, which both read it, so that the rule and the migration agree.
 
+use std::iter::Peekable;
+use std::str::Chars;
+
 use serde_json::Value;
 
 use super::hooks::{self, Handler, shell_script};
@@ -345,45 +348,14 @@ fn lex(script: &str) -> Option<Vec<Cmd>> {
     // The redirection waiting for its target word.
     let mut pending: Option<(Option<u32>, RedirectKind)> = None;
     let mut chars = script.chars().peekable();
-    let finish_word = |word: &mut Option<String>,
-                       cmd: &mut Cmd,
-                       pending: &mut Option<(Option<u32>, RedirectKind)>| {
-        if let Some(w) = word.take() {
-            match pending.take() {
-                Some((fd, kind)) => cmd.redirects.push(Redirect {
-                    fd,
-                    kind,
-                    target: w,
-                }),
-                None => cmd.words.push(w),
-            }
-        }
-    };
     while let Some(c) = chars.next() {
         match c {
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        ch => w.push(ch),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => w.push(chars.next()?),
-                        ch @ ('$' | '`') => {
-                            cmd.opaque = true;
-                            w.push(ch);
-                        }
-                        ch => w.push(ch),
-                    }
-                }
-            }
+            '\'' => single_quoted(&mut chars, word.get_or_insert_with(String::new))?,
+            '"' => double_quoted(
+                &mut chars,
+                word.get_or_insert_with(String::new),
+                &mut cmd.opaque,
+            )?,
             '\\' => {
                 if let Some(ch) = chars.next().filter(|c| *c != '\n') {
                     word.get_or_insert_with(String::new).push(ch);
@@ -403,28 +375,7 @@ fn lex(script: &str) -> Option<Vec<Cmd>> {
                         Some(if c == '>' { 1 } else { 0 })
                     }
                 };
-                let kind = match (c, chars.peek()) {
-                    ('>', Some('>')) => {
-                        chars.next();
-                        RedirectKind::Append
-                    }
-                    ('>', Some('|')) => {
-                        chars.next();
-                        RedirectKind::Write
-                    }
-                    (_, Some('&')) => {
-                        chars.next();
-                        RedirectKind::Dup
-                    }
-                    ('>', _) => RedirectKind::Write,
-                    _ => {
-                        while chars.peek().is_some_and(|c| matches!(c, '<' | '>' | '-')) {
-                            chars.next();
-                        }
-                        RedirectKind::Read
-                    }
-                };
-                pending = Some((fd, kind));
+                pending = Some((fd, redirect_kind(c, &mut chars)));
             }
             '&' if chars.peek() == Some(&'>') => {
                 finish_word(&mut word, &mut cmd, &mut pending);
@@ -467,6 +418,76 @@ fn lex(script: &str) -> Option<Vec<Cmd>> {
         out.push(cmd);
     }
     Some(out)
+}
+
+/// A word ended: the target of the redirection `pending` waits for, else one of `cmd`'s words.
+fn finish_word(
+    word: &mut Option<String>,
+    cmd: &mut Cmd,
+    pending: &mut Option<(Option<u32>, RedirectKind)>,
+) {
+    if let Some(w) = word.take() {
+        match pending.take() {
+            Some((fd, kind)) => cmd.redirects.push(Redirect {
+                fd,
+                kind,
+                target: w,
+            }),
+            None => cmd.words.push(w),
+        }
+    }
+}
+
+/// The rest of a `'...'` quote into `w`; none when it is not closed.
+fn single_quoted(chars: &mut Peekable<Chars>, w: &mut String) -> Option<()> {
+    loop {
+        match chars.next()? {
+            '\'' => return Some(()),
+            ch => w.push(ch),
+        }
+    }
+}
+
+/// The rest of a `"..."` quote into `w`, a backslash escaping the next character, `opaque` when
+/// it expands something; none when it is not closed.
+fn double_quoted(chars: &mut Peekable<Chars>, w: &mut String, opaque: &mut bool) -> Option<()> {
+    loop {
+        match chars.next()? {
+            '"' => return Some(()),
+            '\\' => w.push(chars.next()?),
+            ch @ ('$' | '`') => {
+                *opaque = true;
+                w.push(ch);
+            }
+            ch => w.push(ch),
+        }
+    }
+}
+
+/// The kind of the redirection operator that starts with `c` (`>` or `<`), the rest of it
+/// read from `chars`.
+fn redirect_kind(c: char, chars: &mut Peekable<Chars>) -> RedirectKind {
+    match (c, chars.peek()) {
+        ('>', Some('>')) => {
+            chars.next();
+            RedirectKind::Append
+        }
+        ('>', Some('|')) => {
+            chars.next();
+            RedirectKind::Write
+        }
+        (_, Some('&')) => {
+            chars.next();
+            RedirectKind::Dup
+        }
+        ('>', _) => RedirectKind::Write,
+        _ => {
+            while chars.peek().is_some_and(|c| matches!(c, '<' | '>' | '-')) {
+                chars.next();
+            }
+            RedirectKind::Read
+        }
+    }
 }
 
 /// The files hooklog's sidecar reads (`run --file`), as volume files, of a parsed `run`.

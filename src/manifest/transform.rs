@@ -312,29 +312,129 @@ fn edit_input(
     place: &mut Place,
     refused: &mut Option<String>,
 ) -> Result<Edited, String> {
-    let mut lines = Vec::new();
-    let mut applier = splice::Applier::new(&input.text);
-    let mut placed = Vec::new();
-    let mut why: Option<String> = None;
-    let mut wants = Vec::new();
-    let mut failed: Option<std::io::Error> = None;
-    let mut any_split = false;
-    // The digests of the List items read so far, for the List's own digest.
-    let mut items = digest::Items::new();
-    // Which document the next part is of, and those whose items must be edited as one.
-    let mut ordinal = 0usize;
-    let mut redo = std::collections::BTreeSet::new();
-    let mut joint: Option<splice::ListEdits> = None;
+    let mut p = Progress::new(&input.text);
     let each = |part: load::Part| {
         if refused.is_some() {
             return;
         }
-        let (doc, list, root, index) = match part {
+        let (doc, list, root, index) = p.open(part, mode, input);
+        let this = p.ordinal;
+        p.ordinal += usize::from(list.is_some());
+        let doc = match (mode, list) {
+            (Mode::Whole, Some(_)) => p.whole_list(input, doc, f, refused),
+            _ => Some(doc),
+        };
+        if let Some(doc) = doc {
+            let mut value = doc.value.clone();
+            match f(&mut value) {
+                Ok(l) => p.lines.extend(l),
+                Err(e) => {
+                    *refused = Some(format!(
+                        "{}:{}: {e}",
+                        input.name,
+                        refused_line(doc.line, &doc.node, &e)
+                    ));
+                    return;
+                }
+            }
+            if let Some(observe) = observe.as_mut() {
+                observe(&doc.value, &value);
+            }
+            let joined = matches!(mode, Mode::Shared(set) if set.contains(&this));
+            p.splice(
+                &input.text,
+                &doc,
+                &value,
+                joined,
+                list.is_some(),
+                (root, index),
+            );
+            p.count(list, &value);
+        }
+        if p.failed.is_none() && p.applier.written_len() >= spool::PIECE_BYTES {
+            p.failed = place.put(out, &p.applier.take_written()).err();
+        }
+    };
+    let notes = match mode {
+        Mode::Whole => input.each_document_part(each),
+        Mode::Split | Mode::Shared(_) => input.each_part(each),
+    };
+    let notes = notes.map_err(|e| e.to_string())?;
+    if let Some(e) = p.failed {
+        return Err(spool_error(e));
+    }
+    let written = match p.why {
+        _ if refused.is_some() => Ok(()),
+        Some(why) => Err(NotApplied::Edit(why)),
+        None => applied(input, p.applier, &p.wants, f, out, place),
+    };
+    Ok(Edited {
+        notes,
+        lines: p.lines,
+        placed: p.placed,
+        written,
+        split: p.any_split,
+        redo: p.redo,
+    })
+}
+
+/// What [`edit_input`] gathers as it reads an input's parts.
+struct Progress<'t> {
+    /// What `f` said.
+    lines: Vec<String>,
+    /// The edits, applied to the input's text as they come.
+    applier: splice::Applier<'t>,
+    /// What the edits noted of where they put things.
+    placed: Vec<String>,
+    /// Why the edits cannot be made in place, once one cannot.
+    why: Option<String>,
+    /// The digest each document (or List) written must have.
+    wants: Vec<u128>,
+    /// The first failure to write to the spool.
+    failed: Option<std::io::Error>,
+    /// Whether a List was read an item at a time.
+    any_split: bool,
+    /// The digests of the List items read so far, for the List's own digest.
+    items: digest::Items,
+    /// Which document the next part is of, and those whose items must be edited as one.
+    ordinal: usize,
+    redo: std::collections::BTreeSet<usize>,
+    /// The List whose items are being edited as one.
+    joint: Option<splice::ListEdits<'t>>,
+}
+
+impl<'t> Progress<'t> {
+    fn new(text: &'t str) -> Self {
+        Progress {
+            lines: Vec::new(),
+            applier: splice::Applier::new(text),
+            placed: Vec::new(),
+            why: None,
+            wants: Vec::new(),
+            failed: None,
+            any_split: false,
+            items: digest::Items::new(),
+            ordinal: 0,
+            redo: std::collections::BTreeSet::new(),
+            joint: None,
+        }
+    }
+
+    /// A part's document, its List's item count (for a List's own document), where that List's
+    /// root starts and the item's index; a List whose items cannot be edited on their own is
+    /// marked to be read again ([`Mode::Shared`]).
+    fn open(
+        &mut self,
+        part: load::Part,
+        mode: Mode,
+        input: &load::Input,
+    ) -> (load::Document, Option<Option<usize>>, usize, usize) {
+        match part {
             load::Part::Item { doc, root, index } => {
                 if matches!(mode, Mode::Split) && written_out_in(input, &doc) {
                     // An alias inject wrote out here may go back to another item's anchor.
-                    redo.insert(ordinal);
-                    why.get_or_insert_with(|| {
+                    self.redo.insert(self.ordinal);
+                    self.why.get_or_insert_with(|| {
                         format!(
                             "document at line {}: an alias written out in one of its items",
                             doc.line
@@ -349,8 +449,8 @@ fn edit_input(
                 tangled,
             } => {
                 if tangled && matches!(mode, Mode::Split) {
-                    redo.insert(ordinal);
-                    why.get_or_insert_with(|| {
+                    self.redo.insert(self.ordinal);
+                    self.why.get_or_insert_with(|| {
                         format!(
                             "document at line {}: an alias crosses its items' bounds",
                             doc.line
@@ -359,111 +459,94 @@ fn edit_input(
                 }
                 (doc, Some(items), 0, 0)
             }
-        };
-        let this = ordinal;
-        ordinal += usize::from(list.is_some());
-        let doc = match (mode, list) {
-            (Mode::Whole, Some(_)) => match edit_list(input, doc, f, refused) {
-                Ok(ListEdited::Made {
-                    lines: l,
-                    edits,
-                    notes,
-                    digest: d,
-                }) => {
-                    // A List read whole (its items share anchors): edited an item at a time.
-                    lines.extend(l);
-                    if why.is_none() {
-                        match edits {
-                            Ok(e) => {
-                                applier.push(e);
-                                placed.extend(notes);
-                            }
-                            Err(e) => why = Some(e),
-                        }
-                    }
-                    wants.push(d);
-                    None
-                }
-                Ok(ListEdited::Refused) => None,
-                Err(doc) => Some(*doc),
-            },
-            _ => Some(doc),
-        };
-        if let Some(doc) = doc {
-            let mut value = doc.value.clone();
-            match f(&mut value) {
-                Ok(l) => lines.extend(l),
-                Err(e) => {
-                    *refused = Some(format!(
-                        "{}:{}: {e}",
-                        input.name,
-                        refused_line(doc.line, &doc.node, &e)
-                    ));
-                    return;
-                }
-            }
-            if let Some(observe) = observe.as_mut() {
-                observe(&doc.value, &value);
-            }
-            let joined = matches!(mode, Mode::Shared(set) if set.contains(&this));
-            if why.is_none() {
-                let made = match (joined, list) {
-                    // An item of a List edited as one.
-                    (true, None) => joint
-                        .get_or_insert_with(|| splice::ListEdits::open(&input.text, root))
-                        .next_item(index, &doc.node, &doc.value, &value)
-                        .map(|()| (Vec::new(), Vec::new())),
-                    (true, Some(_)) => match joint.take() {
-                        Some(list) => list.finish(&doc.node, &doc.value, &value),
-                        None => splice::edits_noted(&input.text, &doc.node, &doc.value, &value),
-                    },
-                    (false, _) => splice::edits_noted(&input.text, &doc.node, &doc.value, &value),
-                };
-                match made {
-                    Ok((e, n)) => {
-                        applier.push(e);
-                        placed.extend(n);
-                    }
-                    Err(e) => why = Some(format!("document at line {}: {e}", doc.line)),
-                }
-            }
-            match list {
-                None => items.push(&value),
-                Some(Some(_)) => {
-                    any_split = true;
-                    wants.push(std::mem::replace(&mut items, digest::Items::new()).of(&value));
-                }
-                Some(None) => {
-                    items = digest::Items::new();
-                    wants.push(digest::digest(&value));
-                }
-            }
         }
-        if failed.is_none() && applier.written_len() >= spool::PIECE_BYTES {
-            failed = place.put(out, &applier.take_written()).err();
-        }
-    };
-    let notes = match mode {
-        Mode::Whole => input.each_document_part(each),
-        Mode::Split | Mode::Shared(_) => input.each_part(each),
-    };
-    let notes = notes.map_err(|e| e.to_string())?;
-    if let Some(e) = failed {
-        return Err(spool_error(e));
     }
-    let written = match why {
-        _ if refused.is_some() => Ok(()),
-        Some(why) => Err(NotApplied::Edit(why)),
-        None => applied(input, applier, &wants, f, out, place),
-    };
-    Ok(Edited {
-        notes,
-        lines,
-        placed,
-        written,
-        split: any_split,
-        redo,
-    })
+
+    /// A List read whole (its items share anchors), edited an item at a time; the document back
+    /// when it is no List.
+    fn whole_list(
+        &mut self,
+        input: &load::Input,
+        doc: load::Document,
+        f: &mut Change,
+        refused: &mut Option<String>,
+    ) -> Option<load::Document> {
+        match edit_list(input, doc, f, refused) {
+            Ok(ListEdited::Made {
+                lines,
+                edits,
+                notes,
+                digest: d,
+            }) => {
+                self.lines.extend(lines);
+                if self.why.is_none() {
+                    match edits {
+                        Ok(e) => {
+                            self.applier.push(e);
+                            self.placed.extend(notes);
+                        }
+                        Err(e) => self.why = Some(e),
+                    }
+                }
+                self.wants.push(d);
+                None
+            }
+            Ok(ListEdited::Refused) => None,
+            Err(doc) => Some(*doc),
+        }
+    }
+
+    /// The edits from `doc`'s value to `value`, in place: an item of a List `joined` (edited
+    /// as one) goes into that List's edits, which its own document (`is_list`) ends.
+    fn splice(
+        &mut self,
+        text: &'t str,
+        doc: &load::Document,
+        value: &serde_json::Value,
+        joined: bool,
+        is_list: bool,
+        (root, index): (usize, usize),
+    ) {
+        if self.why.is_some() {
+            return;
+        }
+        let made = match (joined, is_list) {
+            // An item of a List edited as one.
+            (true, false) => self
+                .joint
+                .get_or_insert_with(|| splice::ListEdits::open(text, root))
+                .next_item(index, &doc.node, &doc.value, value)
+                .map(|()| (Vec::new(), Vec::new())),
+            (true, true) => match self.joint.take() {
+                Some(list) => list.finish(&doc.node, &doc.value, value),
+                None => splice::edits_noted(text, &doc.node, &doc.value, value),
+            },
+            (false, _) => splice::edits_noted(text, &doc.node, &doc.value, value),
+        };
+        match made {
+            Ok((e, n)) => {
+                self.applier.push(e);
+                self.placed.extend(n);
+            }
+            Err(e) => self.why = Some(format!("document at line {}: {e}", doc.line)),
+        }
+    }
+
+    /// The digest `value` must have once written: an item's goes into its List's.
+    fn count(&mut self, list: Option<Option<usize>>, value: &serde_json::Value) {
+        match list {
+            None => self.items.push(value),
+            Some(Some(_)) => {
+                self.any_split = true;
+                let items = std::mem::replace(&mut self.items, digest::Items::new());
+                self.wants.push(items.of(value));
+            }
+            Some(None) => {
+                self.items = digest::Items::new();
+                self.wants.push(digest::digest(value));
+            }
+        }
+    }
 }
 
 /// The line a refusal names: the refused field's in `node`, else `line` (the document's or

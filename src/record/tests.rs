@@ -1,6 +1,7 @@
 //! (the sidecar) Unit tests of the record: parsing, enrichment, spoofing, bad input and splitting.
 
 use super::*;
+use crate::cli::DEFAULT_MAX_LINE_BYTES;
 use crate::framing::Framer;
 use proptest::prelude::*;
 use serde_json::{Value, json};

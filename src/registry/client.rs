@@ -352,22 +352,29 @@ impl Client {
                     .insert(key.clone(), value);
                 continue;
             }
-            let body = self
-                .read_all(resp.into_body(), 64 << 10)
-                .await
-                .unwrap_or_default();
-            let text = String::from_utf8_lossy(&body);
-            let text: String = text.chars().take(300).collect();
-            return Err(match status {
-                StatusCode::UNAUTHORIZED => format!(
-                    "{url}: 401 unauthorized ({}): {text}",
-                    match creds {
-                        Credentials::Anonymous => "no credentials for this registry",
-                        _ => "the credentials were refused",
-                    }
-                ),
-                _ => format!("{url}: {status}: {text}"),
-            });
+            return Err(self.refusal(&url, resp, creds).await);
+        }
+    }
+
+    /// What a refused request says: its status and the start of its body, and for a 401
+    /// whether there were credentials to give.
+    async fn refusal(&self, url: &str, resp: Response<Incoming>, creds: &Credentials) -> String {
+        let status = resp.status();
+        let body = self
+            .read_all(resp.into_body(), 64 << 10)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&body);
+        let text: String = text.chars().take(300).collect();
+        match status {
+            StatusCode::UNAUTHORIZED => format!(
+                "{url}: 401 unauthorized ({}): {text}",
+                match creds {
+                    Credentials::Anonymous => "no credentials for this registry",
+                    _ => "the credentials were refused",
+                }
+            ),
+            _ => format!("{url}: {status}: {text}"),
         }
     }
 

@@ -189,61 +189,27 @@ fn list_tar(r: impl Read) -> std::io::Result<Vec<Change>> {
     let mut names = 0usize;
     let mut skipped = 0usize;
     let mut archive = tar::Archive::new(r);
-    let (mut next_name, mut next_link) = (None, None);
+    let mut next = NextNames::default();
     for entry in archive.entries()?.raw(true) {
         let mut entry = entry?;
         let kind = entry.header().entry_type();
-        let size = entry.size();
-        match kind {
-            tar::EntryType::GNULongName => {
-                next_name = Some(long_name(&mut entry, size)?);
-                continue;
-            }
-            tar::EntryType::GNULongLink => {
-                next_link = Some(long_name(&mut entry, size)?);
-                continue;
-            }
-            tar::EntryType::XHeader => {
-                if size > MAX_PAX {
-                    return Err(std::io::Error::other(format!(
-                        "a pax header of {size} bytes, more than {MAX_PAX}"
-                    )));
-                }
-                let mut b = Vec::new();
-                (&mut entry).take(size).read_to_end(&mut b)?;
-                for ext in tar::PaxExtensions::new(&b).flatten() {
-                    match ext.key_bytes() {
-                        b"path" => next_name = Some(name_within(ext.value_bytes().to_vec())),
-                        b"linkpath" => next_link = Some(name_within(ext.value_bytes().to_vec())),
-                        _ => {}
-                    }
-                }
-                continue;
-            }
-            // A global header sets defaults nobody uses for paths: read past.
-            tar::EntryType::XGlobalHeader => continue,
-            tar::EntryType::GNUSparse
-                if entry.header().as_gnu().is_some_and(|g| g.is_extended()) =>
-            {
-                return Err(std::io::Error::other(
-                    "a sparse file with extended sparse headers (not read)",
-                ));
-            }
-            _ => {}
+        if next.read(&mut entry, kind)? {
+            continue;
         }
-        let (name, link) = (next_name.take(), next_link.take());
+        let (name, link) = (next.name.take(), next.link.take());
         if out.len() >= MAX_ENTRIES {
             return Err(std::io::Error::other(format!(
                 "more than {MAX_ENTRIES} entries in one layer"
             )));
         }
+        let header = entry.header();
         let raw_path = match name {
             Some(LongName::TooLong) => {
                 skipped += 1;
                 continue;
             }
             Some(LongName::Name(n)) => n,
-            None => entry.header().path_bytes().into_owned(),
+            None => header.path_bytes().into_owned(),
         };
         let link = match link {
             Some(LongName::TooLong) => {
@@ -251,7 +217,7 @@ fn list_tar(r: impl Read) -> std::io::Result<Vec<Change>> {
                 continue;
             }
             Some(LongName::Name(n)) => Some(n),
-            None => entry.header().link_name_bytes().map(|l| l.into_owned()),
+            None => header.link_name_bytes().map(|l| l.into_owned()),
         };
         names += raw_path.len() + link.as_ref().map_or(0, Vec::len);
         if names > MAX_NAME_BYTES {
@@ -259,39 +225,97 @@ fn list_tar(r: impl Read) -> std::io::Result<Vec<Change>> {
                 "more than {MAX_NAME_BYTES} bytes of names in one layer"
             )));
         }
-        let path = normalise(&String::from_utf8_lossy(&raw_path));
-        let (dir, base) = path.rsplit_once('/').unwrap_or(("", &path));
-        let dir = if dir.is_empty() { "/" } else { dir };
-        if base == OPAQUE {
-            out.push(Change::Opaque(dir.to_string()));
-            continue;
-        }
-        if let Some(hidden) = base.strip_prefix(WHITEOUT) {
-            out.push(Change::Whiteout(normalise(&format!("{dir}/{hidden}"))));
-            continue;
-        }
-        let link = || {
-            link.as_deref()
-                .map(|l| String::from_utf8_lossy(l).into_owned())
-                .unwrap_or_default()
-        };
-        out.push(match kind {
-            tar::EntryType::Directory => Change::Put(path, Entry::Dir),
-            tar::EntryType::Symlink => Change::Put(path, Entry::Symlink(link())),
-            tar::EntryType::Link => Change::Link(path, normalise(&link())),
-            _ => Change::Put(
-                path,
-                Entry::File {
-                    mode: entry.header().mode()?,
-                },
-            ),
-        });
+        out.push(change_of(header, kind, &raw_path, link.as_deref())?);
         // The entry's data is skipped as the archive moves on: read, never kept.
     }
     if skipped > 0 {
         tracing::debug!(skipped, max = MAX_PATH, "entries with longer names skipped");
     }
     Ok(out)
+}
+
+/// The long name and link that GNU and pax entries give the entry after them.
+#[derive(Default)]
+struct NextNames {
+    name: Option<LongName>,
+    link: Option<LongName>,
+}
+
+impl NextNames {
+    /// Reads `entry` when it only names the next one (GNU long names, pax headers) or is read
+    /// past (a global pax header): true then. A pax header over [`MAX_PAX`] and a sparse file
+    /// with extended headers are errors.
+    fn read<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        kind: tar::EntryType,
+    ) -> std::io::Result<bool> {
+        let size = entry.size();
+        match kind {
+            tar::EntryType::GNULongName => self.name = Some(long_name(entry, size)?),
+            tar::EntryType::GNULongLink => self.link = Some(long_name(entry, size)?),
+            tar::EntryType::XHeader => {
+                if size > MAX_PAX {
+                    return Err(std::io::Error::other(format!(
+                        "a pax header of {size} bytes, more than {MAX_PAX}"
+                    )));
+                }
+                let mut b = Vec::new();
+                entry.take(size).read_to_end(&mut b)?;
+                for ext in tar::PaxExtensions::new(&b).flatten() {
+                    match ext.key_bytes() {
+                        b"path" => self.name = Some(name_within(ext.value_bytes().to_vec())),
+                        b"linkpath" => self.link = Some(name_within(ext.value_bytes().to_vec())),
+                        _ => {}
+                    }
+                }
+            }
+            // A global header sets defaults nobody uses for paths: read past.
+            tar::EntryType::XGlobalHeader => {}
+            tar::EntryType::GNUSparse
+                if entry.header().as_gnu().is_some_and(|g| g.is_extended()) =>
+            {
+                return Err(std::io::Error::other(
+                    "a sparse file with extended sparse headers (not read)",
+                ));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// What an entry named `raw_path` (linking to `link`) does to the tree.
+fn change_of(
+    header: &tar::Header,
+    kind: tar::EntryType,
+    raw_path: &[u8],
+    link: Option<&[u8]>,
+) -> std::io::Result<Change> {
+    let path = normalise(&String::from_utf8_lossy(raw_path));
+    let (dir, base) = path.rsplit_once('/').unwrap_or(("", &path));
+    let dir = if dir.is_empty() { "/" } else { dir };
+    if base == OPAQUE {
+        return Ok(Change::Opaque(dir.to_string()));
+    }
+    if let Some(hidden) = base.strip_prefix(WHITEOUT) {
+        return Ok(Change::Whiteout(normalise(&format!("{dir}/{hidden}"))));
+    }
+    let link = || {
+        link.map(|l| String::from_utf8_lossy(l).into_owned())
+            .unwrap_or_default()
+    };
+    Ok(match kind {
+        tar::EntryType::Directory => Change::Put(path, Entry::Dir),
+        tar::EntryType::Symlink => Change::Put(path, Entry::Symlink(link())),
+        tar::EntryType::Link => Change::Link(path, normalise(&link())),
+        _ => Change::Put(
+            path,
+            Entry::File {
+                mode: header.mode()?,
+            },
+        ),
+    })
 }
 
 /// Removes `path` and everything below it.

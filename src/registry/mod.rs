@@ -296,54 +296,8 @@ async fn read_image(
 ) -> Result<Image, String> {
     let r = Reference::parse(image)?;
     reading.start("its manifest".to_string());
-    let creds = tokio::task::spawn_blocking({
-        let registry = r.registry.clone();
-        move || auth::credentials(&registry)
-    })
-    .await
-    .map_err(|e| format!("credentials: {e}"))??;
-    if let Credentials::Token(_) = creds {
-        // An identity token is an OAuth2 refresh token, exchanged at the realm with
-        // `grant_type=refresh_token`: not done here, and no registry takes it as a token.
-        return Err(format!(
-            "the credentials for {} are an identity token (OAuth2 refresh token), which hooklog cannot exchange; give a user and password or a credential helper",
-            r.registry
-        ));
-    }
-    let (body, media_type, mut digest) =
-        timed(REQUEST_TIMEOUT, client.manifest(&r, &r.reference, &creds)).await?;
-    let mut manifest = parse_manifest(&body, &media_type)?;
-    if is_index(&manifest, &media_type) {
-        let entry = manifest
-            .manifests
-            .iter()
-            .find(|m| {
-                m.platform
-                    .as_ref()
-                    .is_some_and(|p| p.os == "linux" && p.architecture == arch.as_str())
-            })
-            .ok_or_else(|| {
-                let has: Vec<String> = manifest
-                    .manifests
-                    .iter()
-                    .filter_map(|m| m.platform.as_ref())
-                    .map(|p| format!("{}/{}", p.os, p.architecture))
-                    .collect();
-                format!(
-                    "no linux/{} image in its index (it has {})",
-                    arch.as_str(),
-                    has.join(", ")
-                )
-            })?;
-        let pinned = entry.digest.clone();
-        let (body, media_type, d) =
-            timed(REQUEST_TIMEOUT, client.manifest(&r, &pinned, &creds)).await?;
-        manifest = parse_manifest(&body, &media_type)?;
-        if is_index(&manifest, &media_type) {
-            return Err("its index names another index".to_string());
-        }
-        digest = d;
-    }
+    let creds = credentials_for(&r).await?;
+    let (manifest, digest) = platform_manifest(client, &r, &creds, arch).await?;
     let config_desc = manifest
         .config
         .clone()
@@ -352,29 +306,7 @@ async fn read_image(
     reading.start("its config".to_string());
     let config = read_config(client, &r, &creds, &config_desc, settings).await?;
     reading.end("its config");
-    let count = manifest.layers.len();
-    let layers: Vec<Vec<layer::Change>> =
-        futures_util::stream::iter(manifest.layers.iter().cloned().enumerate())
-            .map(|(i, d)| {
-                let (r, creds) = (&r, &creds);
-                async move {
-                    let what = format!("layer {} ({} of {count})", d.digest, i + 1);
-                    reading.start(what.clone());
-                    let listed = read_layer(client, r, creds, d, settings).await;
-                    reading.end(&what);
-                    listed
-                }
-            })
-            .buffered(LAYERS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<_, _>>()?;
-    let mut files = BTreeMap::new();
-    files.insert("/".to_string(), Entry::Dir);
-    for l in &layers {
-        layer::apply(&mut files, l)?;
-    }
+    let files = read_files(client, &r, &creds, &manifest, settings, reading).await?;
     let exec = config.config.unwrap_or_default();
     let path = exec
         .env
@@ -393,6 +325,102 @@ async fn read_image(
         entrypoint: exec.entrypoint.unwrap_or_default(),
         cmd: exec.cmd.unwrap_or_default(),
     })
+}
+
+/// The credentials docker and podman keep for `r`'s registry; an identity token is refused.
+async fn credentials_for(r: &Reference) -> Result<Credentials, String> {
+    let creds = tokio::task::spawn_blocking({
+        let registry = r.registry.clone();
+        move || auth::credentials(&registry)
+    })
+    .await
+    .map_err(|e| format!("credentials: {e}"))??;
+    if let Credentials::Token(_) = creds {
+        // An identity token is an OAuth2 refresh token, exchanged at the realm with
+        // `grant_type=refresh_token`: not done here, and no registry takes it as a token.
+        return Err(format!(
+            "the credentials for {} are an identity token (OAuth2 refresh token), which hooklog cannot exchange; give a user and password or a credential helper",
+            r.registry
+        ));
+    }
+    Ok(creds)
+}
+
+/// `r`'s image manifest for linux/`arch`, through its index when it has one, and its digest.
+async fn platform_manifest(
+    client: &Client,
+    r: &Reference,
+    creds: &Credentials,
+    arch: Arch,
+) -> Result<(Manifest, String), String> {
+    let (body, media_type, digest) =
+        timed(REQUEST_TIMEOUT, client.manifest(r, &r.reference, creds)).await?;
+    let manifest = parse_manifest(&body, &media_type)?;
+    if !is_index(&manifest, &media_type) {
+        return Ok((manifest, digest));
+    }
+    let entry = manifest
+        .manifests
+        .iter()
+        .find(|m| {
+            m.platform
+                .as_ref()
+                .is_some_and(|p| p.os == "linux" && p.architecture == arch.as_str())
+        })
+        .ok_or_else(|| {
+            let has: Vec<String> = manifest
+                .manifests
+                .iter()
+                .filter_map(|m| m.platform.as_ref())
+                .map(|p| format!("{}/{}", p.os, p.architecture))
+                .collect();
+            format!(
+                "no linux/{} image in its index (it has {})",
+                arch.as_str(),
+                has.join(", ")
+            )
+        })?;
+    let pinned = entry.digest.clone();
+    let (body, media_type, digest) =
+        timed(REQUEST_TIMEOUT, client.manifest(r, &pinned, creds)).await?;
+    let manifest = parse_manifest(&body, &media_type)?;
+    if is_index(&manifest, &media_type) {
+        return Err("its index names another index".to_string());
+    }
+    Ok((manifest, digest))
+}
+
+/// The image's file tree: its layers' lists, read within [`LAYERS_IN_FLIGHT`] at once, applied
+/// in order.
+async fn read_files(
+    client: &Client,
+    r: &Reference,
+    creds: &Credentials,
+    manifest: &Manifest,
+    settings: &Settings,
+    reading: &Reading,
+) -> Result<BTreeMap<String, Entry>, String> {
+    let count = manifest.layers.len();
+    let layers: Vec<Vec<layer::Change>> =
+        futures_util::stream::iter(manifest.layers.iter().cloned().enumerate())
+            .map(|(i, d)| async move {
+                let what = format!("layer {} ({} of {count})", d.digest, i + 1);
+                reading.start(what.clone());
+                let listed = read_layer(client, r, creds, d, settings).await;
+                reading.end(&what);
+                listed
+            })
+            .buffered(LAYERS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+    let mut files = BTreeMap::new();
+    files.insert("/".to_string(), Entry::Dir);
+    for l in &layers {
+        layer::apply(&mut files, l)?;
+    }
+    Ok(files)
 }
 
 async fn timed<T>(

@@ -21,10 +21,10 @@ use anyhow::Context;
 use notify::Watcher;
 
 use crate::batch::{Ack, Batch};
+use crate::checkpoint::{self, Checkpoint, Fingerprint, Position};
 use crate::framing::Framer;
 use crate::nofollow::{self, OpenError};
 use crate::record::Encoder;
-use crate::source::checkpoint::{self, Checkpoint, Fingerprint, Position};
 use crate::source::{BATCH_BYTES, SourceContext};
 
 /// The safety-net poll: catches what inotify missed (events lost on an overflowing inotify
@@ -192,31 +192,8 @@ impl FileSource {
                 self.drain(&mut files, i)?;
                 i += 1;
             }
-            if !files.followed
-                && let Some(mut t) = self.open(&mut files, saved.as_deref())?
-            {
+            if !files.followed && self.follow(&mut files, saved.as_deref(), stopping)? {
                 saved = None;
-                if stopping {
-                    set_limit(&mut t);
-                }
-                // Name it in the checkpoint at the position reading starts from, beside the
-                // delivered positions: if it is rotated while hooklog is down, the next run must
-                // know it (`open` named a new file before opening it).
-                self.checkpoint.announce(files.seq, position(&t));
-                files.list.push(t);
-                files.followed = true;
-                // And in the positions as soon as what was read before it is delivered: an
-                // empty batch whose ack travels behind the old file's batches.
-                let i = files.list.len() - 1;
-                let sent = files.list[i].sent;
-                send(
-                    &self,
-                    &mut files.list,
-                    &mut files.seq,
-                    Batch::new(),
-                    i,
-                    sent,
-                )?;
             }
             if files.followed {
                 let i = files.list.len() - 1;
@@ -256,6 +233,34 @@ impl FileSource {
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
+    }
+
+    /// Opens the path to follow it, when a file is there: true then. `saved` is the last run's
+    /// positions, for the first open; `stopping` limits the file to what it holds now.
+    fn follow(
+        &self,
+        files: &mut Files,
+        saved: Option<&[Position]>,
+        stopping: bool,
+    ) -> anyhow::Result<bool> {
+        let Some(mut t) = self.open(files, saved)? else {
+            return Ok(false);
+        };
+        if stopping {
+            set_limit(&mut t);
+        }
+        // Name it in the checkpoint at the position reading starts from, beside the delivered
+        // positions: if it is rotated while hooklog is down, the next run must know it (`open`
+        // named a new file before opening it).
+        self.checkpoint.announce(files.seq, position(&t));
+        files.list.push(t);
+        files.followed = true;
+        // And in the positions as soon as what was read before it is delivered: an empty batch
+        // whose ack travels behind the old file's batches.
+        let i = files.list.len() - 1;
+        let sent = files.list[i].sent;
+        send(self, &mut files.list, &mut files.seq, Batch::new(), i, sent)?;
+        Ok(true)
     }
 
     /// Reads the checkpoint. Files it names that are no longer at the path but still in the same

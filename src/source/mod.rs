@@ -1,7 +1,7 @@
 //! (the sidecar) Sources: what reads the peers' lines. Each turns its input into batches of encoded records
 //! and sends them into one bounded channel; a full channel slows the source down.
 
-pub mod checkpoint;
+pub mod bind;
 pub mod file;
 pub mod socket;
 pub mod socket_guard;

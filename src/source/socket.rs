@@ -341,6 +341,33 @@ fn shut_reading(stream: &UnixStream) {
     let _ = shutdown(stream.as_raw_fd(), Shutdown::Read);
 }
 
+/// After the stop: what is already buffered, without waiting for more, up to
+/// [`CONN_DRAIN_LIMIT`] bytes in all (`drained`); none once there is nothing more or the bound is
+/// reached.
+fn read_buffered(
+    stream: &UnixStream,
+    buf: &mut [u8],
+    drained: &mut usize,
+    input: &str,
+) -> Option<std::io::Result<usize>> {
+    if *drained >= CONN_DRAIN_LIMIT {
+        tracing::warn!(
+            input,
+            "writer still writing at shutdown: rest of its output unread"
+        );
+        return None;
+    }
+    // After the shutdown of the reading side, the end of what was sent reads as 0.
+    match recv_now(stream, buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Ok(n) => {
+            *drained += n;
+            Some(Ok(n))
+        }
+        r => Some(r),
+    }
+}
+
 /// Reads one connection to its end (or, once `stop` is cancelled, to what it has sent so far),
 /// noting in `last` when it last sent something (ms after `epoch`).
 async fn connection(
@@ -358,22 +385,9 @@ async fn connection(
     let mut drained = 0;
     loop {
         let read = if cancelled {
-            // Drain what is already buffered, without waiting for more, up to a bound.
-            if drained >= CONN_DRAIN_LIMIT {
-                tracing::warn!(
-                    input,
-                    "writer still writing at shutdown: rest of its output unread"
-                );
-                break;
-            }
-            // After the shutdown of the reading side, the end of what was sent reads as 0.
-            match recv_now(&stream, &mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Ok(n) => {
-                    drained += n;
-                    Ok(n)
-                }
-                r => r,
+            match read_buffered(&stream, &mut buf, &mut drained, input) {
+                Some(read) => read,
+                None => break,
             }
         } else {
             tokio::select! {

@@ -90,7 +90,7 @@ impl Guard {
             }
             return;
         }
-        match crate::config::bind_socket(&w.path, self.mode)
+        match super::bind::bind_socket(&w.path, self.mode)
             .and_then(|(path, l)| Ok((path, tokio::net::UnixListener::from_std(l)?)))
         {
             Ok((path, listener)) => {

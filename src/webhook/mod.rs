@@ -78,7 +78,7 @@ impl WebhookConfig {
         if args.image.trim().is_empty() {
             anyhow::bail!("--image (HOOKLOG_INJECT_IMAGE) is empty");
         }
-        if let (WebhookSidecar::Native, Some(v)) = (args.sidecar, args.kubernetes_version)
+        if let (WebhookSidecar::Native, Some(v)) = (args.sidecar, args.common.kubernetes_version)
             && v < NATIVE_SIDECAR_SINCE
         {
             anyhow::bail!(
@@ -99,7 +99,7 @@ impl WebhookConfig {
         }
         let settings = args
             .settings
-            .settings(args.events)
+            .settings(args.common.events)
             .map_err(|e| anyhow::anyhow!(e))?;
         Ok(WebhookConfig { args, settings })
     }
@@ -110,7 +110,7 @@ async fn sidecar_mode(
     args: &WebhookArgs,
     client: &Result<apiserver::Client>,
 ) -> Result<SidecarMode> {
-    let version = match (args.sidecar, args.kubernetes_version) {
+    let version = match (args.sidecar, args.common.kubernetes_version) {
         (WebhookSidecar::Native, _) => return Ok(SidecarMode::Native),
         (WebhookSidecar::Classic, _) => return Ok(SidecarMode::Classic),
         (WebhookSidecar::Auto, Some(v)) => v,
@@ -189,8 +189,8 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
             inject: inject::Options {
                 image: args.image.clone(),
                 mode,
-                prestop_sleep: args.prestop_sleep.clone(),
-                events: args.events,
+                prestop_sleep: args.common.prestop_sleep.clone(),
+                events: args.common.events,
                 settings: cfg.settings,
             },
             own_namespace,
@@ -201,10 +201,10 @@ pub async fn run(cfg: WebhookConfig, shutdown: impl Future<Output = &'static str
     tracing::info!(
         listen = %listener.local_addr().unwrap_or(args.listen),
         sidecar = ?mode,
-        events = args.events,
+        events = args.common.events,
         "webhook serving"
     );
-    if args.events {
+    if args.common.events {
         tracing::info!(rbac = inject::EVENTS_RBAC, "sidecars post events");
     }
 

@@ -1,7 +1,7 @@
 //! (the control plane) `--platform fargate`: what EKS Fargate refuses, said before the user finds out from an event
 //! (<https://docs.aws.amazon.com/eks/latest/userguide/fargate.html>, "Fargate considerations").
 
-use super::{Pod, Rule, Severity, Sink};
+use super::{Container, Pod, Rule, Severity, Sink};
 
 pub const CAPABILITIES: Rule = Rule {
     id: "fargate-capabilities-added",
@@ -78,46 +78,51 @@ pub fn check_pod(pod: &Pod, sink: &mut Sink) {
         }
     }
     for c in &pod.containers {
-        let sc = &c.value["securityContext"];
-        if sc["capabilities"]["add"]
-            .as_array()
-            .is_some_and(|a| !a.is_empty())
-        {
+        check_container(c, sink);
+    }
+}
+
+/// What Fargate refuses in one container: added capabilities, privileged, host ports.
+fn check_container(c: &Container, sink: &mut Sink) {
+    let sc = &c.value["securityContext"];
+    if sc["capabilities"]["add"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty())
+    {
+        sink.add(
+            &CAPABILITIES,
+            Some(&c.name),
+            &format!("{}.securityContext.capabilities.add", c.path),
+            format!(
+                "adds capabilities {}: Fargate refuses the pod",
+                sc["capabilities"]["add"]
+            ),
+            FIX_PROFILE,
+        );
+    }
+    if sc["privileged"] == true {
+        sink.add(
+            &PRIVILEGED,
+            Some(&c.name),
+            &format!("{}.securityContext.privileged", c.path),
+            "privileged: true is refused on Fargate".to_string(),
+            FIX_PROFILE,
+        );
+    }
+    for (i, p) in c.value["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if p.get("hostPort").is_some() {
             sink.add(
-                &CAPABILITIES,
+                &HOST_NAMESPACE,
                 Some(&c.name),
-                &format!("{}.securityContext.capabilities.add", c.path),
-                format!(
-                    "adds capabilities {}: Fargate refuses the pod",
-                    sc["capabilities"]["add"]
-                ),
+                &format!("{}.ports[{i}].hostPort", c.path),
+                "hostPort is refused on Fargate".to_string(),
                 FIX_PROFILE,
             );
-        }
-        if sc["privileged"] == true {
-            sink.add(
-                &PRIVILEGED,
-                Some(&c.name),
-                &format!("{}.securityContext.privileged", c.path),
-                "privileged: true is refused on Fargate".to_string(),
-                FIX_PROFILE,
-            );
-        }
-        for (i, p) in c.value["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            if p.get("hostPort").is_some() {
-                sink.add(
-                    &HOST_NAMESPACE,
-                    Some(&c.name),
-                    &format!("{}.ports[{i}].hostPort", c.path),
-                    "hostPort is refused on Fargate".to_string(),
-                    FIX_PROFILE,
-                );
-            }
         }
     }
 }

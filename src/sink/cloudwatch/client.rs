@@ -28,11 +28,11 @@ use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 
+use super::CloudWatchSettings;
 use super::batch::Event;
 use super::clock::{DateObserver, ServerClock, ServerTimeSource};
 use super::region::{imds_client, region_chain};
 use super::retry::{self, CallError};
-use crate::config::CloudWatchSettings;
 use crate::sink::Counters;
 
 /// Longest wait for a TCP (and TLS) connection to CloudWatch, STS or a credential endpoint (the

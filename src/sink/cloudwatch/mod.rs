@@ -32,8 +32,20 @@ use self::batch::{Batcher, Event, Stamping};
 use self::client::LogsClient;
 use self::retry::{CallError, backoff, is_clock_skew, is_retriable};
 use crate::batch::Batch;
-use crate::config::CloudWatchSettings;
 use crate::sink::Counters;
+
+/// The CloudWatch Logs output's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudWatchSettings {
+    /// Log group.
+    pub log_group: String,
+    /// Log stream, template already filled in.
+    pub log_stream: String,
+    /// Retention for a group hooklog creates.
+    pub retention_days: Option<i32>,
+    /// Longest a record waits before it is sent.
+    pub flush_interval: Duration,
+}
 
 /// Time kept before the grace deadline for writing what CloudWatch has not taken to stdout.
 const FALLBACK_RESERVE: Duration = Duration::from_millis(750);
