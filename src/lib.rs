@@ -61,6 +61,8 @@ pub mod protocol;
 pub mod record;
 #[cfg(feature = "control")]
 pub mod registry;
+#[cfg(feature = "control")]
+pub mod sidecar_settings;
 pub mod sink;
 pub mod source;
 #[cfg(test)]

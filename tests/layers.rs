@@ -19,8 +19,9 @@ const HALVES: [&str; 3] = [
 
 /// The control plane's modules: what the sidecar build (`--no-default-features`) leaves out. The
 /// CLI's files of the control plane's flags, typed with `kube`'s words, are among them.
-const CONTROL: [&str; 9] = [
+const CONTROL: [&str; 10] = [
     "manifest",
+    "sidecar_settings",
     "webhook",
     "registry",
     "kube",

@@ -49,7 +49,7 @@ pub struct InjectArgs {
     pub images: ImageArgs,
 
     #[command(flatten)]
-    pub settings: crate::manifest::sidecar_settings::SidecarFlags,
+    pub settings: crate::sidecar_settings::SidecarFlags,
 }
 
 /// The flags `inject` and `webhook` share: what both give each pod, and the cluster they write

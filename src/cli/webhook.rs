@@ -125,7 +125,7 @@ pub struct WebhookArgs {
     pub serviceaccount_dir: PathBuf,
 
     #[command(flatten)]
-    pub settings: crate::manifest::sidecar_settings::SidecarFlags,
+    pub settings: crate::sidecar_settings::SidecarFlags,
 }
 
 /// Each of [`WEBHOOK_HELP`]'s flags with its help.

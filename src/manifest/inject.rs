@@ -44,7 +44,7 @@ pub struct Options {
     pub events: bool,
     /// The sidecar's settings before the pod's own `hooklog.dev/` annotations: the install's
     /// (`--sidecar-*`, `events` apart), with the namespace's annotations over them in the webhook.
-    pub settings: super::sidecar_settings::Settings,
+    pub settings: crate::sidecar_settings::Settings,
 }
 
 /// What `--events` needs, for the notes of inject and the webhook.
@@ -334,7 +334,7 @@ fn inject_pod(
     let record = read_record(doc, t)?;
     // The pod's annotations over the install's (and the namespace's): a bad one refuses the pod,
     // naming it, before anything changes.
-    let install = super::sidecar_settings::Settings {
+    let install = crate::sidecar_settings::Settings {
         events: opts.settings.events || opts.events,
         ..opts.settings.clone()
     };
@@ -342,8 +342,8 @@ fn inject_pod(
         .pointer(&t.metadata_pointer)
         .and_then(|m| m.get("annotations"))
         .and_then(Value::as_object);
-    let settings = super::sidecar_settings::resolve(&install, annotations)?;
-    notes.extend(super::sidecar_settings::unknown(annotations));
+    let settings = crate::sidecar_settings::resolve(&install, annotations)?;
+    notes.extend(crate::sidecar_settings::unknown(annotations));
     let containers = podspec::containers(&spec, &t.spec_path);
     distinct_mappings(&containers)?;
     let installed = match &record {
@@ -787,7 +787,7 @@ fn bin_volume() -> Value {
 fn add_hooklog(
     spec: &mut Value,
     opts: &Options,
-    settings: &super::sidecar_settings::Settings,
+    settings: &crate::sidecar_settings::Settings,
     mode: SidecarMode,
     peers: &[String],
     grace: Duration,
@@ -1027,7 +1027,7 @@ fn sidecar(
     mode: SidecarMode,
     peers: &[String],
     grace: Duration,
-    settings: &super::sidecar_settings::Settings,
+    settings: &crate::sidecar_settings::Settings,
 ) -> Value {
     let mut args = vec![
         "run".to_string(),

@@ -26,7 +26,6 @@ pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
-pub mod sidecar_settings;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
@@ -38,6 +37,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use crate::cli::{CheckArgs, CheckFormat, ImageArgs, InjectArgs, Platform, SidecarKind};
+use crate::sidecar_settings;
 
 /// Usage error or input that does not parse (BSD sysexits EX_USAGE), as for the other
 /// subcommands.

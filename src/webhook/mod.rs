@@ -49,7 +49,7 @@ pub const MIN_CERT_VALIDITY: Duration = Duration::from_secs(10);
 pub struct WebhookConfig {
     pub args: WebhookArgs,
     /// The injected sidecars' settings from the flags (`--sidecar-*`, `--events`), checked.
-    pub settings: crate::manifest::sidecar_settings::Settings,
+    pub settings: crate::sidecar_settings::Settings,
 }
 
 /// The webhook's own namespace: `--own-namespace`, else the Downward API's `POD_NAMESPACE`.

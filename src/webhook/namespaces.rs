@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::apiserver::Client;
-use crate::manifest::sidecar_settings::PREFIX;
+use crate::sidecar_settings::PREFIX;
 
 /// How often the list is read again: a namespace annotated now configures the pods created
 /// from at most this long after.

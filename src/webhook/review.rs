@@ -4,12 +4,12 @@
 //! fails) blocks deploys under `failurePolicy: Fail`.
 
 use base64::Engine;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::manifest::adoption::{self, Adoption, Leave, PodView};
 use crate::manifest::inject::{self, ANNOTATION as RECORD_ANNOTATION};
 use crate::manifest::podspec;
-use crate::manifest::sidecar_settings::{self, Settings};
+use crate::sidecar_settings::{self, Settings};
 
 pub use crate::manifest::layout::{OPT_IN, SYSTEM_NAMESPACES};
 /// The prefix of every warning about a pod or template that asked for hooklog and did not get it
@@ -249,70 +249,18 @@ fn workload(object: &Value, kind: &Value) -> Decision {
 fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decision {
     #[cfg(debug_assertions)]
     planted_panic(object);
-    let spec = &object["spec"];
-    let rule = adoption::decide(&PodView {
-        kind: "Pod",
-        metadata: object.get("metadata"),
-        spec,
-    });
-    let annotated = object["metadata"]["annotations"][OPT_IN].as_str() == Some("enabled");
-    match &rule {
-        Adoption::LeaveAlone(Leave::OptedOut) => {
-            return (Verdict::NotSelected("annotation disabled"), None, vec![]);
-        }
-        Adoption::LeaveAlone(why @ Leave::Unclear(_)) => return skipped(why.to_string()),
-        _ => {}
+    if let Some(left) = left_alone(object, namespace, scope, policy) {
+        return left;
     }
-    if !annotated && scope == Scope::Other {
-        return (Verdict::NotSelected("not opted in"), None, vec![]);
-    }
-    if SYSTEM_NAMESPACES.contains(&namespace) {
-        return skipped(format!("{namespace} is a system namespace"));
-    }
-    if policy.own_namespace.as_deref() == Some(namespace) {
-        return skipped(format!("{namespace} is the webhook's own namespace"));
-    }
-    if spec["hostNetwork"] == true {
-        return skipped("hostNetwork pod (its ports are the node's)".into());
-    }
-    let injected_before = object["metadata"]["annotations"][RECORD_ANNOTATION].is_string();
-    if !injected_before && let Err(why) = adoption::form(&rule, policy.inject.mode) {
-        return skipped(why);
-    }
-    // The namespace's settings over the install's; the pod's go over these in inject.
     let namespaced = policy.namespaces.annotations(namespace);
-    let install = Settings {
-        events: policy.inject.settings.events || policy.inject.events,
-        ..policy.inject.settings.clone()
+    let opts = match options(policy, namespace, namespaced.as_ref()) {
+        Ok(o) => o,
+        Err(why) => return skipped(why),
     };
-    let settings = match sidecar_settings::resolve(&install, namespaced.as_ref()) {
-        Ok(s) => s,
-        Err(why) => return skipped(format!("namespace {namespace}: {why}")),
-    };
-    let opts = inject::Options {
-        events: settings.events,
-        settings,
-        ..policy.inject.clone()
-    };
-    let mut pod = object.clone();
-    // The review's object may lack `kind` (it is implied by the request's); inject finds pod
-    // templates by kind.
-    pod["kind"] = json!("Pod");
-    pod["apiVersion"] = json!("v1");
-    let (report, outcomes) = match inject::inject_outcomes(&mut pod, &opts) {
+    let (pod, report, outcomes) = match injected(object, &opts) {
         Ok(r) => r,
-        Err(e) => return skipped(e.why),
+        Err(why) => return skipped(why),
     };
-    for key in ["kind", "apiVersion"] {
-        match object.get(key) {
-            Some(v) => pod[key] = v.clone(),
-            None => {
-                if let Some(m) = pod.as_object_mut() {
-                    m.remove(key);
-                }
-            }
-        }
-    }
     if outcomes == [inject::Outcome::AlreadyInjected] {
         // Asked again with nothing new (a reinvocation): nothing to say at INFO.
         return (Verdict::NotSelected("already injected"), None, vec![]);
@@ -337,6 +285,87 @@ fn pod(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Decisi
         .map(|u| format!("hooklog: {u}"))
         .collect();
     (Verdict::Injected, Some(Value::Array(patch)), warnings)
+}
+
+/// Why the webhook leaves a pod alone before inject sees it (opted out, not opted in, a system
+/// or its own namespace, the host's network, a form the adoption rule refuses), if it does.
+fn left_alone(object: &Value, namespace: &str, scope: Scope, policy: &Policy) -> Option<Decision> {
+    let spec = &object["spec"];
+    let rule = adoption::decide(&PodView {
+        kind: "Pod",
+        metadata: object.get("metadata"),
+        spec,
+    });
+    let annotated = object["metadata"]["annotations"][OPT_IN].as_str() == Some("enabled");
+    match &rule {
+        Adoption::LeaveAlone(Leave::OptedOut) => {
+            return Some((Verdict::NotSelected("annotation disabled"), None, vec![]));
+        }
+        Adoption::LeaveAlone(why @ Leave::Unclear(_)) => return Some(skipped(why.to_string())),
+        _ => {}
+    }
+    if !annotated && scope == Scope::Other {
+        return Some((Verdict::NotSelected("not opted in"), None, vec![]));
+    }
+    if SYSTEM_NAMESPACES.contains(&namespace) {
+        return Some(skipped(format!("{namespace} is a system namespace")));
+    }
+    if policy.own_namespace.as_deref() == Some(namespace) {
+        return Some(skipped(format!(
+            "{namespace} is the webhook's own namespace"
+        )));
+    }
+    if spec["hostNetwork"] == true {
+        return Some(skipped("hostNetwork pod (its ports are the node's)".into()));
+    }
+    let injected_before = object["metadata"]["annotations"][RECORD_ANNOTATION].is_string();
+    if !injected_before && let Err(why) = adoption::form(&rule, policy.inject.mode) {
+        return Some(skipped(why));
+    }
+    None
+}
+
+/// inject's options for a pod of `namespace`: the namespace's settings over the install's (the
+/// pod's go over these in inject), or why the pod is skipped (a bad namespace setting, named).
+fn options(
+    policy: &Policy,
+    namespace: &str,
+    namespaced: Option<&Map<String, Value>>,
+) -> Result<inject::Options, String> {
+    let install = Settings {
+        events: policy.inject.settings.events || policy.inject.events,
+        ..policy.inject.settings.clone()
+    };
+    let settings = sidecar_settings::resolve(&install, namespaced)
+        .map_err(|why| format!("namespace {namespace}: {why}"))?;
+    Ok(inject::Options {
+        events: settings.events,
+        settings,
+        ..policy.inject.clone()
+    })
+}
+
+/// inject's pod, report and outcomes for `object`, its `kind` and `apiVersion` as they came (the
+/// review's object may lack them: inject finds pod templates by kind); or why inject refused it.
+fn injected(
+    object: &Value,
+    opts: &inject::Options,
+) -> Result<(Value, Vec<String>, Vec<inject::Outcome>), String> {
+    let mut pod = object.clone();
+    pod["kind"] = json!("Pod");
+    pod["apiVersion"] = json!("v1");
+    let (report, outcomes) = inject::inject_outcomes(&mut pod, opts).map_err(|e| e.why)?;
+    for key in ["kind", "apiVersion"] {
+        match object.get(key) {
+            Some(v) => pod[key] = v.clone(),
+            None => {
+                if let Some(m) = pod.as_object_mut() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    Ok((pod, report, outcomes))
 }
 
 #[cfg(test)]
@@ -651,7 +680,7 @@ mod tests {
         };
         let by_flags = {
             let mut p = policy(SidecarMode::Native);
-            p.inject.settings = crate::manifest::sidecar_settings::SidecarFlags {
+            p.inject.settings = crate::sidecar_settings::SidecarFlags {
                 output: Some("cloudwatch".into()),
                 log_group: Some("/eks/shop/hooklog".into()),
                 emf: true,
@@ -709,7 +738,7 @@ mod tests {
     fn the_pod_wins_over_the_namespace_and_bad_annotations_are_named() {
         let mut p = policy(SidecarMode::Native);
         p.inject.settings.log_group = Some("/install".into());
-        p.inject.settings.outputs = vec![crate::manifest::sidecar_settings::Output::Cloudwatch];
+        p.inject.settings.outputs = vec![crate::sidecar_settings::Output::Cloudwatch];
         p.inject.events = true;
         let ns = json!({"hooklog.dev/log-group": "/ns", "hooklog.dev/events": "false"});
         p.namespaces

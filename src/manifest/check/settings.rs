@@ -1,12 +1,12 @@
 //! (the control plane) The injected sidecar's `hooklog.dev/` annotations on pod templates and
 //! Namespaces (docs/annotations.md): an unknown one (a typo, most likely: inject and the webhook
 //! ignore it) and a value inject and the webhook refuse (they leave the pod uninjected), found
-//! with the same parser they use ([`crate::manifest::sidecar_settings`]).
+//! with the same parser they use ([`crate::sidecar_settings`]).
 
 use serde_json::Value;
 
 use super::{Pod, Rule, Severity, Sink};
-use crate::manifest::sidecar_settings::{self, Problem, ProblemKind};
+use crate::sidecar_settings::{self, Problem, ProblemKind};
 
 pub const UNKNOWN: Rule = Rule {
     id: "sidecar-annotation-unknown",
