@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::manifest::{run, text};
+use crate::util::manifests::run;
+use crate::util::text;
 use crate::util::wait_until;
-use crate::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
+use crate::util::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
@@ -643,7 +644,7 @@ fn decisions(c: &Case) -> Result<(bool, bool, bool), String> {
         inject: opts.clone(),
         own_namespace: Some("hooklog".into()),
     };
-    let body = crate::webhook::pod_review("p-1", "shop", &c.created_pod());
+    let body = crate::util::webhook::pod_review("p-1", "shop", &c.created_pod());
     let answer = review::review(&body, review::Scope::NamespaceEnabled, &policy);
     let by_webhook = answer.response["response"].get("patch").is_some();
     let live = format!(
@@ -827,7 +828,7 @@ impl LateWebhook {
 }
 
 /// Deletes a webhook configuration when the test ends, passed or failed.
-struct Registered<'a>(&'a crate::apiserver::Api, String);
+struct Registered<'a>(&'a crate::util::apiserver::Api, String);
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
@@ -849,7 +850,7 @@ impl Drop for Registered<'_> {
 /// has no "already injected".
 #[test]
 fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
-    use crate::apiserver::{Api, Tier, pod};
+    use crate::util::apiserver::{Api, Tier, pod};
     let Some(api) = Api::from_env() else { return };
     let dir = tempfile::tempdir().unwrap();
     let certs = Certs::make(dir.path(), "hooklog test CA");

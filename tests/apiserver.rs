@@ -10,228 +10,9 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::util::{hooklog, in_ci, wait_until};
-use crate::webhook::{Certs, IMAGE, Webhook, https, injected, request};
-
-/// How long the API server may take to start calling a webhook configuration just created (its
-/// informer's resync; under a second idle).
-const CONFIG_ACTIVE: Duration = Duration::from_secs(30);
-
-/// The API server the tier started.
-pub struct Api {
-    pub port: u16,
-    pub token: String,
-    pub ca_pem: String,
-    pub ca_file: String,
-}
-
-impl Api {
-    /// The tier's API server, or `None` (with a message) when it is not running; on CI its
-    /// absence fails the test.
-    pub fn from_env() -> Option<Api> {
-        let Ok(url) = std::env::var("HOOKLOG_TEST_APISERVER") else {
-            assert!(
-                !in_ci(),
-                "HOOKLOG_TEST_APISERVER is not set: scripts/test.sh starts the API server tier (scripts/apiserver.sh start)"
-            );
-            eprintln!(
-                "skipped: no API server tier (bash scripts/apiserver.sh start STATE; then export STATE/env)"
-            );
-            return None;
-        };
-        let port = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("a port in HOOKLOG_TEST_APISERVER");
-        let ca_file =
-            std::env::var("HOOKLOG_TEST_APISERVER_CA").expect("HOOKLOG_TEST_APISERVER_CA");
-        Some(Api {
-            port,
-            token: std::env::var("HOOKLOG_TEST_APISERVER_TOKEN")
-                .expect("HOOKLOG_TEST_APISERVER_TOKEN"),
-            ca_pem: std::fs::read_to_string(&ca_file).expect("the API server's CA"),
-            ca_file,
-        })
-    }
-
-    /// One call: `(status, body as JSON)`.
-    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let auth = format!("Bearer {}", self.token);
-        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let (status, answer) = request(
-            self.port,
-            &self.ca_pem,
-            method,
-            path,
-            &[("Authorization", &auth)],
-            &bytes,
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let value = serde_json::from_slice(&answer)
-            .unwrap_or_else(|_| json!(String::from_utf8_lossy(&answer)));
-        (status, value)
-    }
-
-    fn ok(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
-        let (status, v) = self.call(method, path, body);
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v:#}"
-        );
-        v
-    }
-}
-
-/// A test's namespaces (`<name>-in`, labelled `hooklog.dev/inject=enabled`, and `<name>-out`) and
-/// webhook configuration; removed on drop.
-pub struct Tier<'a> {
-    pub api: &'a Api,
-    pub name: String,
-    pub ns_in: String,
-    pub ns_out: String,
-}
-
-impl<'a> Tier<'a> {
-    pub fn new(api: &'a Api, name: &str) -> Tier<'a> {
-        let name = format!("{name}-{}", std::process::id());
-        let t = Tier {
-            api,
-            ns_in: format!("{name}-in"),
-            ns_out: format!("{name}-out"),
-            name,
-        };
-        for (ns, inject) in [(&t.ns_in, true), (&t.ns_out, false)] {
-            let mut labels = json!({"hooklog-test": t.name});
-            if inject {
-                labels["hooklog.dev/inject"] = json!("enabled");
-            }
-            api.ok(
-                "POST",
-                "/api/v1/namespaces",
-                Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})),
-            );
-        }
-        t
-    }
-
-    /// The configuration k8s/webhook/ ships, for this test's namespaces, pointing at 127.0.0.1.
-    pub fn configuration(&self, port: u16, ca_pems: &[&str], failure_policy: &str) -> Value {
-        let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pems.concat());
-        let hook = |name: &str, path: &str, inject: Value| {
-            json!({
-                "name": format!("{name}.{}.hooklog.dev", self.name),
-                "admissionReviewVersions": ["v1"],
-                "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": bundle},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {"hooklog-test": self.name}, "matchExpressions": [inject]},
-                "failurePolicy": failure_policy,
-                "sideEffects": "None",
-                "timeoutSeconds": 10,
-                "reinvocationPolicy": "IfNeeded",
-            })
-        };
-        json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": self.name},
-            "webhooks": [
-                hook("namespace", "/mutate/namespace-enabled", json!({"key": "hooklog.dev/inject", "operator": "In", "values": ["enabled"]})),
-                hook("pod", "/mutate", json!({"key": "hooklog.dev/inject", "operator": "NotIn", "values": ["enabled", "disabled"]})),
-            ]
-        })
-    }
-
-    /// Creates or replaces the webhook configuration.
-    pub fn register(&self, config: &Value) {
-        let path = format!(
-            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
-            self.name
-        );
-        let (status, old) = self.api.call("GET", &path, None);
-        if status == 200 {
-            let mut config = config.clone();
-            config["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-            self.api.ok("PUT", &path, Some(&config));
-        } else {
-            self.api.ok(
-                "POST",
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-                Some(config),
-            );
-        }
-    }
-
-    /// POSTs `pod` into `ns` (`?dryRun=All` when `dry`): `(status, answer)`.
-    pub fn create(&self, ns: &str, pod: &Value, dry: bool) -> (u16, Value) {
-        let q = if dry { "?dryRun=All" } else { "" };
-        self.api.call(
-            "POST",
-            &format!("/api/v1/namespaces/{ns}/pods{q}"),
-            Some(pod),
-        )
-    }
-
-    /// Waits until a dry-run pod in the opted-in namespace comes back injected: the API server
-    /// calls the configuration now.
-    pub fn wait_active(&self) {
-        let probe = pod("probe");
-        let active = wait_until(CONFIG_ACTIVE, || {
-            let (status, v) = self.create(&self.ns_in, &probe, true);
-            status == 201 && has_hooklog(&v)
-        });
-        assert!(active, "the API server never called the webhook");
-    }
-}
-
-impl Drop for Tier<'_> {
-    fn drop(&mut self) {
-        // Best effort: a failed test leaves its namespaces, which the next run's names avoid.
-        let _ = self.api.call(
-            "DELETE",
-            &format!(
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
-                self.name
-            ),
-            None,
-        );
-        for ns in [&self.ns_in, &self.ns_out] {
-            let _ = self
-                .api
-                .call("DELETE", &format!("/api/v1/namespaces/{ns}"), None);
-        }
-    }
-}
-
-/// A pod as a user writes it, with a preStop for hooklog to wire.
-pub fn pod(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "web"}},
-        "spec": {
-            "terminationGracePeriodSeconds": 40,
-            "containers": [{
-                "name": "app",
-                "image": "nginx:1.25",
-                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 5; nginx -s quit"]}}}
-            }]
-        }
-    })
-}
-
-pub fn has_hooklog(pod: &Value) -> bool {
-    let names = |k: &str| -> Vec<String> {
-        pod["spec"][k]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str().map(String::from))
-            .collect()
-    };
-    names("containers").contains(&"hooklog".to_string())
-        || names("initContainers").contains(&"hooklog".to_string())
-}
+use crate::util::apiserver::{Api, CONFIG_ACTIVE, Tier, has_hooklog, pod};
+use crate::util::webhook::{Certs, IMAGE, Webhook, https, injected};
+use crate::util::{hooklog, wait_until};
 
 /// The API server's CA and the static token, as a pod's service account mount holds them, so
 /// that `--sidecar auto` asks this API server its version.
@@ -287,7 +68,7 @@ fn a_pod_in_an_opted_in_namespace_is_stored_as_inject_classic_makes_it() {
         None,
     );
     assert_eq!(got["spec"], stored["spec"]);
-    crate::webhook::assert_structurally_injected(&pod("web"), &got, false);
+    crate::util::webhook::assert_structurally_injected(&pod("web"), &got, false);
 
     // The same pod where nobody injects, as the API server defaults it; `hooklog inject` of that;
     // and inject's output as the API server defaults it in turn (it defaults what a webhook adds).
@@ -748,7 +529,7 @@ fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
     );
     let rbac = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/webhook/rbac.yaml");
     let mut created = Vec::new();
-    for mut doc in crate::k8s::documents(&rbac) {
+    for mut doc in crate::util::manifests::documents(&rbac) {
         let kind = doc["kind"].as_str().unwrap().to_string();
         doc["metadata"]["name"] = json!(t.name);
         match kind.as_str() {

@@ -5,6 +5,7 @@ use clap::{CommandFactory, Parser};
 use hooklog::cli::Cli;
 use std::time::Duration;
 
+use crate::util::binaries::assert_version;
 use crate::util::{Daemon, hooklog, messages, sh};
 
 fn run_err(args: &[&str]) -> (Option<i32>, String) {
@@ -35,40 +36,6 @@ fn help_shows_an_example_for_each_subcommand() {
     }
     let out = hooklog().arg("--version").output().unwrap();
     assert_version(&String::from_utf8_lossy(&out.stdout), None);
-}
-
-/// `hooklog --version`'s line: `hooklog VERSION (commit COMMIT, TARGET)`, the commit this
-/// checkout's HEAD (when git can say) and the target `target` (when given): a triple that names
-/// this machine's architecture otherwise.
-pub fn assert_version(printed: &str, target: Option<&str>) {
-    let printed = printed.trim();
-    let want = format!("hooklog {} (commit ", env!("CARGO_PKG_VERSION"));
-    let rest = printed
-        .strip_prefix(&want)
-        .unwrap_or_else(|| panic!("{printed:?} does not start with {want:?}"));
-    let (commit, target_got) = rest
-        .strip_suffix(')')
-        .and_then(|r| r.split_once(", "))
-        .unwrap_or_else(|| panic!("{printed:?}: no (commit C, TARGET)"));
-    let head = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    match (&head, std::env::var("HOOKLOG_COMMIT")) {
-        (_, Ok(c)) if !c.is_empty() => assert_eq!(commit, c, "{printed}"),
-        (Some(h), _) => assert_eq!(commit, h, "{printed}: not HEAD's commit"),
-        (None, _) => assert_eq!(commit, "unknown", "{printed}"),
-    }
-    match target {
-        Some(t) => assert_eq!(target_got, t, "{printed}"),
-        None => assert!(
-            target_got.starts_with(std::env::consts::ARCH) && target_got.contains("-linux-"),
-            "{printed}: not a target of this machine"
-        ),
-    }
 }
 
 #[test]
@@ -260,7 +227,8 @@ fn every_help_points_to_a_docs_page_that_exists() {
             let file = root.join(path);
             assert!(file.is_file(), "{what}: {target}: no such page");
             if !anchor.is_empty() {
-                let anchors = crate::docs::anchors(&std::fs::read_to_string(&file).unwrap());
+                let anchors =
+                    crate::util::markdown::anchors(&std::fs::read_to_string(&file).unwrap());
                 assert!(
                     anchors.iter().any(|a| a == anchor),
                     "{what}: {target}: no such heading; {path} has {anchors:?}"

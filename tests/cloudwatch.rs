@@ -1867,7 +1867,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
 fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
     let Some(moto) = moto() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let tls = crate::registry::make_tls(dir.path());
+    let tls = crate::util::registry::make_tls(dir.path());
     let proxy = Proxy::start_tls(&moto, &tls.cert, &tls.key);
     let keys = [
         ("AWS_ACCESS_KEY_ID", "testing".to_string()),

@@ -3,7 +3,8 @@
 //! no `0 error(s)` summary beside its error, and an explicit `--sidecar classic` that leaves a
 //! pod uninjected is an error naming the flag, not a silent exit 0.
 
-use crate::manifest::{run, text};
+use crate::util::manifests::run;
+use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
 

@@ -274,7 +274,7 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
         "arm64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
-    crate::image::runs_the_daemon_under_qemu(&bin, crate::image::Built::InImage);
+    crate::util::binaries::runs_the_daemon_under_qemu(&bin, crate::util::binaries::Built::InImage);
 }
 
 /// The full CLI's image (`--target hooklog`, issue 27), which the webhook Deployment runs: both

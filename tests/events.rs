@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::apiserver::Api;
+use crate::util::apiserver::Api;
 use crate::util::{Daemon, hooklog, wait_until};
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
@@ -68,7 +68,7 @@ impl<'a> PodTier<'a> {
         );
         if with_role {
             let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml");
-            for doc in crate::k8s::documents(&rbac) {
+            for doc in crate::util::manifests::documents(&rbac) {
                 let plural = match doc["kind"].as_str().unwrap() {
                     "Role" => "roles",
                     "RoleBinding" => "rolebindings",
@@ -358,7 +358,7 @@ fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
 
 /// A service account mount for a server that is not the tier: any CA, any token.
 fn fake_mount(dir: &Path) -> PathBuf {
-    let certs = crate::webhook::Certs::make(dir, "no-such-apiserver");
+    let certs = crate::util::webhook::Certs::make(dir, "no-such-apiserver");
     let sa = dir.join("serviceaccount");
     std::fs::create_dir_all(&sa).unwrap();
     std::fs::write(sa.join("ca.crt"), certs.ca_pem).unwrap();

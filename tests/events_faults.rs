@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::util::webhook::Certs;
 use crate::util::{Daemon, hooklog, wait_until};
-use crate::webhook::Certs;
 
 /// How long an Event may take to show up after the hook ended, faults included.
 const EVENT_SHOWS: Duration = Duration::from_secs(30);

@@ -17,8 +17,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value, json};
 
+use crate::util::manifests::yaml_documents;
+use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 use crate::util::{hooklog, hooklog_bin, in_ci};
-use crate::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -75,33 +76,6 @@ pub fn helm(request: &Value, env: &[(&str, &std::ffi::OsStr)]) -> Result<Value, 
         Some(2) => Err(stderr),
         _ => panic!("helm.py failed: {stderr}"),
     }
-}
-
-/// The YAML documents of rendered text, as JSON (PyYAML, as tests/k8s.rs reads manifests).
-pub fn yaml_documents(text: &str) -> Vec<Value> {
-    let mut child = Command::new("python3")
-        .args([
-            "-c",
-            "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "not YAML: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The chart rendered with `values` (and [`IMAGES`] where they name none) as release `name` in
@@ -329,7 +303,7 @@ fn every_manifest_of_a_matrix_of_values_validates_strictly() {
             files.push(file);
         }
     }
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }
 
 /// What each value must change in the rendered objects, read back from them.
@@ -491,7 +465,7 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
         "mutatingwebhookconfiguration.yaml",
     ] {
         shipped.extend(
-            crate::k8s::documents(&root().join("k8s/webhook").join(file))
+            crate::util::manifests::documents(&root().join("k8s/webhook").join(file))
                 .into_iter()
                 .filter(|d| d["kind"] != "Namespace"),
         );
@@ -627,7 +601,7 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
     cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "info");
     let w = Webhook::spawn(cmd);
-    let pod = crate::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
+    let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
     let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
     let got = patched(&pod, &answer);
     let images: Vec<&str> = got["spec"]["containers"]
@@ -756,7 +730,7 @@ fn render_chart(chart: &Path, name: &str, namespace: &str) -> Vec<Value> {
 }
 
 /// The API server tier's credentials, for Helm's client.
-fn kube(api: &crate::apiserver::Api) -> Value {
+fn kube(api: &crate::util::apiserver::Api) -> Value {
     json!({
         "apiserver": format!("https://127.0.0.1:{}", api.port),
         "token": api.token,
@@ -766,7 +740,7 @@ fn kube(api: &crate::apiserver::Api) -> Value {
 
 #[test]
 fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injected() {
-    use crate::apiserver::{Api, Tier, has_hooklog, pod};
+    use crate::util::apiserver::{Api, Tier, has_hooklog, pod};
     let Some(api) = Api::from_env() else { return };
     if !helm_available() {
         return;
@@ -890,7 +864,7 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
     assert_eq!(status, 201, "{plain:#}");
     assert!(!has_hooklog(&plain));
-    let mut by_inject = crate::webhook::injected(&plain, &["--sidecar", "classic"]);
+    let mut by_inject = crate::util::webhook::injected(&plain, &["--sidecar", "classic"]);
     for k in [
         "uid",
         "creationTimestamp",
@@ -1036,7 +1010,7 @@ fn the_webhook_policy_keeps_its_word() {
         "hooklog",
     )
     .unwrap();
-    crate::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }
 
 /// Issue 37: `events.enabled` makes the webhook inject `run --events` (HOOKLOG_INJECT_EVENTS)

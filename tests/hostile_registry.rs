@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::registry::{make_tls, manifest, run};
+use crate::util::registry::{make_tls, manifest, run};
 
 /// A running hostile registry, killed on drop.
 struct Hostile {

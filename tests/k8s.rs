@@ -17,10 +17,8 @@ use hooklog::cli::{Cli, Command as Sub, HookArgs, Output, RunArgs};
 use hooklog::manifest::budget::{self, SidecarMode};
 use serde_json::{Value, json};
 
+use crate::util::manifests::{documents, validator_versions};
 use crate::util::{Daemon, POD_ENV, hooklog_bin, wait_until};
-
-/// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
-const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
 
 /// Fargate's limit on the aws-logging ConfigMap
 /// (<https://docs.aws.amazon.com/eks/latest/userguide/fargate-logging.html>).
@@ -70,69 +68,6 @@ fn manifests() -> Vec<PathBuf> {
         );
     }
     files
-}
-
-/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
-/// is missing.
-fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
-         `pip install kubernetes-validate`): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
-}
-
-/// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
-pub fn documents(path: &Path) -> Vec<Value> {
-    let out = python(
-        "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
-        &[path.to_str().expect("utf-8 path")],
-    );
-    serde_json::from_str(&out).expect("documents as JSON")
-}
-
-/// Kubernetes minor versions the installed validator has schemas for, from 1.29 on.
-pub(crate) fn validator_versions() -> Vec<String> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import kubernetes_validate.utils as u\nprint('\\n'.join(u.all_versions()))",
-        ])
-        .output();
-    let out = match out {
-        Ok(o) if o.status.success() => o,
-        other => panic!(
-            "kubernetes-validate is not installed (pip install kubernetes-validate; scripts/test.sh \
-             does it): {other:?}"
-        ),
-    };
-    let mut versions = BTreeSet::new();
-    for v in String::from_utf8_lossy(&out.stdout).lines() {
-        let mut parts = v.split('.').map(|p| p.parse::<u32>());
-        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next())
-            && (major, minor) >= OLDEST_KUBERNETES
-        {
-            versions.insert((major, minor));
-        }
-    }
-    assert!(
-        versions.contains(&OLDEST_KUBERNETES),
-        "the installed kubernetes-validate has no 1.29 schemas: {versions:?}"
-    );
-    versions
-        .into_iter()
-        .map(|(a, b)| format!("{a}.{b}"))
-        .collect()
 }
 
 #[test]
@@ -838,7 +773,7 @@ fn the_merge_adds_hooklog_to_the_configmap_aws_documents_and_keeps_the_teams_own
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("aws-logging.yaml");
     std::fs::write(&file, serde_json::to_string_pretty(&merged).unwrap()).unwrap();
-    crate::manifest::validate_strictly(&[file]);
+    crate::util::manifests::validate_strictly(&[file]);
     let lines = real_hooklog_lines();
     let example = through_fluent_bit(&lines);
     let shipped = through_fluent_bit_with(&new, &lines);

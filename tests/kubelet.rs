@@ -211,7 +211,7 @@ fn hooklog_image(tier: &Tier) -> String {
 /// issue 16 (the release binary, entrypoint `/hooklog`), for the test that shows the tier
 /// catches that layout.
 fn old_layout_image(tier: &Tier) -> String {
-    let bin = crate::image::release_bin();
+    let bin = crate::util::binaries::release_bin();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
@@ -1111,7 +1111,8 @@ fn native_form_under_kubelet_1_20_never_starts_the_app() {
 /// its entrypoint, as the Dockerfile lays it out (the manifests set the user): for the tests of
 /// one branch's binary without a Docker build.
 fn release_image(tier: &Tier) -> String {
-    let bin = crate::image::sidecar_bin().unwrap_or_else(crate::image::release_bin);
+    let bin =
+        crate::util::binaries::sidecar_bin().unwrap_or_else(crate::util::binaries::release_bin);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();

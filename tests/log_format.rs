@@ -214,7 +214,7 @@ fn every_subcommands_fatal_error_is_one_line_in_its_log_format() {
 
 #[test]
 fn the_sidecars_fatal_errors_follow_its_log_format_too() {
-    let Some(bin) = crate::image::sidecar_bin() else {
+    let Some(bin) = crate::util::binaries::sidecar_bin() else {
         return;
     };
     // The sidecar's definition is the full CLI's without the control plane's subcommands.

@@ -5,16 +5,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser;
 use hooklog::cli::{Cli, Command as Sub};
 use hooklog::manifest::check::RULES;
-use hooklog::manifest::load;
 use hooklog::manifest::podspec;
 use serde_json::Value;
 
+use crate::util::manifests::{parse, run, validate_schema, validate_strictly, validator_input};
+use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
@@ -25,36 +26,6 @@ fn root() -> PathBuf {
 
 fn manifests() -> PathBuf {
     root().join("tests/manifests")
-}
-
-/// Runs hooklog from the repository's top with `args` and `stdin`.
-pub(crate) fn run(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = hooklog();
-    cmd.current_dir(root())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    let mut child = cmd.spawn().expect("spawn hooklog");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        let mut pipe = child.stdin.take().expect("stdin");
-        match pipe.write_all(input.as_bytes()) {
-            // A usage error exits before reading stdin (`--sidecar native` below 1.29): what it
-            // wrote and its exit code are what the caller checks.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            r => r.expect("write stdin"),
-        }
-    }
-    child.wait_with_output().expect("hooklog output")
-}
-
-pub(crate) fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// `check --format json`: (exit code, the document).
@@ -261,15 +232,6 @@ fn check_json_stdin_with(input: &str, args: &[&str]) -> (i32, Value) {
     let doc = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stderr)));
     (out.status.code().unwrap(), doc)
-}
-
-fn parse(yaml: &str) -> Vec<Value> {
-    load::parse("out", yaml.to_string())
-        .unwrap_or_else(|e| panic!("hooklog wrote unparseable YAML ({e}):\n{yaml}"))
-        .documents
-        .into_iter()
-        .map(|d| d.value)
-        .collect()
 }
 
 fn only_template(yaml: &str) -> Value {
@@ -502,66 +464,6 @@ fn inject_outputs_validate_are_idempotent_parse_and_round_trip() {
 }
 
 /// The documents of `yaml` as JSON documents, a `List`'s items each on its own: the validator
-/// has no schema for `List` (nor for CRDs).
-pub(crate) fn validator_input(yaml: &str) -> String {
-    let mut out = String::new();
-    for doc in parse(yaml) {
-        let items = match doc["items"].as_array() {
-            Some(items) if doc["kind"] == "List" => items.clone(),
-            _ => vec![doc],
-        };
-        for item in items {
-            // A kind the validator has no schema for (Argo's Rollout): its pod template, which is
-            // what hooklog writes, in the Deployment it is modelled on.
-            let item = if item["apiVersion"]
-                .as_str()
-                .is_some_and(|v| v.starts_with("argoproj.io/"))
-            {
-                serde_json::json!({
-                    "apiVersion": "apps/v1",
-                    "kind": "Deployment",
-                    "metadata": item["metadata"],
-                    "spec": {"selector": item["spec"]["selector"], "template": item["spec"]["template"]},
-                })
-            } else {
-                item
-            };
-            out.push_str("---\n");
-            out.push_str(&item.to_string());
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
-pub(crate) fn validate_strictly(files: &[PathBuf]) {
-    let versions = crate::k8s::validator_versions();
-    let mut cmd = Command::new("python3");
-    cmd.args(["-m", "kubernetes_validate", "--strict"]);
-    for v in &versions {
-        cmd.args(["-k", v]);
-    }
-    cmd.args(files);
-    let out = cmd
-        .output()
-        .expect("kubernetes-validate (scripts/test.sh installs it)");
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "validation failed:\n{stdout}\n{}",
-        text(&out.stderr)
-    );
-    let not_passed: Vec<&str> = stdout
-        .lines()
-        .filter(|l| !(l.starts_with("INFO") && l.contains(" passed ")))
-        .collect();
-    assert!(
-        not_passed.is_empty(),
-        "the validator said more than passed: {not_passed:#?}"
-    );
-    eprintln!("validated {} files against {versions:?}", files.len());
-}
 
 #[test]
 fn inject_refuses_names_it_would_overwrite_and_notes_what_it_cannot_wrap() {
@@ -748,34 +650,6 @@ fn check_reads_stdin_and_prints_text_without_colour_to_a_pipe() {
     assert!(
         t.ends_with("0 error(s), 1 warning(s), 1 info in 1 pod template(s)\n"),
         "{t}"
-    );
-}
-
-/// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate
-/// depends on it, so scripts/test.sh installs it).
-pub(crate) fn validate_schema(schema: &Path, instance: &Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("instance.json");
-    std::fs::write(&file, instance.to_string()).unwrap();
-    let script = "import json, sys, jsonschema\n\
-        schema = json.load(open(sys.argv[1]))\n\
-        cls = jsonschema.validators.validator_for(schema)\n\
-        cls.check_schema(schema)\n\
-        errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
-        for e in errors: print(list(e.absolute_path), e.message)\n\
-        sys.exit(1 if errors else 0)";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(schema)
-        .arg(&file)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{} rejects the output:\n{}{}",
-        schema.display(),
-        text(&out.stdout),
-        text(&out.stderr)
     );
 }
 

@@ -230,11 +230,11 @@ fn release_sh_makes_and_checks_every_artifact() {
         .arg("--version")
         .output()
         .unwrap();
-    crate::cli::assert_version(&text(&printed.stdout), Some(targets[0]));
+    crate::util::binaries::assert_version(&text(&printed.stdout), Some(targets[0]));
     // The sidecar's: the same version line, and none of the control plane.
     let sidecar = dist.join(format!("hooklog-sidecar-{v}-{}", targets[0]));
     let printed = Command::new(&sidecar).arg("--version").output().unwrap();
-    crate::cli::assert_version(&text(&printed.stdout), Some(targets[0]));
+    crate::util::binaries::assert_version(&text(&printed.stdout), Some(targets[0]));
     let check = Command::new(&sidecar)
         .args(["check", "--help"])
         .output()
@@ -290,7 +290,7 @@ fn release_sh_makes_and_checks_every_artifact() {
         );
     }
     // The krew manifest: each platform's archive by its sum, holding kubectl-hooklog.
-    let krew = crate::helm::yaml_documents(
+    let krew = crate::util::manifests::yaml_documents(
         &std::fs::read_to_string(dist.join("hooklog.krew.yaml")).unwrap(),
     );
     let platforms = krew[0]["spec"]["platforms"].as_array().unwrap();
@@ -365,7 +365,7 @@ fn actionlint() -> Option<PathBuf> {
 
 fn workflow(name: &str) -> Value {
     let path = root().join(".github/workflows").join(name);
-    crate::helm::yaml_documents(&std::fs::read_to_string(&path).unwrap())
+    crate::util::manifests::yaml_documents(&std::fs::read_to_string(&path).unwrap())
         .into_iter()
         .next()
         .unwrap()
@@ -507,7 +507,13 @@ fn kubectl_finds_the_hooklog_plugin_on_path_and_it_is_the_same_cli() {
             "warning",
             "-",
         ],
-        vec!["inject", "--offline", "--image", crate::webhook::IMAGE, "-"],
+        vec![
+            "inject",
+            "--offline",
+            "--image",
+            crate::util::webhook::IMAGE,
+            "-",
+        ],
         vec!["check", "--no-such-flag"],
     ] {
         let mut through_kubectl = vec!["hooklog"];
@@ -668,7 +674,7 @@ fn pre_commit_refuses_a_commit_with_the_seed_incident_and_passes_a_clean_one() {
             "inject",
             "--offline",
             "--image",
-            crate::webhook::IMAGE,
+            crate::util::webhook::IMAGE,
             "k8s/checkout.yaml",
         ])
         .current_dir(&repo)
@@ -1133,7 +1139,10 @@ fn check_oci_archive(dist: &Path, name: &str, kind: Kind) {
         .args(["rmi", "-f", &image])
         .output();
     assert!(printed.status.success(), "{}", text(&printed.stderr));
-    crate::cli::assert_version(&text(&printed.stdout), Some("x86_64-unknown-linux-musl"));
+    crate::util::binaries::assert_version(
+        &text(&printed.stdout),
+        Some("x86_64-unknown-linux-musl"),
+    );
     assert_eq!(
         check.status.success(),
         kind == Kind::Full,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::image::{shared_libraries, sidecar_bin};
+use crate::util::binaries::{shared_libraries, sidecar_bin};
 use crate::util::{Collected, POD_ENV, all_asleep, wait_until};
 
 /// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
@@ -108,7 +108,7 @@ fn the_sidecar_is_static_and_within_its_size_budget() {
         "the sidecar is {size} bytes, over issue 35's budget of {MAX_SIDECAR_BYTES}"
     );
     let out = sidecar_at(&bin).arg("--version").output().unwrap();
-    crate::cli::assert_version(&text(&out.stdout), Some("x86_64-unknown-linux-musl"));
+    crate::util::binaries::assert_version(&text(&out.stdout), Some("x86_64-unknown-linux-musl"));
 }
 
 /// VmRSS of `pid`, in kB.

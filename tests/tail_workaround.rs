@@ -14,7 +14,8 @@ use hooklog::cli::{Cli, Command as Sub};
 use hooklog::manifest::{load, podspec};
 use serde_json::Value;
 
-use crate::manifest::{run, text};
+use crate::util::manifests::run;
+use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";

@@ -1,9 +1,19 @@
 //! Test helpers: temporary pods (a folder standing in for the emptyDir), the real `hooklog`
 //! binary as a child process with its stdout and stderr collected, and polling under a timeout.
+//! The set-up more than one test module needs has a file of its own here, by concern: the
+//! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
+//! (`registry`), manifests and their validators (`manifests`), the shipped binaries
+//! (`binaries`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod binaries;
 pub mod goyaml;
+pub mod manifests;
+pub mod markdown;
 pub mod podman;
+pub mod registry;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -327,3 +337,8 @@ pub const POD_ENV: [(&str, &str); 5] = [
     ("POD_IP", "10.0.7.12"),
     ("NODE_NAME", "fargate-ip-10-0-7-12.ec2.internal"),
 ];
+
+/// Bytes a child wrote, as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

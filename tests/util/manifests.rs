@@ -1,0 +1,232 @@
+//! Manifests for the tests: `hooklog` run from the repository's top on them, YAML read back as
+//! JSON (by hooklog's reader and by PyYAML), and `kubernetes-validate --strict` against every
+//! Kubernetes version from 1.29 on, or a JSON schema with python's jsonschema.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use hooklog::manifest::load;
+use serde_json::Value;
+
+use super::{hooklog, text};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs hooklog from the repository's top with `args` and `stdin`.
+pub fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = hooklog();
+    cmd.current_dir(root())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = cmd.spawn().expect("spawn hooklog");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        let mut pipe = child.stdin.take().expect("stdin");
+        match pipe.write_all(input.as_bytes()) {
+            // A usage error exits before reading stdin (`--sidecar native` below 1.29): what it
+            // wrote and its exit code are what the caller checks.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.expect("write stdin"),
+        }
+    }
+    child.wait_with_output().expect("hooklog output")
+}
+
+pub fn parse(yaml: &str) -> Vec<Value> {
+    load::parse("out", yaml.to_string())
+        .unwrap_or_else(|e| panic!("hooklog wrote unparseable YAML ({e}):\n{yaml}"))
+        .documents
+        .into_iter()
+        .map(|d| d.value)
+        .collect()
+}
+
+/// has no schema for `List` (nor for CRDs).
+pub fn validator_input(yaml: &str) -> String {
+    let mut out = String::new();
+    for doc in parse(yaml) {
+        let items = match doc["items"].as_array() {
+            Some(items) if doc["kind"] == "List" => items.clone(),
+            _ => vec![doc],
+        };
+        for item in items {
+            // A kind the validator has no schema for (Argo's Rollout): its pod template, which is
+            // what hooklog writes, in the Deployment it is modelled on.
+            let item = if item["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("argoproj.io/"))
+            {
+                serde_json::json!({
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": item["metadata"],
+                    "spec": {"selector": item["spec"]["selector"], "template": item["spec"]["template"]},
+                })
+            } else {
+                item
+            };
+            out.push_str("---\n");
+            out.push_str(&item.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
+pub fn validate_strictly(files: &[PathBuf]) {
+    let versions = validator_versions();
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
+    for v in &versions {
+        cmd.args(["-k", v]);
+    }
+    cmd.args(files);
+    let out = cmd
+        .output()
+        .expect("kubernetes-validate (scripts/test.sh installs it)");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "validation failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let not_passed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !(l.starts_with("INFO") && l.contains(" passed ")))
+        .collect();
+    assert!(
+        not_passed.is_empty(),
+        "the validator said more than passed: {not_passed:#?}"
+    );
+    eprintln!("validated {} files against {versions:?}", files.len());
+}
+
+/// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate
+/// depends on it, so scripts/test.sh installs it).
+pub fn validate_schema(schema: &Path, instance: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("instance.json");
+    std::fs::write(&file, instance.to_string()).unwrap();
+    let script = "import json, sys, jsonschema\n\
+        schema = json.load(open(sys.argv[1]))\n\
+        cls = jsonschema.validators.validator_for(schema)\n\
+        cls.check_schema(schema)\n\
+        errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
+        for e in errors: print(list(e.absolute_path), e.message)\n\
+        sys.exit(1 if errors else 0)";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(schema)
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{} rejects the output:\n{}{}",
+        schema.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+/// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
+const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
+
+/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
+/// is missing.
+fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
+         `pip install kubernetes-validate`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
+}
+
+/// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
+pub fn documents(path: &Path) -> Vec<Value> {
+    let out = python(
+        "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        &[path.to_str().expect("utf-8 path")],
+    );
+    serde_json::from_str(&out).expect("documents as JSON")
+}
+
+/// Kubernetes minor versions the installed validator has schemas for, from 1.29 on.
+pub fn validator_versions() -> Vec<String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import kubernetes_validate.utils as u\nprint('\\n'.join(u.all_versions()))",
+        ])
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        other => panic!(
+            "kubernetes-validate is not installed (pip install kubernetes-validate; scripts/test.sh \
+             does it): {other:?}"
+        ),
+    };
+    let mut versions = BTreeSet::new();
+    for v in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>());
+        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next())
+            && (major, minor) >= OLDEST_KUBERNETES
+        {
+            versions.insert((major, minor));
+        }
+    }
+    assert!(
+        versions.contains(&OLDEST_KUBERNETES),
+        "the installed kubernetes-validate has no 1.29 schemas: {versions:?}"
+    );
+    versions
+        .into_iter()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .collect()
+}
+/// The YAML documents of rendered text, as JSON (PyYAML, as [`documents`] reads a file).
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not YAML: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
