@@ -694,7 +694,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     d.expect(
         Duration::from_secs(10),
         "hooklog should be retrying",
-        || d.stderr.lines().iter().any(|l| l.contains("retrying")),
+        || d.stderr.contains("retrying"),
     );
     // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
     // behind (it is saved every second; three saves pass).
@@ -1164,10 +1164,7 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "after the step, ms past the last timestamp before it: {after:?}"
     );
     assert!(
-        d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("clock stepped back")),
+        d.stderr.contains("clock stepped back"),
         "a warning says why: {:#?}",
         d.stderr.lines()
     );
@@ -1508,10 +1505,7 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
         "{seen:#?}"
     );
     assert!(
-        !d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("cannot get credentials")),
+        !d.stderr.contains("cannot get credentials"),
         "{:#?}",
         d.stderr.lines()
     );
@@ -1702,7 +1696,7 @@ fn a_credential_source_that_never_answers_does_not_hold_the_sidecar_past_its_gra
         );
         assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
         assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
-        assert!(!d.stderr.lines().iter().any(|l| l.contains("panicked")));
+        assert!(!d.stderr.contains("panicked"));
     }
 }
 
@@ -1805,10 +1799,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
         let want = lines(name, 20);
         append(&dir.path().join("prestop.log"), &want);
         d.expect(Duration::from_secs(10), "the credentials warning", || {
-            d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("cannot get credentials"))
+            d.stderr.contains("cannot get credentials")
         });
         // Three seconds of retrying: the backoff spaces the fetches (100 ms, then doubling; the
         // SDK's three tries of a call each ask the source, its backoff between them). A busy
@@ -1824,19 +1815,11 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             "{name}: exit {st}; stderr: {:#?}",
             d.stderr.lines()
         );
-        let warnings = d
-            .stderr
-            .lines()
-            .iter()
-            .filter(|l| l.contains("cannot get credentials"))
-            .count();
+        let warnings = d.stderr.count("cannot get credentials");
         assert_eq!(warnings, 1, "{name}: {:#?}", d.stderr.lines());
         // ...and no retry warning repeating it.
         assert!(
-            !d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("cloudwatch call failed")),
+            !d.stderr.contains("cloudwatch call failed"),
             "{name}: {:#?}",
             d.stderr.lines()
         );
@@ -1854,7 +1837,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             "{name}: the warning says why ({detail}): {:#?}",
             d.stderr.lines()
         );
-        assert!(!d.stderr.lines().iter().any(|l| l.contains("panicked")));
+        assert!(!d.stderr.contains("panicked"));
         assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
         assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
     }

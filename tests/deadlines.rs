@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, spawn_piped, wait_until};
 
 /// A listener with a short accept queue, as a stuck daemon at `--max-connections` has one.
 fn listen_with_backlog(path: &Path, backlog: i32) -> OwnedFd {
@@ -68,12 +68,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 /// Runs a command, killing it after `limit`; returns its output and how long it took.
 fn run_within(mut cmd: Command, limit: Duration) -> (std::process::Output, Duration) {
     let start = Instant::now();
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut cmd);
     let out = wait_output(child, limit);
     (out, start.elapsed())
 }
@@ -257,19 +252,16 @@ fn sigterm_in_the_first_milliseconds_still_ends_with_a_summary() {
     for i in 0..10u64 {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("hooklog.sock");
-        let child = hooklog()
-            .arg("run")
-            .arg("--file")
-            .arg(dir.path().join("prestop.log"))
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--grace", "3s", "--linger", "50ms"])
-            .envs(POD_ENV)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_piped(
+            hooklog()
+                .arg("run")
+                .arg("--file")
+                .arg(dir.path().join("prestop.log"))
+                .arg("--socket")
+                .arg(&sock)
+                .args(["--grace", "3s", "--linger", "50ms"])
+                .envs(POD_ENV),
+        );
         // Before `main` runs, nothing in a process can catch a signal (the loader's and std's
         // start-up: a few hundred µs for this debug binary on a loaded machine, less for the
         // static one). From its first instruction hooklog holds SIGTERM: wait for that (or the
@@ -348,17 +340,14 @@ fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Out
 fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
-    let mut child = hooklog()
-        .arg("run")
-        .arg("--file")
-        .arg(&file)
-        .args(["--grace", "3s", "--linger", "100ms"])
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        hooklog()
+            .arg("run")
+            .arg("--file")
+            .arg(&file)
+            .args(["--grace", "3s", "--linger", "100ms"])
+            .envs(POD_ENV),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     // The writer: 40 KB every 10 ms.
     let writer = {

@@ -181,11 +181,7 @@ fn last_summary(d: &Daemon) -> Value {
 
 /// The warnings of hooklog's stderr that say an Event was not posted.
 fn not_posted_warnings(d: &Daemon) -> usize {
-    d.stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("event not posted"))
-        .count()
+    d.stderr.count("event not posted")
 }
 
 #[test]
@@ -400,7 +396,7 @@ fn run_against(port: u16, dir: &Path, extra: &[&str]) -> (Daemon, Duration, Dura
     let signalled = Instant::now();
     d.terminate();
     let summary_seen = wait_until(Duration::from_secs(20), || {
-        d.stdout.lines().iter().any(|l| l.contains("hooks.summary"))
+        d.stdout.contains("hooks.summary")
     });
     let to_summary = signalled.elapsed();
     assert!(summary_seen, "no summary; stderr {:#?}", d.stderr.lines());
@@ -504,7 +500,7 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
         let mut d = Daemon::spawn(cmd);
         assert_eq!(hook(&file, "envoy", "echo bye; exit 2").code(), Some(2));
         d.expect(Duration::from_secs(10), "the hook's records", || {
-            d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+            d.stdout.contains("hook.finished")
         });
         d.terminate();
         d.wait_exit(Duration::from_secs(20));
@@ -561,7 +557,7 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     );
     assert_eq!(hook(&file, "envoy", "exit 7").code(), Some(7));
     d.expect(Duration::from_secs(10), "the hook's records", || {
-        d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+        d.stdout.contains("hook.finished")
     });
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(20)).success());
@@ -578,10 +574,7 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
         assert!(d.wait_exit(Duration::from_secs(20)).success());
         assert!(!Path::new("/dev/termination-log").exists());
         assert!(
-            !d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("termination message")),
+            !d.stderr.contains("termination message"),
             "{:#?}",
             d.stderr.lines()
         );

@@ -12,19 +12,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, spawn_piped, wait_until};
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
 fn spawn_run(args: &[&str]) -> Child {
-    hooklog()
-        .arg("run")
-        .args(args)
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hooklog")
+    spawn_piped(hooklog().arg("run").args(args).envs(POD_ENV))
 }
 
 /// Collects a child's stderr as text, and whether it has said `ready`.
@@ -349,7 +341,7 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     d.expect(
         Duration::from_secs(10),
         "a warning about the symlink",
-        || d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+        || d.stderr.contains("symbolic link"),
     );
     // Two safety-net polls (POLL_INTERVAL, 1 s) with the link in place: a daemon that follows
     // it would have read the secret by now, and warned again.
@@ -360,7 +352,7 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     d.expect(
         Duration::from_secs(10),
         "the regular file read again",
-        || d.stdout.lines().iter().any(|l| l.contains("\"after\"")),
+        || d.stdout.contains("\"after\""),
     );
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(10)).success());
@@ -369,12 +361,7 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
         !out.contains("AWS_SECRET"),
         "the secret was shipped:\n{out}"
     );
-    let warnings = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("symbolic link"))
-        .count();
+    let warnings = d.stderr.count("symbolic link");
     assert_eq!(warnings, 1, "{:#?}", d.stderr.lines());
 }
 
@@ -423,7 +410,7 @@ fn symlinks_planted_before_start_are_not_followed() {
     let out = d.stdout.lines().join("\n");
     assert!(!out.contains("precious"), "{out}");
     assert!(
-        d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+        d.stderr.contains("symbolic link"),
         "{:#?}",
         d.stderr.lines()
     );
@@ -514,12 +501,7 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(10)).success());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
-    let rebound = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("bound it again"))
-        .count();
+    let rebound = d.stderr.count("bound it again");
     assert_eq!(rebound, 2, "{:#?}", d.stderr.lines());
 }
 
@@ -635,10 +617,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         );
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
         d.expect(Duration::from_secs(10), "the real hook.started", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("\"hook.started\""))
+            d.stdout.contains("\"hook.started\"")
         });
         let started: Value = d
             .records()
@@ -686,7 +665,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
             "{variant}: {summary}"
         );
         assert!(
-            d.stdout.lines().iter().any(|l| l.contains("real-output")),
+            d.stdout.contains("real-output"),
             "{variant}: the real hook's output is lost"
         );
     }
@@ -750,10 +729,7 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         let mut hook = spawn_hook(&sock, &file, &[], &long_command);
         assert!(hook.wait().unwrap().code() == Some(3));
         d.expect(Duration::from_secs(10), "hook.finished", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("\"hook.finished\""))
+            d.stdout.contains("\"hook.finished\"")
         });
         d.terminate();
         assert!(d.wait_exit(Duration::from_secs(15)).success());
@@ -795,7 +771,7 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
     const BOUND: Duration = Duration::from_secs(9);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prestop.log");
-    let mut hook = hooklog()
+    let mut hook = spawn_piped(hooklog()
         .args(["hook", "--container", "app", "--timeout", "2s", "--file"])
         .arg(&file)
         .args([
@@ -803,12 +779,7 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
             "sh",
             "-c",
             "head -c 2000000 /dev/zero | tr '\\0' e >&2; head -c 2000000 /dev/zero | tr '\\0' o; sleep 30",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ]));
     // The pipes are held open and never read until the wrapper has exited.
     let (status, took) = wait_exit(&mut hook, BOUND);
     assert!(took < BOUND, "the wrapper took {took:?}");
@@ -907,10 +878,7 @@ fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said
     );
     let mut hook = spawn_hook(&sock, &file, &[], "sleep 20");
     d.expect(Duration::from_secs(10), "hook.started", || {
-        d.stdout
-            .lines()
-            .iter()
-            .any(|l| l.contains("\"hook.started\""))
+        d.stdout.contains("\"hook.started\"")
     });
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(10)).success());
@@ -919,12 +887,7 @@ fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said
     let err = d.stderr.lines().join("\n");
     assert!(err.contains("peer hooks still running"), "{err}");
     assert!(!err.contains("already stopped"), "{err}");
-    let warned = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("no pod metadata"))
-        .count();
+    let warned = d.stderr.count("no pod metadata");
     assert_eq!(warned, 1, "{err}");
     assert!(err.contains("fieldPath: metadata.name"), "{err}");
     let summary = summary_of(&d, 16 * 1024);
@@ -974,20 +937,14 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             &POD_ENV,
         );
         d.expect(Duration::from_secs(10), "the first line", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("before the swap"))
+            d.stdout.contains("before the swap")
         });
         // The top folder below the temporary dir swapped for a link to the other tree.
         let swapped = root.join("level0");
         std::fs::rename(&swapped, root.join("level0.old")).unwrap();
         std::os::unix::fs::symlink(other.join("level0"), &swapped).unwrap();
         d.expect(Duration::from_secs(10), "the refusal", || {
-            d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("folder on the way"))
+            d.stderr.contains("folder on the way")
         });
         // More in the other folder's file: still never read.
         std::fs::OpenOptions::new()
@@ -1003,12 +960,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
             "depth {depth}: {out}"
         );
-        let warnings = d
-            .stderr
-            .lines()
-            .iter()
-            .filter(|l| l.contains("folder on the way"))
-            .count();
+        let warnings = d.stderr.count("folder on the way");
         assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
     }
 }
@@ -1176,10 +1128,7 @@ fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
     d.terminate();
     let _ = d.wait_exit(Duration::from_secs(20));
     assert!(
-        !d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("needs an AWS region")),
+        !d.stderr.contains("needs an AWS region"),
         "{:#?}",
         d.stderr.lines()
     );

@@ -7,10 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::util::binaries::{shared_libraries, sidecar_bin};
-use crate::util::{Collected, POD_ENV, all_asleep, wait_until};
+use crate::util::{Daemon, POD_ENV, all_asleep, wait_until};
 
 /// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
 /// the static x86_64 musl build with the AWS SDK (aws-sdk-cloudwatchlogs, aws-config) in it.
@@ -21,6 +19,10 @@ pub(crate) const SIDECAR_BUDGET_BYTES: u64 = 7_000_000;
 /// SDK 3,769,784; the SDK again, with profiles, SSO and `credential_process` (issue 35),
 /// 6,529,728 (docs/performance.md).
 pub(crate) const MAX_SIDECAR_BYTES: u64 = SIDECAR_BUDGET_BYTES;
+
+/// How long the pod's shutdown may take once the hook ended: its `--grace` (10 s) and slack
+/// for a loaded machine.
+const SHUTDOWN: Duration = Duration::from_secs(30);
 
 /// The idle RSS budget (issue 35): 5 MB as bench/run.py counts them (`VmRSS` kB / 1024).
 const MAX_IDLE_RSS_KB: u64 = 5 * 1024;
@@ -121,33 +123,17 @@ fn rss_kb(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
-/// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata.
-fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collected) {
-    let file = dir.join("prestop.log");
-    let sock = dir.join("hooklog.sock");
+/// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata; once ready.
+fn start_run(bin: &Path, dir: &Path) -> Daemon {
     let mut cmd = sidecar_at(bin);
     cmd.arg("run")
         .arg("--file")
-        .arg(&file)
+        .arg(dir.join("prestop.log"))
         .arg("--socket")
-        .arg(&sock)
+        .arg(dir.join("hooklog.sock"))
         .args(["--peers", "app", "--linger", "100ms", "--grace", "10s"])
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn the sidecar");
-    let stdout = Collected::spawn(child.stdout.take().unwrap());
-    let stderr = Collected::spawn(child.stderr.take().unwrap());
-    assert!(
-        wait_until(Duration::from_secs(10), || stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("hooklog ready"))),
-        "not ready: {:?}",
-        stderr.lines()
-    );
-    (child, stdout, stderr)
+        .envs(POD_ENV);
+    Daemon::spawn(cmd)
 }
 
 /// Issue 35's idle budget: the sidecar following a file and a socket holds at most 5 MB once
@@ -156,15 +142,14 @@ fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collect
 fn an_idle_sidecar_holds_at_most_5_mb() {
     let Some(bin) = sidecar_bin() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, _out, _err) = start_run(&bin, dir.path());
-    let pid = child.id();
+    let d = start_run(&bin, dir.path());
+    let pid = d.child.id();
     assert!(
         wait_until(Duration::from_secs(10), || all_asleep(pid)),
         "the sidecar never went idle"
     );
     let rss = rss_kb(pid);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(d);
     eprintln!("idle sidecar: VmRSS {rss} kB");
     assert!(
         rss <= MAX_IDLE_RSS_KB,
@@ -255,7 +240,7 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         std::fs::read(&bin).unwrap(),
         "install copies the sidecar itself"
     );
-    let (child, stdout, stderr) = start_run(&bin, dir.path());
+    let mut d = start_run(&bin, dir.path());
     let file = dir.path().join("prestop.log");
     let sock = dir.path().join("hooklog.sock");
     let out = Command::new(&installed)
@@ -265,11 +250,7 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         .output()
         .unwrap();
     assert!(out.status.success(), "emit: {}", text(&out.stderr));
-    let term = Command::new("kill")
-        .args(["-s", "TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    d.terminate();
     let out = Command::new(&installed)
         .args(["hook", "--container", "app", "--socket"])
         .arg(&sock)
@@ -281,20 +262,13 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         .output()
         .unwrap();
     assert!(out.status.success(), "hook: {}", text(&out.stderr));
-    let mut child = child;
-    let status = child.wait().unwrap();
-    stdout.join();
-    stderr.join();
+    let status = d.wait_exit(SHUTDOWN);
     assert!(
         status.success(),
         "exit {status}; stderr: {:?}",
-        stderr.lines()
+        d.stderr.lines()
     );
-    let records: Vec<Value> = stdout
-        .lines()
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let records = d.records();
     assert!(
         records.iter().any(|r| r["message"] == "draining"),
         "{records:#?}"

@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::{hooklog, spawn_piped};
+
 /// Seeds run by default (the CI run): each schedule takes two to three seconds.
 const DEFAULT_SEEDS: u64 = 20;
 
@@ -104,25 +106,19 @@ struct Run {
 
 impl Run {
     fn start(file: &Path, sock: &Path) -> Run {
-        let mut child = crate::util::hooklog()
-            .args([
-                "run",
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--max-line-bytes",
-                &MAX_LINE.to_string(),
-                "--linger",
-                "200ms",
-                "--rotate-wait",
-                "60s",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hooklog");
+        let mut child = spawn_piped(hooklog().args([
+            "run",
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--max-line-bytes",
+            &MAX_LINE.to_string(),
+            "--linger",
+            "200ms",
+            "--rotate-wait",
+            "60s",
+        ]));
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));
         let paused = Arc::new(AtomicBool::new(false));
@@ -1355,7 +1351,7 @@ fn run_pod(pod: &Pod) {
             std::fs::write(&script, hk.script()).unwrap();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(hk.delay_ms));
-                let mut cmd = crate::util::hooklog();
+                let mut cmd = hooklog();
                 cmd.args(["hook", "--container", &hk.name, "--socket"])
                     .arg(&sock)
                     .args(["--timeout", "2s"]);

@@ -77,6 +77,15 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Spawns `cmd` with no stdin and its stdout and stderr piped, for the caller to read.
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"))
+}
+
 /// Lines a child wrote to one stream, collected by a thread.
 #[derive(Clone, Default)]
 pub struct Collected(
@@ -122,6 +131,21 @@ impl Collected {
     pub fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+
+    /// Whether a line so far contains `s`.
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|l| l.contains(s))
+    }
+
+    /// How many lines so far contain `s`.
+    pub fn count(&self, s: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(s))
+            .count()
+    }
 }
 
 /// A running `hooklog run`.
@@ -143,12 +167,7 @@ impl Daemon {
     /// Starts a prepared command (whose subcommand is `run`) and waits for readiness.
     pub fn spawn(mut cmd: Command) -> Daemon {
         let started = Instant::now();
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hooklog");
+        let mut child = spawn_piped(&mut cmd);
         let stdout = Collected::spawn(child.stdout.take().unwrap());
         let stderr = Collected::spawn(child.stderr.take().unwrap());
         let d = Daemon {
