@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, spawn_piped, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, wait_until};
 
 /// A listener with a short accept queue, as a stuck daemon at `--max-connections` has one.
 fn listen_with_backlog(path: &Path, backlog: i32) -> OwnedFd {
@@ -78,9 +78,7 @@ fn run_within(mut cmd: Command, limit: Duration) -> (std::process::Output, Durat
 /// exits with the command's status.
 #[test]
 fn a_full_accept_queue_does_not_stop_the_hook_from_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let _listener = listen_with_backlog(&sock, 1);
     let _held = fill_accept_queue(&sock);
     let mut cmd = hooklog();
@@ -164,9 +162,7 @@ impl Drop for Deaf {
 /// line is reported exactly once, by one route or the other.
 #[test]
 fn a_daemon_that_does_not_read_does_not_throttle_the_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let deaf = Deaf::start(&sock);
     let n = 20_000;
     let script = format!(
@@ -212,9 +208,7 @@ fn a_daemon_that_does_not_read_does_not_throttle_the_hook() {
 /// does not wait on logging.
 #[test]
 fn a_daemon_that_does_not_read_does_not_delay_the_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let _deaf = Deaf::start(&sock);
     let script = format!(
         "i=0; while [ $i -lt 5000 ]; do echo \"{}\"; i=$((i+1)); done; exec sleep 30",
@@ -250,8 +244,7 @@ fn a_daemon_that_does_not_read_does_not_delay_the_timeout() {
 #[test]
 fn sigterm_in_the_first_milliseconds_still_ends_with_a_summary() {
     for i in 0..10u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
+        let (dir, _, sock) = pod_dir();
         let child = spawn_piped(
             hooklog()
                 .arg("run")
@@ -338,8 +331,7 @@ fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Out
 /// summary is the last record and stdout ends on a newline.
 #[test]
 fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut child = spawn_piped(
         hooklog()
             .arg("run")
@@ -417,9 +409,7 @@ fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
 /// waited until the grace deadline. The wrapper's run orders them.
 #[test]
 fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let mut d = Daemon::start(
         &[
             "--file",
@@ -466,9 +456,7 @@ fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
 /// a full core and 2.6 million stderr lines in 5 s. Now it backs off and warns rarely.
 #[test]
 fn out_of_file_descriptors_the_accept_loop_backs_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg("ulimit -n 40 && exec \"$0\" \"$@\"")
@@ -510,8 +498,7 @@ fn out_of_file_descriptors_the_accept_loop_backs_off() {
 /// line that names the flag.
 #[test]
 fn numbers_past_their_bounds_are_usage_errors_not_crashes() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for (flag, value) in [
         ("--max-connections", "18446744073709551615"),
         ("--max-connections", "0"),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::apiserver::Api;
-use crate::util::{Daemon, hooklog, wait_until};
+use crate::util::{Daemon, hooklog, pod_dir, wait_until};
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
 const SLACK: Duration = Duration::from_millis(2000);
@@ -540,8 +540,7 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
 
 #[test]
 fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let termination = dir.path().join("termination-log");
     std::fs::write(&termination, "left by an earlier run, longer than the summary line ...........................................").unwrap();
     let mut d = Daemon::start(

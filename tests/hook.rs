@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, pod_dir, wait_until};
 
 /// Records in a JSON-lines file (or stream).
 fn json_lines(text: &str) -> Vec<Value> {
@@ -69,8 +69,7 @@ fn read_pid(path: &Path) -> i32 {
 
 #[test]
 fn hook_exits_with_the_commands_status_and_reports_every_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(
         &["--file", file.to_str().unwrap()],
         &["sh", "-c", "echo 'to stdout'; echo 'to stderr' >&2; exit 3"],
@@ -106,8 +105,7 @@ fn hook_exits_with_the_commands_status_and_reports_every_line() {
 
 #[test]
 fn hook_ok_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(&["--file", file.to_str().unwrap()], &["true"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let records = json_lines(&std::fs::read_to_string(&file).unwrap());
@@ -123,8 +121,7 @@ fn hook_ok_exits_0() {
 
 #[test]
 fn hook_command_not_found_exits_127_and_says_which() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(
         &["--file", file.to_str().unwrap()],
         &["sleep-not-here", "5"],
@@ -166,8 +163,7 @@ fn hook_not_executable_exits_126() {
 
 #[test]
 fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("child.pid");
     let started = Instant::now();
     let out = hook(
@@ -206,8 +202,7 @@ fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
 #[test]
 fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() {
     for (grace, timeout) in [(4u64, "2s"), (20, "18s")] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
+        let (_dir, file, _) = pod_dir();
         let started = Instant::now();
         let mut wrapper = hooklog()
             .args(["hook", "--container", "envoy", "--file"])
@@ -253,8 +248,7 @@ fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() 
 
 #[test]
 fn hook_timeout_escalates_to_sigkill() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("sh.pid");
     let script = format!(
         "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
@@ -274,8 +268,7 @@ fn hook_timeout_escalates_to_sigkill() {
 
 #[test]
 fn hook_forwards_sigterm_to_the_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let ready = dir.path().join("ready");
     let mut child = hooklog()
         .args([
@@ -317,8 +310,7 @@ fn hook_forwards_sigterm_to_the_command() {
 /// to the command's group (no orphaned `sleep`), report `hook.finished` with the signal, and exit
 /// 128+N as a shell would.
 fn hook_forwards(sig: nix::sys::signal::Signal) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("command.pid");
     let mut child = hooklog()
         .args(["hook", "--container", "envoy", "--file"])
@@ -374,8 +366,7 @@ fn hook_forwards_sigquit_to_the_command_and_reports_it() {
 
 #[test]
 fn hook_with_socket_down_falls_back_to_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let sock = dir.path().join("nobody.sock");
     let out = hook(
         &[
@@ -425,8 +416,7 @@ fn hook_with_socket_and_file_down_reports_on_stderr() {
 
 #[test]
 fn hook_through_a_daemon_socket() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut d = Daemon::start(
         &["--socket", sock.to_str().unwrap(), "--linger", "100ms"],
         &POD_ENV,
@@ -460,8 +450,7 @@ fn hook_through_a_daemon_socket() {
 
 #[test]
 fn hook_takes_its_settings_from_env() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hooklog()
         .args(["hook", "--", "true"])
         .env("HOOKLOG_CONTAINER", "api-server")
@@ -576,8 +565,7 @@ fn emit_writes_to_stdout_without_socket_or_file() {
 
 #[test]
 fn emit_appends_to_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for m in ["one", "two"] {
         let st = hooklog()
             .args([
@@ -604,9 +592,7 @@ fn emit_appends_to_the_file() {
 
 #[test]
 fn emit_through_the_daemon_socket() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let d = Daemon::start(&["--socket", sock.to_str().unwrap()], &POD_ENV);
     let st = hooklog()
         .args([

@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, spawn_piped, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, wait_until};
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
 fn spawn_run(args: &[&str]) -> Child {
@@ -185,8 +185,7 @@ fn a_tight_grace_with_a_slow_reader_as_a_native_sidecar_still_ends_on_a_whole_su
 /// are always kept), the rest is counted, and the summary lists what fits: one whole record.
 #[test]
 fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut text = String::new();
     for i in 0..300 {
         text.push_str(&finished(
@@ -258,8 +257,7 @@ fn three_hundred_thousand_forged_names_keep_memory_bounded() {
     const NAMES: usize = 300_000;
     /// Well under inject's 64Mi limit: what hooklog holds for a flood of any size.
     const LIMIT_KIB: u64 = 32 * 1024;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
         for i in 0..NAMES {
@@ -420,8 +418,7 @@ fn symlinks_planted_before_start_are_not_followed() {
 /// kubelet signals it), yet stderr said "shutdown: waiting for peer hooks". It says what it does.
 #[test]
 fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut d = Daemon::start(
         &["--file", file.to_str().unwrap(), "--native-sidecar"],
         &POD_ENV,
@@ -444,8 +441,7 @@ fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
 /// within `socket_guard::CHECK_EVERY` (5 s), with a warning, and the link is never followed.
 #[test]
 fn a_deleted_or_replaced_socket_is_bound_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, _, sock) = pod_dir();
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
     let file = dir.path().join("prestop.log");
@@ -597,9 +593,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, no key",
         "copied run id, wrong key",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
+        let (_dir, file, sock) = pod_dir();
         let mut d = Daemon::start(
             &[
                 "--file",
@@ -686,9 +680,7 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         (2048, 34_000, 20_000),
         (4096, 200, 34_000),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
+        let (dir, file, sock) = pod_dir();
         let podinfo = dir.path().join("podinfo");
         std::fs::create_dir(&podinfo).unwrap();
         let kv = |n: usize, prefix: &str| {
@@ -769,8 +761,7 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
     /// `--timeout` plus its SIGKILL 2 s later plus the drain bounds, with slack for a loaded
     /// machine.
     const BOUND: Duration = Duration::from_secs(9);
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut hook = spawn_piped(hooklog()
         .args(["hook", "--container", "app", "--timeout", "2s", "--file"])
         .arg(&file)
@@ -793,8 +784,7 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
 /// value's error names the variable. On main `HOOKLOG_NATIVE_SIDECAR=1` exited 64.
 #[test]
 fn boolean_variables_take_what_pod_specs_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for word in ["1", "yes", "TRUE", "0", "No"] {
         let mut d = Daemon::start(
             &["--file", file.to_str().unwrap(), "--grace", "2s"],
@@ -861,9 +851,7 @@ spec:
 /// at start): no `POD_*` variable and no podinfo is said once, naming the Downward API lines.
 #[test]
 fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, file, sock) = pod_dir();
     let mut d = Daemon::start(
         &[
             "--file",
@@ -973,9 +961,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 #[test]
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
+        let (_dir, file, sock) = pod_dir();
         let mut d = Daemon::start(
             &[
                 "--file",
@@ -1073,8 +1059,7 @@ fn dribbling_connections_do_not_starve_a_socket_only_hook() {
 /// in the shared config file's profile is enough.
 #[test]
 fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let command = |env: &[(&str, &std::path::Path)]| {
         let mut cmd = hooklog();
         for (k, _) in std::env::vars() {

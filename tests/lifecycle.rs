@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, wait_until};
 
 /// hooklog's `--grace` in most scenarios: short, so the suite stays fast.
 const GRACE: Duration = Duration::from_secs(3);
@@ -1312,8 +1312,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
 /// deadline, exit 0, instead of waiting for the kubelet's SIGKILL.
 #[test]
 fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let grace = Duration::from_secs(2);
     let stderr = File::create(dir.path().join("hooklog.err")).unwrap();
     let mut child = hooklog()
@@ -1356,8 +1355,7 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
 /// the container's preStop (found in review: hooklog used to leave at once and lose the preStop).
 #[test]
 fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
     let mut daemon = Daemon::start(
         &[
@@ -1415,8 +1413,7 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
 /// With `--emf`, per-peer metric records come before the summary, which stays the last record.
 #[test]
 fn with_emf_the_summary_is_still_the_last_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
     let mut daemon = Daemon::start(
         &[
@@ -1453,8 +1450,7 @@ fn with_emf_the_summary_is_still_the_last_record() {
 /// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
 /// 0, and write its `hooks.summary` last.
 fn daemon_stops_cleanly_on(sig: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
     let mut daemon = Daemon::start(
         &["--file", file.to_str().unwrap(), "--linger", "100ms"],
@@ -1491,8 +1487,7 @@ fn run_on_sigquit_ends_with_its_summary() {
 /// it with its summary.
 #[test]
 fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
     let mut daemon = Daemon::start(
         &["--file", file.to_str().unwrap(), "--linger", "100ms"],
@@ -1538,9 +1533,7 @@ fn append(path: &std::path::Path, text: &str) {
 /// the hook's true end.
 #[test]
 fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, file, sock) = pod_dir();
     let ready = dir.path().join("ready");
     let mut daemon = Daemon::start(
         &[
@@ -1590,8 +1583,7 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 /// `hooklog.forged: true`; the wrapper's records and the daemon's summary do not.
 #[test]
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let mut daemon = Daemon::start(
         &["--file", file.to_str().unwrap(), "--linger", "200ms"],
@@ -1647,8 +1639,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 /// and the summary agrees with it.
 #[test]
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let mut daemon = Daemon::start(
         &["--file", file.to_str().unwrap(), "--linger", "200ms"],
@@ -1676,8 +1667,7 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
 /// summary names its true outcome (it said `missing`, the start being split text).
 #[test]
 fn a_long_hook_command_still_gives_a_parsed_hook_started() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, _, sock) = pod_dir();
     let ready = dir.path().join("ready");
     let mut daemon = Daemon::start(
         &[
@@ -1736,8 +1726,7 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
 /// included, stays one parsed record (they were all split text).
 #[test]
 fn large_pod_annotations_leave_every_record_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let podinfo = dir.path().join("podinfo");
     std::fs::create_dir(&podinfo).unwrap();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, PROMPT_EXIT, messages, sh};
+use crate::util::{Daemon, PROMPT_EXIT, messages, pod_dir, sh};
 
 /// A bound on waiting for output to come out (not for exits: [`PROMPT_EXIT`]).
 const T: Duration = Duration::from_secs(30);
@@ -90,8 +90,7 @@ fn stop(mut d: Daemon) -> Daemon {
 /// for seconds at several thousand lines/s before it opens the new one.
 #[test]
 fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     let mut old = append(&file);
     let mut want = write_lines(&mut old, "before", 0, 2_000, 5_000);
@@ -123,8 +122,7 @@ fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
 
 #[test]
 fn a_writer_that_keeps_writing_a_deleted_file_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     let mut f = append(&file);
     let mut want = write_lines(&mut f, "before-rm", 0, 500, 5_000);
@@ -165,8 +163,7 @@ fn two_rotations_in_quick_succession_lose_nothing() {
 
 #[test]
 fn a_rotation_during_shutdown_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let d = Daemon::start(
         &["--file", file.to_str().unwrap(), "--linger", "1500ms"],
         &[],
@@ -196,8 +193,7 @@ fn run_until(file: &Path, n: usize) -> Vec<String> {
 /// A folder whose `prestop.log` holds ten lines `old N` that a hooklog run delivered and
 /// checkpointed before it stopped.
 fn ten_lines_delivered() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
@@ -228,8 +224,7 @@ fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_sta
 
 #[test]
 fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"aaa $i\"; done > prestop.log",
@@ -273,8 +268,7 @@ fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
 /// can carry the inode the checkpoint names.
 #[test]
 fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 20); do echo \"old line $i\"; done > prestop.log",
@@ -414,8 +408,7 @@ fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
 /// were still queued, so a SIGKILL lost them.
 #[test]
 fn rotation_under_backpressure_then_sigkill_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let (child, stdout, stderr) = stalled(&file);
     let pad = "x".repeat(200);
@@ -542,8 +535,7 @@ fn sigkill_repeats_at_most_one_batch() {
 /// first file of a run, before anything was delivered, had the same gap.
 #[test]
 fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     // The old file (300 KB) fits in the queues, so hooklog goes on to the path's next file.
     let (child, stdout, _stderr) = stalled(&file);
@@ -581,8 +573,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
 /// folder); an upgraded hooklog resumes from the one an older version left beside the file.
 #[test]
 fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"line $i\"; done > prestop.log",
@@ -614,8 +605,7 @@ fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
 /// files out once, the summary last.
 #[test]
 fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let d = Daemon::start(
         &[
             "--file",

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, hooklog, hooklog_bin, wait_until};
+use crate::util::{Daemon, hooklog, hooklog_bin, pod_dir, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -78,8 +78,7 @@ fn summary(records: &[Value]) -> &Value {
 /// closes idle connections to serve the real hook, which has no file to fall back to.
 #[test]
 fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
     let mut d = Daemon::start(
         &[
@@ -121,8 +120,7 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
 /// summary.
 #[test]
 fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
     let mut d = Daemon::start(
         &[
@@ -180,9 +178,7 @@ fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
 /// daemon, reading both, keeps one of each.
 #[test]
 fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let (s, f) = (sock.to_str().unwrap(), file.to_str().unwrap());
     std::fs::write(&file, "").unwrap();
     let mut d = Daemon::start(
@@ -217,8 +213,7 @@ fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
 #[test]
 fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
     const LINES: usize = 400_000;
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
     let mut d = Daemon::start(&["--socket", s, "--linger", "200ms"], &[]);
     let script = format!("seq 1 {LINES}");
@@ -252,8 +247,7 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
 /// Case 7: `--timeout 2s` fires on time while nobody reads the wrapper's own stdout.
 #[test]
 fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("pid");
     let script = format!(
         "echo $$ > {}; head -c 400000 /dev/zero | tr '\\0' x; sleep 60",
@@ -291,8 +285,7 @@ fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
 /// real short write then EFBIG) must not glue the next writer's record onto its fragment.
 #[test]
 fn a_short_write_to_the_shared_file_does_not_glue_the_next_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     // 1000 bytes of one whole record; the limit below (2 blocks of 512) leaves 24 bytes.
     let pad = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(1000 - 11));
     assert_eq!(pad.len(), 1000);
@@ -349,8 +342,7 @@ fn the_file_fallback_does_not_follow_a_symlink() {
 /// hook nor takes its records.
 #[test]
 fn the_file_fallback_refuses_a_fifo() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let st = Command::new("mkfifo").arg(&file).status().unwrap();
     assert!(st.success());
     let (st, err) = run_hook(
@@ -380,9 +372,7 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
         (8, 6000, 120),
         (64, 1500, 600),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
-        let file = dir.path().join("prestop.log");
+        let (_dir, file, sock) = pod_dir();
         let slots_s = slots.to_string();
         let mut d = Daemon::start(
             &[

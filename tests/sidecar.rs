@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::util::binaries::{shared_libraries, sidecar_bin};
-use crate::util::{Daemon, POD_ENV, all_asleep, wait_until};
+use crate::util::{Daemon, POD_ENV, all_asleep, pod_dir, wait_until};
 
 /// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
 /// the static x86_64 musl build with the AWS SDK (aws-sdk-cloudwatchlogs, aws-config) in it.
@@ -176,8 +176,7 @@ fn hwm_kb(pid: u32) -> u64 {
 fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
     use std::io::{BufRead, Write};
     let Some(bin) = sidecar_bin() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
         for i in 0..JOB_LINES {

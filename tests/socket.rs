@@ -8,14 +8,13 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{Daemon, hooklog, messages};
+use crate::util::{Daemon, hooklog, messages, pod_dir};
 
 const T: Duration = Duration::from_secs(30);
 
 #[test]
 fn concurrent_writers_never_interleave_partial_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     const WRITERS: usize = 16;
     const LINES: usize = 400;
@@ -72,8 +71,7 @@ fn concurrent_writers_never_interleave_partial_lines() {
 
 #[test]
 fn a_writer_that_leaves_mid_line_gets_its_own_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     let mut a = UnixStream::connect(&sock).unwrap();
     let mut b = UnixStream::connect(&sock).unwrap();
@@ -101,8 +99,7 @@ fn a_writer_that_leaves_mid_line_gets_its_own_record() {
 
 #[test]
 fn stale_socket_is_replaced_with_the_asked_mode() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     // A socket file left behind by a dead process.
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
     assert!(sock.exists());
@@ -133,8 +130,7 @@ fn stale_socket_is_replaced_with_the_asked_mode() {
 
 #[test]
 fn emit_through_the_socket_is_well_formed() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     let st = hooklog()
         .args([
@@ -174,8 +170,7 @@ fn messages_but_summary(daemon: &Daemon) -> Vec<String> {
 /// [`crate::util::PROMPT_EXIT`].
 #[test]
 fn a_connection_held_open_at_sigterm_does_not_hold_the_shutdown() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap(), "--linger", "0s"], &[]);
     let mut held = UnixStream::connect(&sock).unwrap();
     held.write_all(b"held 1\n").unwrap();
@@ -226,8 +221,7 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
         return;
     }
     for attempt in 1..=3 {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
+        let (_dir, _, sock) = pod_dir();
         let mut daemon = Daemon::start(
             &[
                 "--socket",
@@ -267,8 +261,7 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
 /// [`crate::util::PROMPT_EXIT`] of its SIGTERM, not at its grace (20 s).
 #[test]
 fn a_backlog_that_cleared_does_not_keep_an_expected_peer_waited_for() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(
         &[
             "--socket",

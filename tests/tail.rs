@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, messages, sh, wait_until};
+use crate::util::{Daemon, POD_ENV, messages, pod_dir, sh, wait_until};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -247,8 +247,7 @@ fn missing_file_is_created_for_other_users_to_append() {
 
 #[test]
 fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     let big: String = (0..100_000)
         .map(|i| char::from(b'a' + (i % 26) as u8))

@@ -77,6 +77,15 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// A pod's shared emptyDir as a test has it: a temporary folder (removed on drop), the file the
+/// hooks write in it (`prestop.log`) and hooklog's socket path (`hooklog.sock`), neither made.
+pub fn pod_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    (dir, file, sock)
+}
+
 /// Spawns `cmd` with no stdin and its stdout and stderr piped, for the caller to read.
 pub fn spawn_piped(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::null())
