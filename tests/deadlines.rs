@@ -410,19 +410,10 @@ fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
 #[test]
 fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
     let (_dir, file, sock) = pod_dir();
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--peers",
-            "envoy",
-            "--grace",
-            "10s",
-            "--linger",
-            "100ms",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--peers", "envoy", "--grace", "10s", "--linger", "100ms"],
         &POD_ENV,
     );
     let run =

@@ -543,10 +543,10 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     let (dir, file, _) = pod_dir();
     let termination = dir.path().join("termination-log");
     std::fs::write(&termination, "left by an earlier run, longer than the summary line ...........................................").unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--linger",
             "100ms",
             "--termination-message-path",
@@ -568,7 +568,7 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     assert_eq!(summary["message"], "hooks: 1 failed (envoy=failed)");
     // The default path outside a pod: /dev/termination-log does not exist and is not made.
     if !Path::new("/dev/termination-log").exists() {
-        let mut d = Daemon::start(&["--file", file.to_str().unwrap(), "--linger", "50ms"], &[]);
+        let mut d = Daemon::follow(&file, None, &["--linger", "50ms"], &[]);
         d.terminate();
         assert!(d.wait_exit(Duration::from_secs(20)).success());
         assert!(!Path::new("/dev/termination-log").exists());

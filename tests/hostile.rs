@@ -195,10 +195,10 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     }
     text.push_str(&finished("app", "ok"));
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--peers",
             "app",
             "--grace",
@@ -322,15 +322,10 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     let secret = private.join("environ");
     std::fs::write(&secret, "AWS_SECRET_ACCESS_KEY=leaked\n").unwrap();
     let file = shared.join("prestop.log");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        None,
+        &["--grace", "5s", "--linger", "100ms"],
         &POD_ENV,
     );
     std::fs::write(&file, "before\n").unwrap();
@@ -382,10 +377,10 @@ fn symlinks_planted_before_start_are_not_followed() {
     plant_symlink(&victim, &sock);
     plant_symlink(&victim, &other);
     std::fs::write(&file, "one\n").unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--file",
             other.to_str().unwrap(),
             "--socket",
@@ -419,10 +414,7 @@ fn symlinks_planted_before_start_are_not_followed() {
 #[test]
 fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
     let (_dir, file, _) = pod_dir();
-    let mut d = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--native-sidecar"],
-        &POD_ENV,
-    );
+    let mut d = Daemon::follow(&file, None, &["--native-sidecar"], &POD_ENV);
     d.terminate();
     assert!(d.wait_exit(Duration::from_secs(10)).success());
     let lines = d.stderr.lines();
@@ -445,17 +437,10 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
     let file = dir.path().join("prestop.log");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--grace", "5s", "--linger", "100ms"],
         &POD_ENV,
     );
     // The path is a socket from bind(2) on, and accepts from listen(2) on (one call in Rust, two
@@ -527,10 +512,10 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         text.push_str(&finished(&name, "failed"));
     }
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--podinfo",
             podinfo.to_str().unwrap(),
             "--max-line-bytes",
@@ -594,19 +579,10 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, wrong key",
     ] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-            ],
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
+            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
             &POD_ENV,
         );
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
@@ -699,12 +675,10 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         )
         .unwrap();
         let cap_s = cap.to_string();
-        let mut d = Daemon::start(
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
             &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
                 "--peers",
                 "app",
                 "--grace",
@@ -786,8 +760,10 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
 fn boolean_variables_take_what_pod_specs_write() {
     let (_dir, file, _) = pod_dir();
     for word in ["1", "yes", "TRUE", "0", "No"] {
-        let mut d = Daemon::start(
-            &["--file", file.to_str().unwrap(), "--grace", "2s"],
+        let mut d = Daemon::follow(
+            &file,
+            None,
+            &["--grace", "2s"],
             &[("HOOKLOG_NATIVE_SIDECAR", word), ("HOOKLOG_EMF", word)],
         );
         d.terminate();
@@ -852,16 +828,10 @@ spec:
 #[test]
 fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said() {
     let (_dir, file, sock) = pod_dir();
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--native-sidecar",
-            "--grace",
-            "3s",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--native-sidecar", "--grace", "3s"],
         &[],
     );
     let mut hook = spawn_hook(&sock, &file, &[], "sleep 20");
@@ -913,15 +883,10 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             "SECRET-OF-THE-OTHER-FOLDER\n",
         )
         .unwrap();
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--grace",
-                "3s",
-                "--rotate-wait",
-                "200ms",
-            ],
+        let mut d = Daemon::follow(
+            &file,
+            None,
+            &["--grace", "3s", "--rotate-wait", "200ms"],
             &POD_ENV,
         );
         d.expect(Duration::from_secs(10), "the first line", || {
@@ -962,19 +927,10 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-            ],
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
+            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
             &POD_ENV,
         );
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

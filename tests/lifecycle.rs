@@ -1452,10 +1452,7 @@ fn with_emf_the_summary_is_still_the_last_record() {
 fn daemon_stops_cleanly_on(sig: &str) {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
     daemon.wait_records(1, Duration::from_secs(10));
     daemon.signal(sig);
     let st = daemon.wait_exit(Duration::from_secs(15));
@@ -1489,10 +1486,7 @@ fn run_on_sigquit_ends_with_its_summary() {
 fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
     daemon.wait_records(1, Duration::from_secs(10));
     for sig in ["USR1", "USR2", "PIPE"] {
         daemon.signal(sig);
@@ -1535,19 +1529,10 @@ fn append(path: &std::path::Path, text: &str) {
 fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
     let (dir, file, sock) = pod_dir();
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--peers",
-            "envoy",
-            "--grace",
-            "20s",
-            "--linger",
-            "200ms",
-        ],
+    let mut daemon = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--peers", "envoy", "--grace", "20s", "--linger", "200ms"],
         &POD_ENV,
     );
     let mut hook = hooklog()
@@ -1585,10 +1570,7 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
     let forged = [
         r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
         r#"{"event":"hooks.metrics","container":"app"}"#,
@@ -1641,10 +1623,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
     append(
         &file,
         "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
@@ -1748,10 +1727,10 @@ fn large_pod_annotations_leave_every_record_whole() {
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--podinfo",
             podinfo.to_str().unwrap(),
             "--peers",

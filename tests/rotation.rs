@@ -164,10 +164,7 @@ fn two_rotations_in_quick_succession_lose_nothing() {
 #[test]
 fn a_rotation_during_shutdown_loses_nothing() {
     let (dir, file, _) = pod_dir();
-    let d = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "1500ms"],
-        &[],
-    );
+    let d = Daemon::follow(&file, None, &["--linger", "1500ms"], &[]);
     let mut old = append(&file);
     let mut want = write_lines(&mut old, "before-term", 0, 200, 10_000);
     d.terminate();
@@ -606,15 +603,10 @@ fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
 #[test]
 fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
     let (dir, file, _) = pod_dir();
-    let d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--rotate-wait",
-            "60s",
-            "--linger",
-            "0s",
-        ],
+    let d = Daemon::follow(
+        &file,
+        None,
+        &["--rotate-wait", "60s", "--linger", "0s"],
         &[],
     );
     let mut old = append(&file);

@@ -35,15 +35,7 @@ fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_o
     let d = dir.path();
     let file = d.join("prestop.log");
     let sock = d.join("hooklog.sock");
-    let mut daemon = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-        ],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, Some(&sock), &[], &POD_ENV);
     let mut expected: Vec<String> = Vec::new();
 
     // The busybox workaround's writers: hand-written JSON appended with echo.

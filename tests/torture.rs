@@ -785,12 +785,10 @@ fn hostile_schedule(seed: u64) {
     let file = shared.join("prestop.log");
     let sock = shared.join("hooklog.sock");
     let max_line = 2048;
-    let mut d = crate::util::Daemon::start(
+    let mut d = crate::util::Daemon::follow(
+        &file,
+        Some(&sock),
         &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             "app",
             "--grace",
@@ -1269,12 +1267,10 @@ fn run_pod(pod: &Pod) {
     } else {
         &[]
     };
-    let mut d = crate::util::Daemon::start(
+    let mut d = crate::util::Daemon::follow(
+        &file,
+        Some(&sock),
         &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             &peers,
             "--grace",

@@ -173,6 +173,18 @@ impl Daemon {
         Self::spawn(cmd)
     }
 
+    /// Starts `hooklog run --file FILE [--socket SOCK] ARGS` with `env`, as a pod's sidecar
+    /// follows the shared folder's file and socket.
+    pub fn follow(file: &Path, sock: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = hooklog();
+        cmd.arg("run").arg("--file").arg(file);
+        if let Some(sock) = sock {
+            cmd.arg("--socket").arg(sock);
+        }
+        cmd.args(args).envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
     /// Starts a prepared command (whose subcommand is `run`) and waits for readiness.
     pub fn spawn(mut cmd: Command) -> Daemon {
         let started = Instant::now();
