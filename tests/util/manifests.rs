@@ -3,14 +3,13 @@
 //! Kubernetes version from 1.29 on, or a JSON schema with python's jsonschema.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use hooklog::manifest::load;
 use serde_json::Value;
 
-use super::{hooklog, text};
+use super::{hooklog, output_with_input, text};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -19,27 +18,13 @@ fn root() -> PathBuf {
 /// Runs hooklog from the repository's top with `args` and `stdin`.
 pub fn run(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = hooklog();
-    cmd.current_dir(root())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    let mut child = cmd.spawn().expect("spawn hooklog");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        let mut pipe = child.stdin.take().expect("stdin");
-        match pipe.write_all(input.as_bytes()) {
-            // A usage error exits before reading stdin (`--sidecar native` below 1.29): what it
-            // wrote and its exit code are what the caller checks.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            r => r.expect("write stdin"),
-        }
+    cmd.current_dir(root()).args(args);
+    match stdin {
+        // A usage error exits before reading stdin (`--sidecar native` below 1.29): what it
+        // wrote and its exit code are what the caller checks.
+        Some(input) => output_with_input(&mut cmd, input.as_bytes()),
+        None => cmd.stdin(Stdio::null()).output().expect("hooklog output"),
     }
-    child.wait_with_output().expect("hooklog output")
 }
 
 pub fn parse(yaml: &str) -> Vec<Value> {
@@ -206,23 +191,13 @@ pub fn validator_versions() -> Vec<String> {
 }
 /// The YAML documents of rendered text, as JSON (PyYAML, as [`documents`] reads a file).
 pub fn yaml_documents(text: &str) -> Vec<Value> {
-    let mut child = Command::new("python3")
-        .args([
+    let out = output_with_input(
+        Command::new("python3").args([
             "-c",
             "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+        ]),
+        text.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "not YAML: {}\n{text}",

@@ -86,6 +86,26 @@ pub fn pod_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
     (dir, file, sock)
 }
 
+/// Runs `cmd` with `input` on its stdin and its stdout and stderr collected. A child that exits
+/// before reading all of it (a usage error) is no error here: what it wrote and its exit status
+/// are the caller's to check.
+pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"));
+    let mut pipe = child.stdin.take().expect("stdin");
+    match pipe.write_all(input) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.expect("write stdin"),
+    }
+    drop(pipe);
+    child.wait_with_output().expect("the child's output")
+}
+
 /// Spawns `cmd` with no stdin and its stdout and stderr piped, for the caller to read.
 pub fn spawn_piped(cmd: &mut Command) -> Child {
     cmd.stdin(Stdio::null())

@@ -12,7 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::{hooklog, wait_until};
+use super::{hooklog, output_with_input, wait_until};
 
 pub const IMAGE: &str = "registry.example/hooklog:test";
 const STARTUP: Duration = Duration::from_secs(20);
@@ -139,6 +139,27 @@ impl Drop for Webhook {
     }
 }
 
+/// A TLS client session for `127.0.0.1` that trusts only the certificates in `ca_pem`.
+pub fn client_connection(ca_pem: &str) -> Result<rustls::ClientConnection, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())
+}
+
 /// One HTTPS request to 127.0.0.1:`port`, verified against `ca_pem`: `(status, body)`.
 pub fn https(
     port: u16,
@@ -159,23 +180,7 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let conn = client_connection(ca_pem)?;
     let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, tcp);
@@ -300,22 +305,13 @@ pub fn web_pod(annotations: Value) -> Value {
 
 /// What `hooklog inject ARGS` makes of `pod`, read back as JSON.
 pub fn injected(pod: &Value, args: &[&str]) -> Value {
-    let mut child = hooklog()
-        .args(["inject", "--image", IMAGE])
-        .args(args)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string_pretty(pod).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_input(
+        hooklog()
+            .args(["inject", "--image", IMAGE])
+            .args(args)
+            .arg("-"),
+        serde_json::to_string_pretty(pod).unwrap().as_bytes(),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -456,21 +452,7 @@ pub struct KeepAlive {
 
 impl KeepAlive {
     pub fn open(port: u16, ca_pem: &str) -> KeepAlive {
-        use rustls_pki_types::CertificateDer;
-        use rustls_pki_types::pem::PemObject;
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let conn = client_connection(ca_pem).unwrap();
         let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         KeepAlive {
