@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::util::http::{read_request, respond_json};
 use crate::util::manifests::run;
 use crate::util::text;
 use crate::util::wait_until;
@@ -752,7 +753,6 @@ struct LateWebhook {
 
 impl LateWebhook {
     fn start(certs: &Certs) -> LateWebhook {
-        use std::io::{Read, Write};
         let reloading = std::sync::Arc::new(
             hooklog::webhook::tls::Reloading::open(certs.cert_file.clone(), certs.key_file.clone())
                 .expect("the test's certificate"),
@@ -768,32 +768,10 @@ impl LateWebhook {
                 std::thread::spawn(move || {
                     let conn = rustls::ServerConnection::new(config).expect("a TLS session");
                     let mut tls = rustls::StreamOwned::new(conn, tcp);
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 8192];
-                    let (head_end, length) = loop {
-                        let Ok(n) = tls.read(&mut chunk) else { return };
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
-                            let length = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            break (at + 4, length);
-                        }
+                    let Some((_, body)) = read_request(&mut tls) else {
+                        return;
                     };
-                    while buf.len() < head_end + length {
-                        match tls.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let review: Value = serde_json::from_slice(&buf[head_end..head_end + length])
-                        .unwrap_or_default();
+                    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
                     let pod = &review["request"]["object"];
                     let has_late = pod["spec"]["containers"]
                         .as_array()
@@ -812,14 +790,7 @@ impl LateWebhook {
                         ));
                     }
                     let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}).to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.write_all(answer.as_bytes());
-                    let _ = tls.flush();
-                    tls.conn.send_close_notify();
-                    let _ = tls.flush();
+                    respond_json(&mut tls, "200 OK", "", &body);
                 });
             }
         });

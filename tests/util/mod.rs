@@ -3,12 +3,13 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
+//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod binaries;
 pub mod goyaml;
+pub mod http;
 pub mod manifests;
 pub mod markdown;
 pub mod podman;
@@ -75,6 +76,19 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Runs `script` as `container`'s preStop hook through `hooklog hook`, reporting to `file`
+/// (its output not kept).
+pub fn hook(file: &Path, container: &str, script: &str) -> ExitStatus {
+    hooklog()
+        .args(["hook", "--container", container, "--file"])
+        .arg(file)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run hooklog hook")
 }
 
 /// A pod's shared emptyDir as a test has it: a temporary folder (removed on drop), the file the
@@ -238,6 +252,17 @@ impl Daemon {
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}"))
             })
             .collect()
+    }
+
+    /// The last record, checked to be the summary.
+    pub fn summary(&self) -> Value {
+        let records = self.records();
+        let last = records.last().cloned().unwrap_or_default();
+        assert_eq!(
+            last["event"], "hooks.summary",
+            "the summary is not last: {records:#?}"
+        );
+        last
     }
 
     /// Waits until `n` records have come out.
