@@ -486,8 +486,7 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
         "records did not reach CloudWatch",
         || read_back(&moto, &group, STREAM).len() >= want.len(),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let got = read_back(&moto, &group, STREAM);
     assert_exactly_once(&count_messages(&got), &want);
     proxy.assert_no_invalid_requests();
@@ -542,8 +541,7 @@ fn a_second_pod_on_the_same_group_and_stream_is_fine() {
     for round in 0..2 {
         let mut d = start(dir.path(), &group, &moto, &[]);
         append(&dir.path().join("prestop.log"), &[format!("round-{round}")]);
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         assert!(
             d.stdout.lines().is_empty(),
             "stderr: {:#?}",
@@ -644,8 +642,7 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
         "records did not reach CloudWatch",
         || read_back(&moto, &group, STREAM).len() >= total,
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     // Every request was in chronological order (the proxy checks, as does moto)...
     proxy.assert_no_invalid_requests();
     // ...and so were the requests one after another: none started before the one before ended.
@@ -715,8 +712,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
         wait_until(Duration::from_secs(10), at_end),
         "the checkpoint should follow once accepted"
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     assert!(
         d.stdout.lines().is_empty(),
@@ -782,8 +778,7 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
     d.expect(Duration::from_secs(30), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let st = proxy.stats();
     assert_eq!(st["throttled"], 3, "{st}");
     assert_eq!(st["errors5xx"], 2, "{st}");
@@ -929,8 +924,7 @@ fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     d.expect(Duration::from_secs(20), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len() - 7
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_eq!(proxy.stats()["rejected_old"], 7);
     // The first 7 of the first request (in timestamp order) are on stdout, the rest on CloudWatch.
     let stdout = d.stdout.lines();
@@ -964,8 +958,7 @@ fn a_group_deleted_while_running_is_created_again() {
         "records after the deletion did not arrive",
         || read_back(&moto, &group, STREAM).len() >= 10,
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     assert!(
         d.stdout.lines().is_empty(),
@@ -999,8 +992,7 @@ fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     d.expect(Duration::from_secs(10), "tried", || {
         proxy.stats()["dropped"].as_u64().unwrap() > 0
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let want: Vec<String> = first.iter().chain(&second).cloned().collect();
     // stdout holds every record once (the stdout sink), the fallback added nothing...
     assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
@@ -1047,8 +1039,7 @@ fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
     d.expect(Duration::from_secs(30), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let got = read_back_events(&moto, &group, STREAM);
     let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
     assert_exactly_once(&count_messages(&messages), &want);
@@ -1131,8 +1122,7 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "records after the step did not arrive",
         || read_back(&moto, &group, STREAM).len() >= first.len() + second.len(),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     proxy.assert_no_invalid_requests();
     let got = read_back_events(&moto, &group, STREAM);
     let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
@@ -1350,8 +1340,7 @@ fn ships_through(
             read_back_in(moto, region, &group, STREAM).len() >= before + chunk.len()
         });
     }
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(
         &count_messages(&read_back_in(moto, region, &group, STREAM)),
         &want,
@@ -1493,8 +1482,7 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
     d.expect(Duration::from_secs(20), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     proxy.assert_no_invalid_requests();
     assert!(proxy.stats()["signed_by"]["first"].as_u64().unwrap_or(0) >= 1);
@@ -1880,8 +1868,7 @@ fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
                     .any(|l| l.contains("retrying") && l.contains("invalid peer certificate"))
             });
         }
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         if trusted {
             assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
             assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());

@@ -430,8 +430,7 @@ fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
     drop(c);
     d.wait_records(2, Duration::from_secs(10));
     let t = Instant::now();
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     // It left without waiting for a hook that was over (it waited until grace - 2 s before).
     assert!(
         t.elapsed() < Duration::from_secs(5),
@@ -479,8 +478,7 @@ fn out_of_file_descriptors_the_accept_loop_backs_off() {
     let stderr = d.stderr.lines().join("\n");
     assert!(stderr.contains("open-file limit"), "{stderr}");
     drop(clients);
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(d.records().pop().unwrap()["event"], "hooks.summary");
 }
 

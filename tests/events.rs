@@ -535,8 +535,7 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     d.expect(Duration::from_secs(10), "the hook's records", || {
         d.stdout.contains("hook.finished")
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(20)).success());
+    d.stop(Duration::from_secs(20));
     let summary = d.summary();
     assert_eq!(
         std::fs::read_to_string(&termination).unwrap(),
@@ -546,8 +545,7 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     // The default path outside a pod: /dev/termination-log does not exist and is not made.
     if !Path::new("/dev/termination-log").exists() {
         let mut d = Daemon::follow(&file, None, &["--linger", "50ms"], &[]);
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(20)).success());
+        d.stop(Duration::from_secs(20));
         assert!(!Path::new("/dev/termination-log").exists());
         assert!(
             !d.stderr.contains("termination message"),

@@ -441,8 +441,7 @@ fn hook_through_a_daemon_socket() {
             "{r}"
         );
     }
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(5)).success());
+    d.stop(Duration::from_secs(5));
     let last = d.records().pop().unwrap();
     assert_eq!(last["event"], "hooks.summary");
     assert_eq!(last["peers"]["envoy"]["outcome"], "ok");

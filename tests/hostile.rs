@@ -211,8 +211,7 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
         &POD_ENV,
     );
     d.wait_records(301, Duration::from_secs(20));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let records = d.records();
     let summaries: Vec<&Value> = records
         .iter()
@@ -347,8 +346,7 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
         "the regular file read again",
         || d.stdout.contains("\"after\""),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let out = d.stdout.lines().join("\n");
     assert!(
         !out.contains("AWS_SECRET"),
@@ -397,8 +395,7 @@ fn symlinks_planted_before_start_are_not_followed() {
     c.write_all(b"via socket\n").unwrap();
     drop(c);
     d.wait_records(2, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let out = d.stdout.lines().join("\n");
     assert!(!out.contains("precious"), "{out}");
@@ -415,8 +412,7 @@ fn symlinks_planted_before_start_are_not_followed() {
 fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
     let (_dir, file, _) = pod_dir();
     let mut d = Daemon::follow(&file, None, &["--native-sidecar"], &POD_ENV);
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let lines = d.stderr.lines();
     assert!(
         !lines.iter().any(|l| l.contains("waiting for peer hooks")),
@@ -479,8 +475,7 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
     );
     send("after symlink\n");
     d.wait_records(2, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let rebound = d.stderr.count("bound it again");
     assert_eq!(rebound, 2, "{:#?}", d.stderr.lines());
@@ -528,8 +523,7 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         &POD_ENV,
     );
     d.wait_records(40, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let last = d.stdout.lines().last().unwrap().clone();
     assert!(last.len() <= 2048, "{} bytes", last.len());
     let s: Value = serde_json::from_str(&last).unwrap();
@@ -697,8 +691,7 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         d.expect(Duration::from_secs(10), "hook.finished", || {
             d.stdout.contains("\"hook.finished\"")
         });
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         let case = format!("cap {cap}, labels {labels}, annotations {annotations}");
         let records = d.records();
         for r in &records {
@@ -838,8 +831,7 @@ fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said
     d.expect(Duration::from_secs(10), "hook.started", || {
         d.stdout.contains("\"hook.started\"")
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let _ = hook.kill();
     let _ = hook.wait();
     let err = d.stderr.lines().join("\n");
@@ -906,8 +898,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             .unwrap()
             .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
             .unwrap();
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(10)).success());
+        d.stop(Duration::from_secs(10));
         let out = d.stdout.lines().join("\n");
         assert!(
             !out.contains("SECRET-OF-THE-OTHER-FOLDER"),

@@ -1436,8 +1436,7 @@ fn with_emf_the_summary_is_still_the_last_record() {
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(3));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let summary = records.last().unwrap();
     assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
@@ -1592,8 +1591,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
     // Events hooklog does not own are left alone.
     append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
     daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
         records.iter().partition(|r| r["hooklog"]["forged"] == true);
@@ -1629,8 +1627,7 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
         "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
     );
     daemon.wait_records(1, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let lines = daemon.stdout.lines();
     assert_eq!(lines[0].matches("\"outcome\":").count(), 1, "{}", lines[0]);
     let records = daemon.records();
@@ -1749,8 +1746,7 @@ fn large_pod_annotations_leave_every_record_whole() {
         .unwrap();
     assert!(st.success());
     daemon.wait_records(3, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let events: Vec<&str> = records
         .iter()

@@ -104,8 +104,7 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
     d.expect(T, "the hook's records read", || {
         d.stdout.contains("hook.finished")
     });
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert!(
         records.iter().any(|r| r["message"] == "real work"),
@@ -159,8 +158,7 @@ fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
     });
     let (st, err) = run_hook(&["--socket", s], &["sh", "-c", "echo queued work"], T);
     assert!(st.success(), "{st} {err}");
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     stop.store(true, Ordering::Relaxed);
     for t in chatty {
         t.join().unwrap();
@@ -199,8 +197,7 @@ fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
     assert_eq!(count_event(&in_file, "hook.finished"), 1, "{in_file:#?}");
     assert_eq!(count_event(&in_file, "hook.output"), 0, "{in_file:#?}");
     // The daemon reads the file to its end before the summary.
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert_eq!(count_event(&records, "hook.started"), 1, "{records:#?}");
     assert_eq!(count_event(&records, "hook.finished"), 1, "{records:#?}");
@@ -236,8 +233,7 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
         d.stdout.len(),
         LINES + 2
     );
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert_eq!(count_event(&records, "hook.output"), LINES);
     assert_eq!(count_event(&records, "hook.finished"), 1);
@@ -409,8 +405,7 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
         );
         assert!(st.success(), "{st} {err}");
         d.expect(T, "hook.finished", || d.stdout.contains("hook.finished"));
-        d.terminate();
-        assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+        d.stop(crate::util::PROMPT_EXIT);
         let records = d.records();
         let mut seen = std::collections::HashMap::<String, usize>::new();
         for r in &records {

@@ -45,8 +45,7 @@ fn concurrent_writers_never_interleave_partial_lines() {
         t.join().unwrap();
     }
     daemon.wait_records(WRITERS * LINES, T);
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
     let got = messages(&daemon.records());
     let mut per_writer: HashMap<usize, Vec<usize>> = HashMap::new();
     for m in got.iter().filter(|m| m.starts_with("writer ")) {
@@ -81,8 +80,7 @@ fn a_writer_that_leaves_mid_line_gets_its_own_record() {
     b.write_all(b"from b, again\n").unwrap();
     drop(b);
     let records = daemon.wait_records(3, T);
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
     let frag = records
         .iter()
         .find(|r| r["message"] == "from a, unfinished")
@@ -124,8 +122,7 @@ fn stale_socket_is_replaced_with_the_asked_mode() {
         err.contains(sock.to_str().unwrap()) && err.contains("another process"),
         "{err}"
     );
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
 }
 
 #[test]
@@ -149,8 +146,7 @@ fn emit_through_the_socket_is_well_formed() {
     assert_eq!(r["phase"], "heap \"dump\"");
     assert_eq!(r["container_name"], "api-server");
     assert_eq!(r["kubernetes"]["container_name"], "api-server");
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
 }
 
 /// Records a test's daemon wrote, without the summary, by message.

@@ -183,8 +183,7 @@ pub fn runs_the_daemon_under_qemu(bin: &Path, built: Built) {
     ]));
     assert!(hook.status.success(), "{}", text(&hook.stderr));
     daemon.wait_records(4, Duration::from_secs(30));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+    daemon.stop(Duration::from_secs(30));
     let records = daemon.records();
     let msgs: Vec<&str> = records
         .iter()

@@ -303,6 +303,18 @@ impl Daemon {
         self.signal("TERM");
     }
 
+    /// Sends SIGTERM and waits for a successful exit within `timeout` (everything it wrote is
+    /// collected then).
+    pub fn stop(&mut self, timeout: Duration) {
+        self.terminate();
+        let st = self.wait_exit(timeout);
+        assert!(
+            st.success(),
+            "hooklog exited {st} after SIGTERM; stderr: {:#?}",
+            self.stderr.lines()
+        );
+    }
+
     /// Waits for exit; panics (after killing it) when it takes longer than `timeout`.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let start = Instant::now();
