@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, status_kb, wait_until};
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
 fn spawn_run(args: &[&str]) -> Child {
@@ -239,16 +239,6 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     assert_eq!(warned, 1, "{:#?}", d.stderr.lines());
 }
 
-/// VmHWM of process `pid`, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
-}
-
 /// Issue 17, case 10: 300k forged names (a 28 MB file) took RSS to 78 MiB, past the 64Mi limit
 /// inject sets (1M: 246 MiB). The peers learned from input are bounded, so memory is too.
 #[test]
@@ -281,7 +271,7 @@ fn three_hundred_thousand_forged_names_keep_memory_bounded() {
         tail.count(),
         stderr.lock().unwrap()
     );
-    let peak = peak_rss_kib(child.id());
+    let peak = status_kb(child.id(), "VmHWM");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let (status, _) = wait_exit(&mut child, Duration::from_secs(30));
     let (_, last, rest) = tail.finish();

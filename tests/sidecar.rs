@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::util::binaries::{shared_libraries, sidecar_bin};
-use crate::util::{Daemon, POD_ENV, all_asleep, pod_dir, wait_until};
+use crate::util::{
+    Daemon, POD_ENV, all_asleep, listed_subcommands, pod_dir, status_kb, wait_until,
+};
 
 /// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
 /// the static x86_64 musl build with the AWS SDK (aws-sdk-cloudwatchlogs, aws-config) in it.
@@ -52,18 +54,6 @@ fn sidecar_at(bin: &Path) -> Command {
     c
 }
 
-/// The subcommands `--help` lists, as clap prints them (`  NAME  About`).
-fn listed(help: &str) -> Vec<String> {
-    help.split("Commands:")
-        .nth(1)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     let Some(bin) = sidecar_bin() else { return };
@@ -73,7 +63,7 @@ fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     let help = text(&out.stdout);
     let mut want: Vec<String> = SIDECAR_ROLES.iter().map(|s| s.to_string()).collect();
     want.push("help".into());
-    assert_eq!(listed(&help), want, "{help}");
+    assert_eq!(listed_subcommands(&help), want, "{help}");
     for role in CONTROL_ROLES {
         assert!(
             !help.contains(&format!("hooklog {role}")),
@@ -90,7 +80,7 @@ fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     }
     // The full CLI has both halves.
     let out = crate::util::hooklog().arg("--help").output().unwrap();
-    let full = listed(&text(&out.stdout));
+    let full = listed_subcommands(&text(&out.stdout));
     for role in SIDECAR_ROLES.iter().chain(&CONTROL_ROLES) {
         assert!(full.iter().any(|r| r == role), "the full CLI lacks {role}");
     }
@@ -111,16 +101,6 @@ fn the_sidecar_is_static_and_within_its_size_budget() {
     );
     let out = sidecar_at(&bin).arg("--version").output().unwrap();
     crate::util::binaries::assert_version(&text(&out.stdout), Some("x86_64-unknown-linux-musl"));
-}
-
-/// VmRSS of `pid`, in kB.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata; once ready.
@@ -148,23 +128,13 @@ fn an_idle_sidecar_holds_at_most_5_mb() {
         wait_until(Duration::from_secs(10), || all_asleep(pid)),
         "the sidecar never went idle"
     );
-    let rss = rss_kb(pid);
+    let rss = status_kb(pid, "VmRSS");
     drop(d);
     eprintln!("idle sidecar: VmRSS {rss} kB");
     assert!(
         rss <= MAX_IDLE_RSS_KB,
         "idle RSS {rss} kB (budget {MAX_IDLE_RSS_KB} kB)"
     );
-}
-
-/// `VmHWM` of `pid` (its peak RSS so far), in kB.
-fn hwm_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
 }
 
 /// Issue 35's peak budget, on bench/run.py's job: a file of 1,000,000 JSON lines written
@@ -209,7 +179,7 @@ fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
         }
         seen += 1;
     }
-    let peak = hwm_kb(pid);
+    let peak = status_kb(pid, "VmHWM");
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(seen, JOB_LINES, "every line came out");

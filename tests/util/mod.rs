@@ -407,6 +407,30 @@ pub fn all_asleep(pid: u32) -> bool {
     })
 }
 
+/// A `kB` figure of process `pid`'s /proc/PID/status (`VmRSS`, `VmHWM`, ...).
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// The subcommands a `--help` text lists, as clap prints them (`  NAME  About` under
+/// `Commands:`).
+pub fn listed_subcommands(help: &str) -> Vec<String> {
+    help.split("Commands:")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
     let st = Command::new("sh")
