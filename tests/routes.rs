@@ -324,13 +324,19 @@ fn the_file_fallback_does_not_follow_a_symlink() {
     );
     assert_eq!(st.code(), Some(3), "{err}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "", "{err}");
+    // The records went to the last resort instead, whole.
+    assert_file_refused(&err, "symbolic link");
+}
+
+/// The wrapper's stderr `err` when the file fallback refused the file: one clear line about
+/// prestop.log that says `why`, and the records there (on the last resort), whole.
+fn assert_file_refused(err: &str, why: &str) {
     let warnings: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("prestop.log") && !l.starts_with('{'))
         .collect();
     assert_eq!(warnings.len(), 1, "one clear line: {err}");
-    assert!(warnings[0].contains("symbolic link"), "{err}");
-    // The records went to the last resort instead, whole.
+    assert!(warnings[0].contains(why), "{err}");
     assert!(err.contains("\"hook.finished\""), "{err}");
 }
 
@@ -347,13 +353,7 @@ fn the_file_fallback_refuses_a_fifo() {
         Duration::from_secs(10),
     );
     assert!(st.success(), "{err}");
-    let warnings: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("prestop.log") && !l.starts_with('{'))
-        .collect();
-    assert_eq!(warnings.len(), 1, "one clear line: {err}");
-    assert!(warnings[0].contains("not a regular file"), "{err}");
-    assert!(err.contains("\"hook.finished\""), "{err}");
+    assert_file_refused(&err, "not a regular file");
 }
 
 /// Issue 25.7: with every slot held by idle connections, a hook's connection waits in the

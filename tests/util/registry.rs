@@ -71,26 +71,25 @@ pub struct Tls {
     pub(crate) key: PathBuf,
 }
 
-pub fn make_tls(dir: &Path) -> Tls {
-    let p = |n: &str| dir.join(n);
+/// A self-signed certificate named `cn` (valid two days, RSA 2048) and its key, by openssl.
+fn self_signed(cn: &str, key: &Path, cert: &Path) {
     run_ok(
         Command::new("openssl")
             .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=hooklog test CA",
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
             ])
+            .arg("-subj")
+            .arg(format!("/CN={cn}"))
             .arg("-keyout")
-            .arg(p("ca.key"))
+            .arg(key)
             .arg("-out")
-            .arg(p("ca.pem")),
+            .arg(cert),
     );
+}
+
+pub fn make_tls(dir: &Path) -> Tls {
+    let p = |n: &str| dir.join(n);
+    self_signed("hooklog test CA", &p("ca.key"), &p("ca.pem"));
     run_ok(
         Command::new("openssl")
             .args([
@@ -181,24 +180,7 @@ impl Registry {
         let mut token_server = None;
         if auth == Auth::Token {
             let (key, cert) = (dir.path().join("token.key"), dir.path().join("token.pem"));
-            run_ok(
-                Command::new("openssl")
-                    .args([
-                        "req",
-                        "-x509",
-                        "-newkey",
-                        "rsa:2048",
-                        "-nodes",
-                        "-days",
-                        "2",
-                        "-subj",
-                        "/CN=hooklog test tokens",
-                    ])
-                    .arg("-keyout")
-                    .arg(&key)
-                    .arg("-out")
-                    .arg(&cert),
-            );
+            self_signed("hooklog test tokens", &key, &cert);
             let mut server = Command::new("python3")
                 .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/token-server.py"))
                 .arg("0")
