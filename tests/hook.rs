@@ -417,10 +417,7 @@ fn hook_with_socket_and_file_down_reports_on_stderr() {
 #[test]
 fn hook_through_a_daemon_socket() {
     let (_dir, _, sock) = pod_dir();
-    let mut d = Daemon::start(
-        &["--socket", sock.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let mut d = Daemon::listen(&sock, &["--linger", "100ms"], &POD_ENV);
     let out = hook(
         &["--socket", sock.to_str().unwrap()],
         &["sh", "-c", "echo 'via socket'"],

@@ -1357,10 +1357,9 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
 fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::start(
-        &[
-            "--socket", s, "--peers", "envoy", "--grace", "10s", "--linger", "300ms",
-        ],
+    let mut daemon = Daemon::listen(
+        &sock,
+        &["--peers", "envoy", "--grace", "10s", "--linger", "300ms"],
         &POD_ENV,
     );
     let st = hooklog()
@@ -1415,10 +1414,9 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
 fn with_emf_the_summary_is_still_the_last_record() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::start(
-        &[
-            "--socket", s, "--peers", "envoy", "--emf", "--linger", "200ms",
-        ],
+    let mut daemon = Daemon::listen(
+        &sock,
+        &["--peers", "envoy", "--emf", "--linger", "200ms"],
         &POD_ENV,
     );
     let st = hooklog()
@@ -1645,10 +1643,9 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
 fn a_long_hook_command_still_gives_a_parsed_hook_started() {
     let (dir, _, sock) = pod_dir();
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::start(
+    let mut daemon = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             "app",
             "--max-line-bytes",

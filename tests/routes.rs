@@ -80,10 +80,9 @@ fn summary(records: &[Value]) -> &Value {
 fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            s,
             "--peers",
             "app",
             "--max-connections",
@@ -121,10 +120,9 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
 fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            s,
             "--peers",
             "app",
             "--max-connections",
@@ -179,10 +177,9 @@ fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
     let (_dir, file, sock) = pod_dir();
     let (s, f) = (sock.to_str().unwrap(), file.to_str().unwrap());
     std::fs::write(&file, "").unwrap();
-    let mut d = Daemon::start(
-        &[
-            "--socket", s, "--file", f, "--peers", "app", "--linger", "300ms",
-        ],
+    let mut d = Daemon::listen(
+        &sock,
+        &["--file", f, "--peers", "app", "--linger", "300ms"],
         &[],
     );
     let (st, err) = run_hook(
@@ -212,7 +209,7 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
     const LINES: usize = 400_000;
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(&["--socket", s, "--linger", "200ms"], &[]);
+    let mut d = Daemon::listen(&sock, &["--linger", "200ms"], &[]);
     let script = format!("seq 1 {LINES}");
     // About 40 s for the debug build alone on 2 cores (it runs alone: .config/nextest.toml).
     let slow = Duration::from_secs(300);
@@ -370,12 +367,10 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
     ] {
         let (_dir, file, sock) = pod_dir();
         let slots_s = slots.to_string();
-        let mut d = Daemon::start(
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
             &[
-                "--socket",
-                sock.to_str().unwrap(),
-                "--file",
-                file.to_str().unwrap(),
                 "--peers",
                 "app",
                 "--max-connections",

@@ -167,7 +167,7 @@ fn messages_but_summary(daemon: &Daemon) -> Vec<String> {
 #[test]
 fn a_connection_held_open_at_sigterm_does_not_hold_the_shutdown() {
     let (_dir, _, sock) = pod_dir();
-    let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap(), "--linger", "0s"], &[]);
+    let mut daemon = Daemon::listen(&sock, &["--linger", "0s"], &[]);
     let mut held = UnixStream::connect(&sock).unwrap();
     held.write_all(b"held 1\n").unwrap();
     daemon.wait_records(1, T);
@@ -218,17 +218,7 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
     }
     for attempt in 1..=3 {
         let (_dir, _, sock) = pod_dir();
-        let mut daemon = Daemon::start(
-            &[
-                "--socket",
-                sock.to_str().unwrap(),
-                "--max-connections",
-                "1",
-                "--linger",
-                "0s",
-            ],
-            &[],
-        );
+        let mut daemon = Daemon::listen(&sock, &["--max-connections", "1", "--linger", "0s"], &[]);
         let mut served = UnixStream::connect(&sock).unwrap();
         served.write_all(b"served\n").unwrap();
         daemon.wait_records(1, T);
@@ -258,10 +248,9 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
 #[test]
 fn a_backlog_that_cleared_does_not_keep_an_expected_peer_waited_for() {
     let (_dir, _, sock) = pod_dir();
-    let mut daemon = Daemon::start(
+    let mut daemon = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            sock.to_str().unwrap(),
             "--max-connections",
             "1",
             "--peers",

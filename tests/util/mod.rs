@@ -219,6 +219,14 @@ impl Daemon {
         Self::spawn(cmd)
     }
 
+    /// Starts `hooklog run --socket SOCK ARGS` with `env`: a sidecar that only listens.
+    pub fn listen(sock: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = hooklog();
+        cmd.arg("run").arg("--socket").arg(sock);
+        cmd.args(args).envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
     /// Starts a prepared command (whose subcommand is `run`) and waits for readiness.
     pub fn spawn(mut cmd: Command) -> Daemon {
         let started = Instant::now();
