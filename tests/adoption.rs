@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::util::http::{read_request, respond_json};
-use crate::util::manifests::run;
+use crate::util::manifests::{run, write_chart};
 use crate::util::text;
 use crate::util::wait_until;
 use crate::util::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
@@ -348,17 +348,10 @@ fn regression_check_stopped_at_one_bad_file_and_passed_on_none() {
     }
 
     let chart = root.join("chart");
-    std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(
-        chart.join("Chart.yaml"),
-        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        chart.join("templates/deployment.yaml"),
+    write_chart(
+        &chart,
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n{{- if .Values.x }}\n",
-    )
-    .unwrap();
+    );
     let out = run(&["check", chart.to_str().unwrap()], None);
     let err = text(&out.stderr);
     let hints: Vec<&str> = err

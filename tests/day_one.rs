@@ -3,7 +3,7 @@
 //! no `0 error(s)` summary beside its error, and an explicit `--sidecar classic` that leaves a
 //! pod uninjected is an error naming the flag, not a silent exit 0.
 
-use crate::util::manifests::run;
+use crate::util::manifests::{run, write_chart};
 use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
@@ -146,18 +146,11 @@ fn an_explicit_classic_sidecar_that_leaves_a_pod_uninjected_is_an_error_naming_t
 }
 
 /// A Helm chart's Chart.yaml, and a template of it that is no YAML until rendered.
-fn write_chart(dir: &std::path::Path) {
-    std::fs::create_dir_all(dir.join("templates")).unwrap();
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("templates/deployment.yaml"),
+fn write_web_chart(dir: &std::path::Path) {
+    write_chart(
+        dir,
         "{{- include \"web.validate\" . -}}\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n  labels:\n    {{- include \"web.labels\" . | nindent 4 }}\n",
-    )
-    .unwrap();
+    );
 }
 
 /// `hooklog check .` on a repository that holds a Helm chart printed the real findings, then
@@ -170,8 +163,8 @@ fn write_chart(dir: &std::path::Path) {
 fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_findings() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path();
-    write_chart(&repo.join("charts/web"));
-    write_chart(&repo.join("deploy/charts/api"));
+    write_web_chart(&repo.join("charts/web"));
+    write_web_chart(&repo.join("deploy/charts/api"));
     std::fs::write(
         repo.join("deploy/config.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",

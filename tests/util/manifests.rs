@@ -205,3 +205,15 @@ pub fn yaml_documents(text: &str) -> Vec<Value> {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A Helm chart in `dir`: its Chart.yaml (`web` 0.1.0) and one template,
+/// templates/deployment.yaml, holding `template`.
+pub fn write_chart(dir: &Path, template: &str) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("templates/deployment.yaml"), template).unwrap();
+}
