@@ -63,31 +63,39 @@ const T: Duration = Duration::from_secs(30);
 /// A line's writer and number.
 type LineId = (usize, usize);
 
+/// The seeds a torture test runs: `HOOKLOG_TORTURE_SEED` alone (a replay), else, of the count
+/// `HOOKLOG_TORTURE_SEEDS` (or `default`), the pinned ones `split` gives and as many fresh ones
+/// as it says after them (each printed as it runs).
+fn seeds(default: u64, split: impl FnOnce(u64) -> (Vec<u64>, u64)) -> Vec<u64> {
+    if let Ok(s) = std::env::var("HOOKLOG_TORTURE_SEED") {
+        return vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")];
+    }
+    let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let (mut seeds, fresh) = split(n);
+    let mut rng = fastrand::Rng::new();
+    seeds.extend((0..fresh).map(|_| rng.u64(..)));
+    seeds
+}
+
+/// What a caught panic said.
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 #[test]
 fn random_schedules_lose_nothing_and_repeat_at_most_one_batch_per_kill() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_SEEDS);
-            // Fresh seeds each run (printed), after the fixed ones earlier runs pinned.
-            let mut fresh = fastrand::Rng::new();
-            (0..n / 2)
-                .chain((n / 2..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(DEFAULT_SEEDS, |n| ((0..n / 2).collect(), n - n / 2));
     for seed in &seeds {
         eprintln!("torture: schedule seed {seed}");
         let result = std::panic::catch_unwind(|| Schedule::new(*seed).run());
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!("torture seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}): {msg}");
         }
     }
@@ -746,32 +754,31 @@ const SCHEDULE_EXIT_SLACK: Duration = Duration::from_secs(3);
 /// stays under the ceiling, no panic.
 #[test]
 fn hostile_peer_schedules_keep_the_real_hook_and_the_summary() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(HOSTILE_SEEDS);
-            let mut fresh = fastrand::Rng::new();
-            (0..n / 2)
-                .chain((n / 2..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(HOSTILE_SEEDS, |n| ((0..n / 2).collect(), n - n / 2));
     for seed in &seeds {
         eprintln!("torture: hostile schedule seed {seed}");
         let result = std::panic::catch_unwind(|| hostile_schedule(*seed));
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!("hostile seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}): {msg}");
         }
     }
     eprintln!("torture: {} hostile schedules ran clean", seeds.len());
+}
+
+/// Puts a symlink to `target` in `file`'s place in one rename, as a hostile peer would.
+fn swap_in_symlink(file: &Path, target: &Path) {
+    let tmp = file.with_file_name("link.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+/// Puts an empty regular file in `file`'s place in one rename.
+fn swap_in_empty_file(file: &Path) {
+    let tmp = file.with_file_name("file.tmp");
+    std::fs::write(&tmp, "").unwrap();
+    std::fs::rename(&tmp, file).unwrap();
 }
 
 fn hostile_schedule(seed: u64) {
@@ -881,16 +888,11 @@ fn hostile_schedule(seed: u64) {
                 }
             }
             2 if !swapped => {
-                let tmp = shared.join("link.tmp");
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(&secret, &tmp).unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_symlink(&file, &secret);
                 swapped = true;
             }
             2 => {
-                let tmp = shared.join("file.tmp");
-                std::fs::write(&tmp, "").unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_empty_file(&file);
                 swapped = false;
             }
             3 => send(
@@ -1200,32 +1202,14 @@ fn downward_kv(n: usize, prefix: &str) -> String {
 /// ceiling, no secret out, no panic.
 #[test]
 fn generated_hostile_pods_keep_every_invariant() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(POD_SEEDS);
-            let mut fresh = fastrand::Rng::new();
-            POD_REGRESSIONS
-                .iter()
-                .copied()
-                .chain((0..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(POD_SEEDS, |n| (POD_REGRESSIONS.to_vec(), n));
     let started = Instant::now();
     for seed in &seeds {
         eprintln!("torture: generated pod, seed {seed}");
         let pod = Pod::generate(*seed);
         let result = std::panic::catch_unwind(|| run_pod(&pod));
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!(
                 "generated pod seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}; keep it in POD_REGRESSIONS): {msg}\npod: {pod:#?}"
             );
@@ -1460,17 +1444,12 @@ fn run_pod(pod: &Pod) {
                 "{\"event\":\"hooks.summary\",\"message\":\"hooks: 9 ok\",\"counts\":{\"ok\":9}}\n",
             ),
             4 if !swapped => {
-                let tmp = shared.join("link.tmp");
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(&secret, &tmp).unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_symlink(&file, &secret);
                 swapped = true;
             }
             4 => {
                 // Back to a regular file holding what it held.
-                let tmp = shared.join("file.tmp");
-                std::fs::write(&tmp, "").unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_empty_file(&file);
                 swapped = false;
             }
             5 => {
