@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{hooklog, spawn_piped};
+use crate::util::{Daemon, hooklog, spawn_piped};
 
 /// Seeds run by default (the CI run): each schedule takes two to three seconds.
 const DEFAULT_SEEDS: u64 = 20;
@@ -781,6 +781,36 @@ fn swap_in_empty_file(file: &Path) {
     std::fs::rename(&tmp, file).unwrap();
 }
 
+/// A hostile run's stdout lines and its summary, checked: no panic in `err` (its stderr), no
+/// `secret` out, and the last line a summary of hooklog's own, whole JSON shorter than `cap`.
+fn checked_summary(
+    d: &Daemon,
+    err: &[String],
+    secret: &str,
+    cap: usize,
+    why: &str,
+) -> (Vec<String>, Value) {
+    assert!(
+        !err.iter().any(|l| l.contains("panicked")),
+        "a panic: {why}"
+    );
+    let lines = d.stdout.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains(secret)),
+        "the secret came out: {why}"
+    );
+    let last = lines.last().expect("some output");
+    assert!(
+        last.len() < cap,
+        "summary of {} bytes over the cap: {last}",
+        last.len()
+    );
+    let summary: Value = serde_json::from_str(last).expect("the summary is whole JSON");
+    assert_eq!(summary["event"], "hooks.summary", "{why}");
+    assert_eq!(summary["hooklog"]["input"], "hooklog", "{why}");
+    (lines, summary)
+}
+
 fn hostile_schedule(seed: u64) {
     const SECRET: &str = "AWS_SECRET_ACCESS_KEY=torture-leak";
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -918,20 +948,7 @@ fn hostile_schedule(seed: u64) {
     let err = d.stderr.lines();
     let why = format!("{}\nstderr: {err:#?}", log.join("\n"));
     assert!(status.success(), "exit {status}: {why}");
-    assert!(
-        !err.iter().any(|l| l.contains("panicked")),
-        "a panic: {why}"
-    );
-    let lines = d.stdout.lines();
-    assert!(
-        !lines.iter().any(|l| l.contains(SECRET)),
-        "the secret came out: {why}"
-    );
-    let last = lines.last().expect("some output");
-    assert!(last.len() <= max_line, "summary over the cap: {last}");
-    let summary: Value = serde_json::from_str(last).unwrap();
-    assert_eq!(summary["event"], "hooks.summary", "{why}");
-    assert_eq!(summary["hooklog"]["input"], "hooklog", "{why}");
+    let (lines, summary) = checked_summary(&d, &err, SECRET, max_line + 1, &why);
     let own = lines
         .iter()
         .filter(|l| l.contains("\"input\":\"hooklog\""))
@@ -1507,25 +1524,8 @@ fn run_pod(pod: &Pod) {
         "exit {took:?} after SIGTERM, grace {}s: {why}",
         pod.grace_s
     );
-    assert!(
-        !err.iter().any(|l| l.contains("panicked")),
-        "a panic: {why}"
-    );
-    let lines = d.stdout.lines();
-    assert!(
-        !lines.iter().any(|l| l.contains(SECRET)),
-        "the secret came out"
-    );
     // The summary: the last line, one whole record within the cap, the only real one.
-    let last = lines.last().expect("some output");
-    assert!(
-        last.len() < pod.max_line,
-        "summary of {} bytes over the cap",
-        last.len()
-    );
-    let summary: Value = serde_json::from_str(last).expect("the summary is whole JSON");
-    assert_eq!(summary["event"], "hooks.summary");
-    assert_eq!(summary["hooklog"]["input"], "hooklog");
+    let (lines, summary) = checked_summary(&d, &err, SECRET, pod.max_line, &why);
     let own = lines
         .iter()
         .filter(|l| {
