@@ -454,15 +454,11 @@ fn lines(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
 }
 
+/// Appends `lines` to the file at `path`, each with its newline, in one write.
 fn append(path: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
     let mut buf = lines.join("\n");
     buf.push('\n');
-    f.write_all(buf.as_bytes()).unwrap();
+    crate::util::append(path, buf);
 }
 
 #[test]

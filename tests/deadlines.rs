@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, open_append, pod_dir, spawn_piped, wait_until};
 
 /// A listener with a short accept queue, as a stuck daemon at `--max-connections` has one.
 fn listen_with_backlog(path: &Path, backlog: i32) -> OwnedFd {
@@ -345,11 +345,7 @@ fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
     let writer = {
         let (stop, file) = (stop.clone(), file.clone());
         std::thread::spawn(move || {
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(file)
-                .unwrap();
+            let mut f = open_append(&file);
             let line = format!("{}\n", "w".repeat(399));
             let chunk = line.repeat(100);
             while !stop.load(Ordering::SeqCst) {

@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, wait_until};
+use crate::util::{Daemon, POD_ENV, append, hooklog, pod_dir, wait_until};
 
 /// hooklog's `--grace` in most scenarios: short, so the suite stays fast.
 const GRACE: Duration = Duration::from_secs(3);
@@ -1506,17 +1506,6 @@ fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
         "hooks.summary",
         "{records:#?}"
     );
-}
-
-/// Appends `text` to the file at `path`, as a peer's `echo >>` does.
-fn append(path: &std::path::Path, text: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
-    f.write_all(text.as_bytes()).unwrap();
 }
 
 /// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, PROMPT_EXIT, messages, pod_dir, sh};
+use crate::util::{Daemon, PROMPT_EXIT, messages, open_append, pod_dir, sh};
 
 /// A bound on waiting for output to come out (not for exits: [`PROMPT_EXIT`]).
 const T: Duration = Duration::from_secs(30);
@@ -64,14 +64,6 @@ fn write_lines(f: &mut std::fs::File, tag: &str, from: usize, n: usize, rate: u6
     out
 }
 
-fn append(path: &Path) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap()
-}
-
 /// SIGTERMs `d` and checks that it exits 0 within [`PROMPT_EXIT`] (it has no peers to wait for)
 /// and ends its output with the summary.
 fn stop(mut d: Daemon) -> Daemon {
@@ -92,11 +84,11 @@ fn stop(mut d: Daemon) -> Daemon {
 fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
     let (dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut old = append(&file);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "before", 0, 2_000, 5_000);
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
     // Still the old descriptor, for 2 s, while another writer fills the new file.
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     let other = std::thread::spawn(move || write_lines(&mut new, "new-file", 0, 4_000, 2_000));
     want.extend(write_lines(&mut old, "after-rename", 0, 10_000, 5_000));
     drop(old);
@@ -124,7 +116,7 @@ fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
 fn a_writer_that_keeps_writing_a_deleted_file_loses_nothing() {
     let (_dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut f = append(&file);
+    let mut f = open_append(&file);
     let mut want = write_lines(&mut f, "before-rm", 0, 500, 5_000);
     std::fs::remove_file(&file).unwrap();
     want.extend(write_lines(&mut f, "deleted", 0, 5_000, 5_000));
@@ -140,16 +132,16 @@ fn two_rotations_in_quick_succession_lose_nothing() {
     let p = |n: &str| dir.path().join(n);
     let file = p("prestop.log");
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut a = append(&file);
+    let mut a = open_append(&file);
     let mut want = write_lines(&mut a, "a", 0, 300, 10_000);
     std::fs::rename(&file, p("prestop.log.1")).unwrap();
-    let mut b = append(&file);
+    let mut b = open_append(&file);
     want.extend(write_lines(&mut b, "b", 0, 100, 100_000));
     // Renamed away again only once hooklog has it open: a file gone before hooklog ever saw it
     // is not read (docs/inputs-and-records.md's limits).
     crate::util::wait_open(d.child.id(), &file, T);
     std::fs::rename(&file, p("prestop.log.2")).unwrap();
-    let mut c = append(&file);
+    let mut c = open_append(&file);
     // All three keep writing.
     for round in 0..5 {
         want.extend(write_lines(&mut a, "a", 300 + round * 100, 100, 20_000));
@@ -165,13 +157,13 @@ fn two_rotations_in_quick_succession_lose_nothing() {
 fn a_rotation_during_shutdown_loses_nothing() {
     let (dir, file, _) = pod_dir();
     let d = Daemon::follow(&file, None, &["--linger", "1500ms"], &[]);
-    let mut old = append(&file);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "before-term", 0, 200, 10_000);
     d.terminate();
     want.extend(write_lines(&mut old, "after-term", 0, 200, 10_000));
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
     want.extend(write_lines(&mut old, "renamed", 0, 200, 10_000));
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     want.extend(write_lines(&mut new, "new-file", 0, 200, 10_000));
     drop((old, new));
     let mut d = d;
@@ -540,7 +532,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     let pad = "x".repeat(200);
     let mut want = Vec::new();
     {
-        let mut f = append(&file);
+        let mut f = open_append(&file);
         for i in 0..1500 {
             let l = format!("old {i} {pad}");
             writeln!(f, "{l}").unwrap();
@@ -549,7 +541,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     }
     sh(dir.path(), "mv prestop.log prestop.log.1");
     {
-        let mut f = append(&file);
+        let mut f = open_append(&file);
         for i in 0..50 {
             let l = format!("new {i}");
             writeln!(f, "{l}").unwrap();
@@ -609,11 +601,11 @@ fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
         &["--rotate-wait", "60s", "--linger", "0s"],
         &[],
     );
-    let mut old = append(&file);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "old", 0, 100, 10_000);
     crate::util::wait_open(d.child.id(), &file, T);
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     want.extend(write_lines(&mut new, "new", 0, 100, 10_000));
     crate::util::wait_open(d.child.id(), &file, T);
     // Written to the renamed file after hooklog follows the new one: it is still reading both.

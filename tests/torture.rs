@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, hooklog, spawn_piped};
+use crate::util::{Daemon, append, hooklog, open_append, spawn_piped};
 
 /// Seeds run by default (the CI run): each schedule takes two to three seconds.
 const DEFAULT_SEEDS: u64 = 20;
@@ -356,23 +356,14 @@ impl Schedule {
                     for _ in 0..self.rng.usize(1..20) {
                         let mut l = self.line(w);
                         l.push(b'\n');
-                        let mut f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(&file)
-                            .unwrap();
-                        f.write_all(&l).unwrap();
+                        append(&file, &l);
                     }
                 }
                 // A long-lived writer starts, or one writes some more.
                 25..=39 => {
                     if self.long_lived.is_empty() || self.rng.bool() {
                         let w = self.writer();
-                        let f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(&file)
-                            .unwrap();
+                        let f = open_append(&file);
                         self.long_lived.push((w, f, false));
                     }
                     let i = self.rng.usize(0..self.long_lived.len());

@@ -439,6 +439,23 @@ pub fn listed_subcommands(help: &str) -> Vec<String> {
         .collect()
 }
 
+/// `path` opened to append, created when missing, as a writer's `>>` opens it.
+pub fn open_append(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("cannot open {} to append: {e}", path.display()))
+}
+
+/// Appends `bytes` to `path` (created when missing) in one write, as a peer's `echo >>` does.
+pub fn append(path: &Path, bytes: impl AsRef<[u8]>) {
+    use std::io::Write;
+    open_append(path)
+        .write_all(bytes.as_ref())
+        .unwrap_or_else(|e| panic!("cannot append to {}: {e}", path.display()));
+}
+
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
     let st = Command::new("sh")
