@@ -233,19 +233,25 @@ fn walk_mut<'a>(mut at: &'a mut Value, path: &[Step], rng: &mut Rng) -> &'a mut 
                 map.entry(key).or_insert(json!({}))
             }
             Step::Item => {
-                if !at.is_array() {
-                    *at = json!([]);
-                }
-                let arr = at.as_array_mut().unwrap();
-                if arr.is_empty() {
-                    arr.push(json!({}));
-                }
-                let i = rng.below(arr.len());
+                let (arr, i) = some_item(at, rng);
                 &mut arr[i]
             }
         };
     }
     at
+}
+
+/// `at` made an array of at least one element (`{}` when empty), and the index of one drawn.
+fn some_item<'a>(at: &'a mut Value, rng: &mut Rng) -> (&'a mut Vec<Value>, usize) {
+    if !at.is_array() {
+        *at = json!([]);
+    }
+    let arr = at.as_array_mut().unwrap();
+    if arr.is_empty() {
+        arr.push(json!({}));
+    }
+    let i = rng.below(arr.len());
+    (arr, i)
 }
 
 /// `doc` with `m` at `path`.
@@ -300,14 +306,7 @@ fn mutate(doc: &mut Value, path: &[Step], m: Mutation, rng: &mut Rng) {
             }
         }
         Step::Item => {
-            if !at.is_array() {
-                *at = json!([]);
-            }
-            let arr = at.as_array_mut().unwrap();
-            if arr.is_empty() {
-                arr.push(json!({}));
-            }
-            let i = rng.below(arr.len());
+            let (arr, i) = some_item(at, rng);
             let was = arr[i].clone();
             match replacement(m, Some(&was)) {
                 Some(v) => arr[i] = v,
