@@ -37,6 +37,19 @@ fn hook(flags: &[&str], cmd: &[&str]) -> Output {
         .expect("run hooklog hook")
 }
 
+/// [`hook`] reporting to the socket `sock`, and to `file` when the socket fails.
+fn hook_via(sock: &Path, file: &Path, cmd: &[&str]) -> Output {
+    hook(
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--file",
+            file.to_str().unwrap(),
+        ],
+        cmd,
+    )
+}
+
 /// True while the process exists and is not a zombie.
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -368,15 +381,7 @@ fn hook_forwards_sigquit_to_the_command_and_reports_it() {
 fn hook_with_socket_down_falls_back_to_the_file() {
     let (dir, file, _) = pod_dir();
     let sock = dir.path().join("nobody.sock");
-    let out = hook(
-        &[
-            "--socket",
-            sock.to_str().unwrap(),
-            "--file",
-            file.to_str().unwrap(),
-        ],
-        &["sh", "-c", "echo 'still logged'; exit 4"],
-    );
+    let out = hook_via(&sock, &file, &["sh", "-c", "echo 'still logged'; exit 4"]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     let records = json_lines(&std::fs::read_to_string(&file).unwrap());
     assert_eq!(
@@ -392,13 +397,9 @@ fn hook_with_socket_and_file_down_reports_on_stderr() {
     let sock = dir.path().join("nobody.sock");
     // A folder where the file should be: it cannot be opened for appending.
     let not_a_file = dir.path();
-    let out = hook(
-        &[
-            "--socket",
-            sock.to_str().unwrap(),
-            "--file",
-            not_a_file.to_str().unwrap(),
-        ],
+    let out = hook_via(
+        &sock,
+        not_a_file,
         &["sh", "-c", "echo 'nowhere to go'; exit 5"],
     );
     assert_eq!(out.status.code(), Some(5), "{out:?}");
