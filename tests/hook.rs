@@ -284,14 +284,9 @@ fn hook_forwards_sigterm_to_the_command() {
     let (dir, file, _) = pod_dir();
     let ready = dir.path().join("ready");
     let mut child = hooklog()
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--file",
-            file.to_str().unwrap(),
-            "--",
-        ])
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .arg("--")
         .args([
             "sh",
             "-c",
@@ -522,14 +517,9 @@ fn install_copies_a_working_executable_for_everyone() {
     // The copy runs: a hook wrapping the copy's own sleep.
     let file = dir.path().join("prestop.log");
     let out = Command::new(&installed)
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--file",
-            file.to_str().unwrap(),
-            "--",
-        ])
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .arg("--")
         .arg(&installed)
         .args(["sleep", "0.1"])
         .output()
