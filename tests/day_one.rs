@@ -153,6 +153,13 @@ fn write_web_chart(dir: &std::path::Path) {
     );
 }
 
+/// `hooklog check --offline DIR`: its output, and its stderr as text.
+fn check_offline(dir: &std::path::Path) -> (std::process::Output, String) {
+    let out = run(&["check", "--offline", dir.to_str().unwrap()], None);
+    let err = text(&out.stderr);
+    (out, err)
+}
+
 /// `hooklog check .` on a repository that holds a Helm chart printed the real findings, then
 /// exited 64 for the chart's templates, with no way to skip them. Now a chart inside a folder
 /// searched is skipped with one note naming `helm template … | hooklog check -`, and the exit
@@ -170,8 +177,7 @@ fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_fi
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
     )
     .unwrap();
-    let out = run(&["check", "--offline", repo.to_str().unwrap()], None);
-    let err = text(&out.stderr);
+    let (out, err) = check_offline(repo);
     assert_eq!(out.status.code(), Some(0), "{err}");
     for chart in ["charts/web", "deploy/charts/api"] {
         let notes: Vec<&str> = err
@@ -197,8 +203,7 @@ fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_fi
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n    - name: app\n      image: busybox\n      lifecycle: {preStop: {exec: {command: [sleep, '20']}}}\n",
     )
     .unwrap();
-    let out = run(&["check", "--offline", repo.to_str().unwrap()], None);
-    let err = text(&out.stderr);
+    let (out, err) = check_offline(repo);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(text(&out.stdout).contains("hook-exceeds-grace-period"));
 

@@ -74,26 +74,20 @@ fn summary(records: &[Value]) -> &Value {
     last
 }
 
+/// `hooklog run` on the socket alone with peer `app` and `slots` connection slots, then `args`.
+fn with_slots(sock: &Path, slots: &str, args: &[&str]) -> Daemon {
+    let mut all = vec!["--peers", "app", "--max-connections", slots];
+    all.extend(args);
+    Daemon::listen(sock, &all, &[])
+}
+
 /// Case 1: a peer holding every `--max-connections` slot with idle connections. The daemon
 /// closes idle connections to serve the real hook, which has no file to fall back to.
 #[test]
 fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::listen(
-        &sock,
-        &[
-            "--peers",
-            "app",
-            "--max-connections",
-            "4",
-            "--linger",
-            "200ms",
-            "--grace",
-            "20s",
-        ],
-        &[],
-    );
+    let mut d = with_slots(&sock, "4", &["--linger", "200ms", "--grace", "20s"]);
     let idle: Vec<UnixStream> = (0..4)
         .map(|_| UnixStream::connect(&sock).expect("connect"))
         .collect();
@@ -120,20 +114,7 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
 fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
     let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::listen(
-        &sock,
-        &[
-            "--peers",
-            "app",
-            "--max-connections",
-            "2",
-            "--linger",
-            "200ms",
-            "--grace",
-            "6s",
-        ],
-        &[],
-    );
+    let mut d = with_slots(&sock, "2", &["--linger", "200ms", "--grace", "6s"]);
     let stop = Arc::new(AtomicBool::new(false));
     let chatty: Vec<_> = (0..2)
         .map(|i| {
