@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::manifest::{run, text};
+use crate::util::http::{read_request, respond_json};
+use crate::util::manifests::{run, write_chart};
+use crate::util::text;
 use crate::util::wait_until;
 use crate::util::webhook::{Certs, Webhook, injected, patched, pod_review, web_pod};
 
@@ -346,17 +348,10 @@ fn regression_check_stopped_at_one_bad_file_and_passed_on_none() {
     }
 
     let chart = root.join("chart");
-    std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(
-        chart.join("Chart.yaml"),
-        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        chart.join("templates/deployment.yaml"),
+    write_chart(
+        &chart,
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n{{- if .Values.x }}\n",
-    )
-    .unwrap();
+    );
     let out = run(&["check", chart.to_str().unwrap()], None);
     let err = text(&out.stderr);
     let hints: Vec<&str> = err
@@ -768,11 +763,10 @@ impl LateWebhook {
                 std::thread::spawn(move || {
                     let conn = rustls::ServerConnection::new(config).expect("a TLS session");
                     let mut tls = rustls::StreamOwned::new(conn, tcp);
-                    let Some((buf, head_end, length)) = crate::util::read_request(&mut tls) else {
+                    let Some((_, body)) = read_request(&mut tls) else {
                         return;
                     };
-                    let review: Value = serde_json::from_slice(&buf[head_end..head_end + length])
-                        .unwrap_or_default();
+                    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
                     let pod = &review["request"]["object"];
                     let has_late = pod["spec"]["containers"]
                         .as_array()
@@ -791,7 +785,7 @@ impl LateWebhook {
                         ));
                     }
                     let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}).to_string();
-                    crate::util::answer_json(&mut tls, "200 OK", "", &body);
+                    respond_json(&mut tls, "200 OK", "", &body);
                 });
             }
         });

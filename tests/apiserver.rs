@@ -11,8 +11,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::util::apiserver::{Api, CONFIG_ACTIVE, Tier, has_hooklog, pod};
-use crate::util::webhook::{Certs, IMAGE, Webhook, https, injected};
-use crate::util::{hooklog, wait_until};
+use crate::util::webhook::{Certs, IMAGE, Webhook, client_connection, https, injected};
+use crate::util::{hooklog, output_with_input, wait_until};
 
 /// The API server's CA and the static token, as a pod's service account mount holds them, so
 /// that `--sidecar auto` asks this API server its version.
@@ -185,23 +185,10 @@ fn with_the_webhook_down_ignore_admits_uninjected_check_says_so_and_fail_rejects
         }
     }
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let out = {
-        use std::io::Write;
-        let mut child = hooklog()
-            .args(["check", "--format", "json", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(list.to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let out = output_with_input(
+        hooklog().args(["check", "--format", "json", "-"]),
+        list.to_string().as_bytes(),
+    );
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let text = report.to_string();
@@ -353,7 +340,7 @@ fn certificates_in(pem: &str) -> usize {
 
 /// The leaf certificate 127.0.0.1:`port` serves (DER), verified against `ca_pem` for 127.0.0.1.
 fn served_leaf(port: u16, ca_pem: &str) -> Vec<u8> {
-    let mut conn = crate::util::webhook::tls_to_loopback(ca_pem).unwrap();
+    let mut conn = client_connection(ca_pem).unwrap();
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     while conn.is_handshaking() {
@@ -514,7 +501,7 @@ fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
     );
     let rbac = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/webhook/rbac.yaml");
     let mut created = Vec::new();
-    for mut doc in crate::util::manifest::documents(&rbac) {
+    for mut doc in crate::util::manifests::documents(&rbac) {
         let kind = doc["kind"].as_str().unwrap().to_string();
         doc["metadata"]["name"] = json!(t.name);
         match kind.as_str() {

@@ -227,7 +227,8 @@ fn every_help_points_to_a_docs_page_that_exists() {
             let file = root.join(path);
             assert!(file.is_file(), "{what}: {target}: no such page");
             if !anchor.is_empty() {
-                let anchors = crate::docs::anchors(&std::fs::read_to_string(&file).unwrap());
+                let anchors =
+                    crate::util::markdown::anchors(&std::fs::read_to_string(&file).unwrap());
                 assert!(
                     anchors.iter().any(|a| a == anchor),
                     "{what}: {target}: no such heading; {path} has {anchors:?}"

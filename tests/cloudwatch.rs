@@ -454,15 +454,11 @@ fn lines(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
 }
 
+/// Appends `lines` to the file at `path`, each with its newline, in one write.
 fn append(path: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
     let mut buf = lines.join("\n");
     buf.push('\n');
-    f.write_all(buf.as_bytes()).unwrap();
+    crate::util::append(path, buf);
 }
 
 #[test]
@@ -486,8 +482,7 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
         "records did not reach CloudWatch",
         || read_back(&moto, &group, STREAM).len() >= want.len(),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let got = read_back(&moto, &group, STREAM);
     assert_exactly_once(&count_messages(&got), &want);
     proxy.assert_no_invalid_requests();
@@ -542,8 +537,7 @@ fn a_second_pod_on_the_same_group_and_stream_is_fine() {
     for round in 0..2 {
         let mut d = start(dir.path(), &group, &moto, &[]);
         append(&dir.path().join("prestop.log"), &[format!("round-{round}")]);
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         assert!(
             d.stdout.lines().is_empty(),
             "stderr: {:#?}",
@@ -644,8 +638,7 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
         "records did not reach CloudWatch",
         || read_back(&moto, &group, STREAM).len() >= total,
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     // Every request was in chronological order (the proxy checks, as does moto)...
     proxy.assert_no_invalid_requests();
     // ...and so were the requests one after another: none started before the one before ended.
@@ -694,7 +687,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     d.expect(
         Duration::from_secs(10),
         "hooklog should be retrying",
-        || d.stderr.lines().iter().any(|l| l.contains("retrying")),
+        || d.stderr.contains("retrying"),
     );
     // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
     // behind (it is saved every second; three saves pass).
@@ -715,8 +708,7 @@ fn server_down_at_start_and_up_later_loses_nothing() {
         wait_until(Duration::from_secs(10), at_end),
         "the checkpoint should follow once accepted"
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     assert!(
         d.stdout.lines().is_empty(),
@@ -782,8 +774,7 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
     d.expect(Duration::from_secs(30), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let st = proxy.stats();
     assert_eq!(st["throttled"], 3, "{st}");
     assert_eq!(st["errors5xx"], 2, "{st}");
@@ -929,8 +920,7 @@ fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     d.expect(Duration::from_secs(20), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len() - 7
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_eq!(proxy.stats()["rejected_old"], 7);
     // The first 7 of the first request (in timestamp order) are on stdout, the rest on CloudWatch.
     let stdout = d.stdout.lines();
@@ -964,8 +954,7 @@ fn a_group_deleted_while_running_is_created_again() {
         "records after the deletion did not arrive",
         || read_back(&moto, &group, STREAM).len() >= 10,
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     assert!(
         d.stdout.lines().is_empty(),
@@ -999,8 +988,7 @@ fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     d.expect(Duration::from_secs(10), "tried", || {
         proxy.stats()["dropped"].as_u64().unwrap() > 0
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let want: Vec<String> = first.iter().chain(&second).cloned().collect();
     // stdout holds every record once (the stdout sink), the fallback added nothing...
     assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
@@ -1047,8 +1035,7 @@ fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
     d.expect(Duration::from_secs(30), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let got = read_back_events(&moto, &group, STREAM);
     let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
     assert_exactly_once(&count_messages(&messages), &want);
@@ -1131,8 +1118,7 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "records after the step did not arrive",
         || read_back(&moto, &group, STREAM).len() >= first.len() + second.len(),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     proxy.assert_no_invalid_requests();
     let got = read_back_events(&moto, &group, STREAM);
     let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
@@ -1164,10 +1150,7 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "after the step, ms past the last timestamp before it: {after:?}"
     );
     assert!(
-        d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("clock stepped back")),
+        d.stderr.contains("clock stepped back"),
         "a warning says why: {:#?}",
         d.stderr.lines()
     );
@@ -1353,8 +1336,7 @@ fn ships_through(
             read_back_in(moto, region, &group, STREAM).len() >= before + chunk.len()
         });
     }
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(
         &count_messages(&read_back_in(moto, region, &group, STREAM)),
         &want,
@@ -1496,8 +1478,7 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
     d.expect(Duration::from_secs(20), "records did not arrive", || {
         read_back(&moto, &group, STREAM).len() >= want.len()
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
     proxy.assert_no_invalid_requests();
     assert!(proxy.stats()["signed_by"]["first"].as_u64().unwrap_or(0) >= 1);
@@ -1508,10 +1489,7 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
         "{seen:#?}"
     );
     assert!(
-        !d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("cannot get credentials")),
+        !d.stderr.contains("cannot get credentials"),
         "{:#?}",
         d.stderr.lines()
     );
@@ -1702,7 +1680,7 @@ fn a_credential_source_that_never_answers_does_not_hold_the_sidecar_past_its_gra
         );
         assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
         assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
-        assert!(!d.stderr.lines().iter().any(|l| l.contains("panicked")));
+        assert!(!d.stderr.contains("panicked"));
     }
 }
 
@@ -1805,10 +1783,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
         let want = lines(name, 20);
         append(&dir.path().join("prestop.log"), &want);
         d.expect(Duration::from_secs(10), "the credentials warning", || {
-            d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("cannot get credentials"))
+            d.stderr.contains("cannot get credentials")
         });
         // Three seconds of retrying: the backoff spaces the fetches (100 ms, then doubling; the
         // SDK's three tries of a call each ask the source, its backoff between them). A busy
@@ -1824,19 +1799,11 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             "{name}: exit {st}; stderr: {:#?}",
             d.stderr.lines()
         );
-        let warnings = d
-            .stderr
-            .lines()
-            .iter()
-            .filter(|l| l.contains("cannot get credentials"))
-            .count();
+        let warnings = d.stderr.count("cannot get credentials");
         assert_eq!(warnings, 1, "{name}: {:#?}", d.stderr.lines());
         // ...and no retry warning repeating it.
         assert!(
-            !d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("cloudwatch call failed")),
+            !d.stderr.contains("cloudwatch call failed"),
             "{name}: {:#?}",
             d.stderr.lines()
         );
@@ -1854,7 +1821,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             "{name}: the warning says why ({detail}): {:#?}",
             d.stderr.lines()
         );
-        assert!(!d.stderr.lines().iter().any(|l| l.contains("panicked")));
+        assert!(!d.stderr.contains("panicked"));
         assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
         assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
     }
@@ -1867,7 +1834,7 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
 fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
     let Some(moto) = moto() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let tls = crate::registry::make_tls(dir.path());
+    let tls = crate::util::registry::make_tls(dir.path());
     let proxy = Proxy::start_tls(&moto, &tls.cert, &tls.key);
     let keys = [
         ("AWS_ACCESS_KEY_ID", "testing".to_string()),
@@ -1897,8 +1864,7 @@ fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
                     .any(|l| l.contains("retrying") && l.contains("invalid peer certificate"))
             });
         }
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         if trusted {
             assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
             assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
@@ -1920,16 +1886,12 @@ fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
     let mut annotations = crate::sidecar_settings::ANNOTATIONS.to_vec();
     annotations.retain(|(k, _)| *k != "hooklog.dev/log-group");
     annotations.push(("hooklog.dev/log-group", &group));
-    let out = crate::util::manifest::run(
+    let out = crate::util::manifests::run(
         &["inject", "--image", crate::sidecar_settings::IMAGE, "-"],
         Some(&crate::sidecar_settings::deployment(&annotations)),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        crate::util::manifest::text(&out.stderr)
-    );
-    let sidecar = crate::sidecar_settings::sidecar(&crate::util::manifest::text(&out.stdout));
+    assert!(out.status.success(), "{}", crate::util::text(&out.stderr));
+    let sidecar = crate::sidecar_settings::sidecar(&crate::util::text(&out.stdout));
     let pod = tempfile::tempdir().unwrap();
     let in_pod = |a: &str| -> String {
         for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {

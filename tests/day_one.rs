@@ -3,7 +3,8 @@
 //! no `0 error(s)` summary beside its error, and an explicit `--sidecar classic` that leaves a
 //! pod uninjected is an error naming the flag, not a silent exit 0.
 
-use crate::util::manifest::{run, text};
+use crate::util::manifests::{run, write_chart};
+use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
 
@@ -145,18 +146,18 @@ fn an_explicit_classic_sidecar_that_leaves_a_pod_uninjected_is_an_error_naming_t
 }
 
 /// A Helm chart's Chart.yaml, and a template of it that is no YAML until rendered.
-fn write_chart(dir: &std::path::Path) {
-    std::fs::create_dir_all(dir.join("templates")).unwrap();
-    std::fs::write(
-        dir.join("Chart.yaml"),
-        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("templates/deployment.yaml"),
+fn write_web_chart(dir: &std::path::Path) {
+    write_chart(
+        dir,
         "{{- include \"web.validate\" . -}}\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n  labels:\n    {{- include \"web.labels\" . | nindent 4 }}\n",
-    )
-    .unwrap();
+    );
+}
+
+/// `hooklog check --offline DIR`: its output, and its stderr as text.
+fn check_offline(dir: &std::path::Path) -> (std::process::Output, String) {
+    let out = run(&["check", "--offline", dir.to_str().unwrap()], None);
+    let err = text(&out.stderr);
+    (out, err)
 }
 
 /// `hooklog check .` on a repository that holds a Helm chart printed the real findings, then
@@ -169,15 +170,14 @@ fn write_chart(dir: &std::path::Path) {
 fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_findings() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path();
-    write_chart(&repo.join("charts/web"));
-    write_chart(&repo.join("deploy/charts/api"));
+    write_web_chart(&repo.join("charts/web"));
+    write_web_chart(&repo.join("deploy/charts/api"));
     std::fs::write(
         repo.join("deploy/config.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
     )
     .unwrap();
-    let out = run(&["check", "--offline", repo.to_str().unwrap()], None);
-    let err = text(&out.stderr);
+    let (out, err) = check_offline(repo);
     assert_eq!(out.status.code(), Some(0), "{err}");
     for chart in ["charts/web", "deploy/charts/api"] {
         let notes: Vec<&str> = err
@@ -203,8 +203,7 @@ fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_fi
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n    - name: app\n      image: busybox\n      lifecycle: {preStop: {exec: {command: [sleep, '20']}}}\n",
     )
     .unwrap();
-    let out = run(&["check", "--offline", repo.to_str().unwrap()], None);
-    let err = text(&out.stderr);
+    let (out, err) = check_offline(repo);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(text(&out.stdout).contains("hook-exceeds-grace-period"));
 

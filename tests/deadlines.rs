@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, open_append, pod_dir, spawn_piped, wait_until};
 
 /// A listener with a short accept queue, as a stuck daemon at `--max-connections` has one.
 fn listen_with_backlog(path: &Path, backlog: i32) -> OwnedFd {
@@ -68,12 +68,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 /// Runs a command, killing it after `limit`; returns its output and how long it took.
 fn run_within(mut cmd: Command, limit: Duration) -> (std::process::Output, Duration) {
     let start = Instant::now();
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let child = spawn_piped(&mut cmd);
     let out = wait_output(child, limit);
     (out, start.elapsed())
 }
@@ -83,9 +78,7 @@ fn run_within(mut cmd: Command, limit: Duration) -> (std::process::Output, Durat
 /// exits with the command's status.
 #[test]
 fn a_full_accept_queue_does_not_stop_the_hook_from_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let _listener = listen_with_backlog(&sock, 1);
     let _held = fill_accept_queue(&sock);
     let mut cmd = hooklog();
@@ -169,9 +162,7 @@ impl Drop for Deaf {
 /// line is reported exactly once, by one route or the other.
 #[test]
 fn a_daemon_that_does_not_read_does_not_throttle_the_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let deaf = Deaf::start(&sock);
     let n = 20_000;
     let script = format!(
@@ -217,9 +208,7 @@ fn a_daemon_that_does_not_read_does_not_throttle_the_hook() {
 /// does not wait on logging.
 #[test]
 fn a_daemon_that_does_not_read_does_not_delay_the_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let _deaf = Deaf::start(&sock);
     let script = format!(
         "i=0; while [ $i -lt 5000 ]; do echo \"{}\"; i=$((i+1)); done; exec sleep 30",
@@ -255,21 +244,17 @@ fn a_daemon_that_does_not_read_does_not_delay_the_timeout() {
 #[test]
 fn sigterm_in_the_first_milliseconds_still_ends_with_a_summary() {
     for i in 0..10u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
-        let child = hooklog()
-            .arg("run")
-            .arg("--file")
-            .arg(dir.path().join("prestop.log"))
-            .arg("--socket")
-            .arg(&sock)
-            .args(["--grace", "3s", "--linger", "50ms"])
-            .envs(POD_ENV)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let (dir, _, sock) = pod_dir();
+        let child = spawn_piped(
+            hooklog()
+                .arg("run")
+                .arg("--file")
+                .arg(dir.path().join("prestop.log"))
+                .arg("--socket")
+                .arg(&sock)
+                .args(["--grace", "3s", "--linger", "50ms"])
+                .envs(POD_ENV),
+        );
         // Before `main` runs, nothing in a process can catch a signal (the loader's and std's
         // start-up: a few hundred µs for this debug binary on a loaded machine, less for the
         // static one). From its first instruction hooklog holds SIGTERM: wait for that (or the
@@ -346,29 +331,21 @@ fn wait_output(child: std::process::Child, limit: Duration) -> std::process::Out
 /// summary is the last record and stdout ends on a newline.
 #[test]
 fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let mut child = hooklog()
-        .arg("run")
-        .arg("--file")
-        .arg(&file)
-        .args(["--grace", "3s", "--linger", "100ms"])
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (_dir, file, _) = pod_dir();
+    let mut child = spawn_piped(
+        hooklog()
+            .arg("run")
+            .arg("--file")
+            .arg(&file)
+            .args(["--grace", "3s", "--linger", "100ms"])
+            .envs(POD_ENV),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     // The writer: 40 KB every 10 ms.
     let writer = {
         let (stop, file) = (stop.clone(), file.clone());
         std::thread::spawn(move || {
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(file)
-                .unwrap();
+            let mut f = open_append(&file);
             let line = format!("{}\n", "w".repeat(399));
             let chunk = line.repeat(100);
             while !stop.load(Ordering::SeqCst) {
@@ -428,22 +405,11 @@ fn a_shutdown_under_load_still_ends_with_the_summary_on_a_whole_record() {
 /// waited until the grace deadline. The wrapper's run orders them.
 #[test]
 fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--peers",
-            "envoy",
-            "--grace",
-            "10s",
-            "--linger",
-            "100ms",
-        ],
+    let (_dir, file, sock) = pod_dir();
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--peers", "envoy", "--grace", "10s", "--linger", "100ms"],
         &POD_ENV,
     );
     let run =
@@ -460,8 +426,7 @@ fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
     drop(c);
     d.wait_records(2, Duration::from_secs(10));
     let t = Instant::now();
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     // It left without waiting for a hook that was over (it waited until grace - 2 s before).
     assert!(
         t.elapsed() < Duration::from_secs(5),
@@ -477,9 +442,7 @@ fn a_hook_started_read_after_its_finish_does_not_reopen_the_peer() {
 /// a full core and 2.6 million stderr lines in 5 s. Now it backs off and warns rarely.
 #[test]
 fn out_of_file_descriptors_the_accept_loop_backs_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg("ulimit -n 40 && exec \"$0\" \"$@\"")
@@ -511,8 +474,7 @@ fn out_of_file_descriptors_the_accept_loop_backs_off() {
     let stderr = d.stderr.lines().join("\n");
     assert!(stderr.contains("open-file limit"), "{stderr}");
     drop(clients);
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(d.records().pop().unwrap()["event"], "hooks.summary");
 }
 
@@ -521,8 +483,7 @@ fn out_of_file_descriptors_the_accept_loop_backs_off() {
 /// line that names the flag.
 #[test]
 fn numbers_past_their_bounds_are_usage_errors_not_crashes() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for (flag, value) in [
         ("--max-connections", "18446744073709551615"),
         ("--max-connections", "0"),

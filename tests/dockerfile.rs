@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::util::podman::{FULL_TARGET, dockerfile_image, dockerfile_target, host_arch, podman};
-use crate::util::{POD_ENV, wait_until};
+use crate::util::{POD_ENV, listed_subcommands, wait_until};
 
 /// True on an amd64 machine, which can run the amd64 image. Elsewhere the test says it skipped
 /// running it, and in CI (`CI=true`), where the image tier must run, fails instead.
@@ -84,15 +84,7 @@ fn check_config(image: &str, arch: &str, max: u64) -> u64 {
 fn subcommands(image: &str) -> Vec<String> {
     let out = run(podman().args(["run", "--rm", "--network", "none", image, "--help"]));
     assert!(out.status.success(), "--help: {}", text(&out.stderr));
-    text(&out.stdout)
-        .split("Commands:")
-        .nth(1)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
+    listed_subcommands(&text(&out.stdout))
 }
 
 /// The image's files, as `podman save` would ship them: `/usr/local/bin/hooklog` copied out of a created
@@ -274,7 +266,7 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
         "arm64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
         std::fs::metadata(&bin).unwrap().len()
     );
-    crate::image::runs_the_daemon_under_qemu(&bin, crate::image::Built::InImage);
+    crate::util::binaries::runs_the_daemon_under_qemu(&bin, crate::util::binaries::Built::InImage);
 }
 
 /// The full CLI's image (`--target hooklog`, issue 27), which the webhook Deployment runs: both

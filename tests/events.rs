@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::apiserver::Api;
-use crate::util::{Daemon, hooklog, wait_until};
+use crate::util::{Daemon, hook, hooklog, pod_dir, wait_until};
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
 const SLACK: Duration = Duration::from_millis(2000);
@@ -68,7 +68,7 @@ impl<'a> PodTier<'a> {
         );
         if with_role {
             let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/events/rbac.yaml");
-            for doc in crate::util::manifest::documents(&rbac) {
+            for doc in crate::util::manifests::documents(&rbac) {
                 let plural = match doc["kind"].as_str().unwrap() {
                     "Role" => "roles",
                     "RoleBinding" => "rolebindings",
@@ -156,36 +156,9 @@ impl Drop for PodTier<'_> {
     }
 }
 
-/// Runs `script` as `container`'s preStop hook through `hooklog hook`, reporting to `file`.
-fn hook(file: &Path, container: &str, script: &str) -> std::process::ExitStatus {
-    hooklog()
-        .args(["hook", "--container", container, "--file"])
-        .arg(file)
-        .args(["--", "sh", "-c", script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap()
-}
-
-/// The summary, checked to be the last record.
-fn last_summary(d: &Daemon) -> Value {
-    let records = d.records();
-    let last = records.last().cloned().unwrap_or_default();
-    assert_eq!(
-        last["event"], "hooks.summary",
-        "the summary is not last: {records:#?}"
-    );
-    last
-}
-
 /// The warnings of hooklog's stderr that say an Event was not posted.
 fn not_posted_warnings(d: &Daemon) -> usize {
-    d.stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("event not posted"))
-        .count()
+    d.stderr.count("event not posted")
 }
 
 #[test]
@@ -248,7 +221,7 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
 
     d.terminate();
     d.wait_exit(Duration::from_secs(20));
-    let summary = last_summary(&d);
+    let summary = d.summary();
     assert_eq!(
         summary["events"],
         json!({"posted": 2, "not_posted": 0, "pending": 0}),
@@ -286,7 +259,7 @@ fn a_hook_that_prints_10_mb_gives_an_event_within_the_note_limit_ending_with_its
     assert!(message.ends_with("\nTHE LAST LINE"), "{message}");
     d.terminate();
     d.wait_exit(Duration::from_secs(30));
-    assert_eq!(last_summary(&d)["events"]["posted"], 1);
+    assert_eq!(d.summary()["events"]["posted"], 1);
 }
 
 #[test]
@@ -301,7 +274,7 @@ fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
     );
     d.terminate();
     d.wait_exit(Duration::from_secs(20));
-    let summary = last_summary(&d);
+    let summary = d.summary();
     // Counted as pending when the summary was written: it is not waited for.
     assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
     let shown = wait_until(EVENT_SHOWS, || !t.events().is_empty());
@@ -344,7 +317,7 @@ fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
         "{:?}",
         signalled.elapsed()
     );
-    let summary = last_summary(&d);
+    let summary = d.summary();
     let events = &summary["events"];
     assert_eq!(events["posted"], 0, "{summary:#}");
     assert_eq!(events["not_posted"], 3, "{summary:#}");
@@ -400,7 +373,7 @@ fn run_against(port: u16, dir: &Path, extra: &[&str]) -> (Daemon, Duration, Dura
     let signalled = Instant::now();
     d.terminate();
     let summary_seen = wait_until(Duration::from_secs(20), || {
-        d.stdout.lines().iter().any(|l| l.contains("hooks.summary"))
+        d.stdout.contains("hooks.summary")
     });
     let to_summary = signalled.elapsed();
     assert!(summary_seen, "no summary; stderr {:#?}", d.stderr.lines());
@@ -425,7 +398,7 @@ fn an_unreachable_api_server_is_tried_until_the_grace_and_the_summary_is_last() 
     );
     // Tried again (issue 37) until the grace leaves no time: never past it.
     assert!(to_exit < Duration::from_secs(3) + EXIT_SLACK, "{to_exit:?}");
-    let summary = last_summary(&d);
+    let summary = d.summary();
     assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
     assert_eq!(summary["counts"]["missing"], 1);
     assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
@@ -465,7 +438,7 @@ fn a_server_that_never_answers_is_tried_within_the_grace_and_never_delays_the_su
             to_exit < bound.max(to_summary) + EXIT_SLACK,
             "{grace}: summary after {to_summary:?}, exit after {to_exit:?}"
         );
-        let summary = last_summary(&d);
+        let summary = d.summary();
         assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
         assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
         let warning = d
@@ -504,7 +477,7 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
         let mut d = Daemon::spawn(cmd);
         assert_eq!(hook(&file, "envoy", "echo bye; exit 2").code(), Some(2));
         d.expect(Duration::from_secs(10), "the hook's records", || {
-            d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+            d.stdout.contains("hook.finished")
         });
         d.terminate();
         d.wait_exit(Duration::from_secs(20));
@@ -520,7 +493,7 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
             })
             .filter(|(e, _, _)| e != "hook.started" && e != "hook.finished")
             .collect();
-        runs.push((shape, last_summary(&d), d.stderr.lines()));
+        runs.push((shape, d.summary(), d.stderr.lines()));
     }
     assert_eq!(runs[0].0, runs[1].0);
     assert!(runs[0].1.get("events").is_none());
@@ -544,14 +517,13 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
 
 #[test]
 fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let termination = dir.path().join("termination-log");
     std::fs::write(&termination, "left by an earlier run, longer than the summary line ...........................................").unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--linger",
             "100ms",
             "--termination-message-path",
@@ -561,11 +533,10 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     );
     assert_eq!(hook(&file, "envoy", "exit 7").code(), Some(7));
     d.expect(Duration::from_secs(10), "the hook's records", || {
-        d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+        d.stdout.contains("hook.finished")
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(20)).success());
-    let summary = last_summary(&d);
+    d.stop(Duration::from_secs(20));
+    let summary = d.summary();
     assert_eq!(
         std::fs::read_to_string(&termination).unwrap(),
         summary["message"].as_str().unwrap()
@@ -573,15 +544,11 @@ fn the_summary_line_is_the_termination_message_and_a_missing_default_is_left_alo
     assert_eq!(summary["message"], "hooks: 1 failed (envoy=failed)");
     // The default path outside a pod: /dev/termination-log does not exist and is not made.
     if !Path::new("/dev/termination-log").exists() {
-        let mut d = Daemon::start(&["--file", file.to_str().unwrap(), "--linger", "50ms"], &[]);
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(20)).success());
+        let mut d = Daemon::follow(&file, None, &["--linger", "50ms"], &[]);
+        d.stop(Duration::from_secs(20));
         assert!(!Path::new("/dev/termination-log").exists());
         assert!(
-            !d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("termination message")),
+            !d.stderr.contains("termination message"),
             "{:#?}",
             d.stderr.lines()
         );
@@ -791,7 +758,7 @@ fn the_token_is_read_again_for_every_call_as_the_kubelet_rotates_it() {
     });
     d.terminate();
     d.wait_exit(Duration::from_secs(20));
-    let summary = last_summary(&d);
+    let summary = d.summary();
     assert_eq!(summary["events"]["posted"], 1, "{summary:#}");
     assert_eq!(summary["events"]["not_posted"], 1, "{summary:#}");
     assert!(

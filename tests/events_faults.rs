@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::util::http::{read_request, respond_json};
 use crate::util::webhook::Certs;
-use crate::util::{Daemon, hooklog, wait_until};
+use crate::util::{Daemon, hook, wait_until};
 
 /// How long an Event may take to show up after the hook ended, faults included.
 const EVENT_SHOWS: Duration = Duration::from_secs(30);
@@ -170,10 +171,9 @@ fn serve(
     }
     let conn = rustls::ServerConnection::new(config).expect("a TLS session");
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let Some((buf, head_end, length)) = crate::util::read_request(&mut tls) else {
+    let Some((head, body)) = read_request(&mut tls) else {
         return;
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let mut first = head.lines().next().unwrap_or_default().split(' ');
     let method = first.next().unwrap_or_default().to_string();
     let path = first.next().unwrap_or_default().to_string();
@@ -182,7 +182,7 @@ fn serve(
         k.eq_ignore_ascii_case("user-agent")
             .then(|| v.trim().to_string())
     });
-    let body: Value = serde_json::from_slice(&buf[head_end..head_end + length]).unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or_default();
     calls.lock().unwrap().push(Call {
         at: Instant::now(),
         method: method.clone(),
@@ -207,7 +207,7 @@ fn serve(
     let retry = retry_after
         .map(|s| format!("retry-after: {s}\r\n"))
         .unwrap_or_default();
-    crate::util::answer_json(&mut tls, &format!("{status} X"), &retry, &answer);
+    respond_json(&mut tls, &format!("{status} X"), &retry, &answer);
 }
 
 /// What the API server does with a create or a series update: keeps the Event (409 for a name
@@ -245,26 +245,6 @@ fn answer_correctly(
     }
 }
 
-/// Runs `script` as `container`'s preStop hook through `hooklog hook`, reporting to `file`.
-fn hook(file: &Path, container: &str, script: &str) -> std::process::ExitStatus {
-    hooklog()
-        .args(["hook", "--container", container, "--file"])
-        .arg(file)
-        .args(["--", "sh", "-c", script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap()
-}
-
-/// The summary's `events` member, the summary checked to be last.
-fn summary_events(d: &Daemon) -> Value {
-    let records = d.records();
-    let last = records.last().cloned().unwrap_or_default();
-    assert_eq!(last["event"], "hooks.summary", "{records:#?}");
-    last["events"].clone()
-}
-
 fn file_in(dir: &Path) -> PathBuf {
     dir.join("prestop.log")
 }
@@ -296,7 +276,7 @@ fn a_503_on_the_first_call_still_gives_every_failed_hook_its_event() {
     });
     d.terminate();
     d.wait_exit(Duration::from_secs(30));
-    let events = summary_events(&d);
+    let events = d.summary()["events"].clone();
     assert_eq!(events["posted"], 3, "{events:#}");
     assert_eq!(events["not_posted"], 0, "{events:#}");
     let note = api.event_of("envoy").unwrap()["note"]
@@ -367,7 +347,7 @@ fn resets_closes_throttling_slow_answers_and_server_errors_are_tried_again_until
     assert!(after_slow < SLOW + Duration::from_secs(2), "{after_slow:?}");
     d.terminate();
     d.wait_exit(Duration::from_secs(30));
-    let events = summary_events(&d);
+    let events = d.summary()["events"].clone();
     assert_eq!(events["posted"], 1, "{events:#}");
     assert_eq!(events["not_posted"], 0, "{events:#}");
     // One create landed: the slow answer's create may have been kept, its retry found the
@@ -385,7 +365,7 @@ fn an_api_server_refusing_connections_for_two_seconds_still_gets_the_event() {
     d.expect(EVENT_SHOWS, "the Event", || api.event_of("envoy").is_some());
     d.terminate();
     d.wait_exit(Duration::from_secs(30));
-    assert_eq!(summary_events(&d)["posted"], 1);
+    assert_eq!(d.summary()["events"]["posted"], 1);
 }
 
 #[test]
@@ -396,10 +376,7 @@ fn a_403_ends_the_calls_at_once_warned_once_and_every_event_counted() {
     let mut d = api.daemon(dir.path(), &file, &["--peers", "envoy,app"]);
     assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
     d.expect(EVENT_SHOWS, "the warning", || {
-        d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("no more events this run"))
+        d.stderr.contains("no more events this run")
     });
     assert_eq!(hook(&file, "app", "exit 4").code(), Some(4));
     let signalled = Instant::now();
@@ -410,7 +387,7 @@ fn a_403_ends_the_calls_at_once_warned_once_and_every_event_counted() {
         "{:?}",
         signalled.elapsed()
     );
-    let events = summary_events(&d);
+    let events = d.summary()["events"].clone();
     assert_eq!(events["posted"], 0, "{events:#}");
     assert_eq!(events["not_posted"], 2, "{events:#}");
     assert!(
@@ -418,12 +395,7 @@ fn a_403_ends_the_calls_at_once_warned_once_and_every_event_counted() {
         "{events:#}"
     );
     assert_eq!(api.calls().len(), 1, "{:#?}", api.calls());
-    let warned = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("event not posted"))
-        .count();
+    let warned = d.stderr.count("event not posted");
     assert_eq!(warned, 1, "{:#?}", d.stderr.lines());
 }
 
@@ -440,7 +412,7 @@ fn an_api_server_down_for_the_whole_grace_costs_the_grace_and_no_more() {
     d.wait_exit(Duration::from_secs(30));
     let took = signalled.elapsed();
     assert!(took < Duration::from_millis(3000 + 1200), "{took:?}");
-    let events = summary_events(&d);
+    let events = d.summary()["events"].clone();
     assert_eq!(events["posted"], 0, "{events:#}");
     let warning = d
         .stderr
@@ -478,7 +450,7 @@ fn two_hundred_fifty_six_made_up_runs_leave_the_real_containers_event_in_place()
     });
     d.terminate();
     d.wait_exit(Duration::from_secs(30));
-    let events = summary_events(&d);
+    let events = d.summary()["events"].clone();
     // The made-up names shared 64 Events (src/events/budget.rs `SHARED`), the rest counted as
     // not posted; the app container's Event is its own.
     assert_eq!(events["posted"], 64 + 1, "{events:#}");

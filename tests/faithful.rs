@@ -9,7 +9,8 @@ use std::process::Command;
 use hooklog::manifest::{load, podspec};
 use hooklog::yaml::splice;
 
-use crate::util::manifest::{run, text};
+use crate::util::manifests::run;
+use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
@@ -412,7 +413,7 @@ fn inject_output_of_real_manifests_validates_strictly() {
         }
     }
     assert!(files.len() >= 16, "{files:?}");
-    crate::util::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }
 
 /// docs/check-and-inject.md's "Fixing it with `hooklog inject`" shows a real `diff -u` of inject's output: every
@@ -597,5 +598,5 @@ fn inject_output_of_every_file_shape_validates_strictly() {
         }
     }
     assert!(files.len() >= 20, "{files:?}");
-    crate::util::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }

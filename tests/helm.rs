@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Map, Value, json};
 
+use crate::util::manifests::yaml_documents;
 use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
 use crate::util::{hooklog, hooklog_bin, in_ci};
 
@@ -75,33 +76,6 @@ pub fn helm(request: &Value, env: &[(&str, &std::ffi::OsStr)]) -> Result<Value, 
         Some(2) => Err(stderr),
         _ => panic!("helm.py failed: {stderr}"),
     }
-}
-
-/// The YAML documents of rendered text, as JSON (PyYAML, as tests/k8s.rs reads manifests).
-pub fn yaml_documents(text: &str) -> Vec<Value> {
-    let mut child = Command::new("python3")
-        .args([
-            "-c",
-            "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "not YAML: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The chart rendered with `values` (and [`IMAGES`] where they name none) as release `name` in
@@ -341,7 +315,7 @@ fn every_manifest_of_a_matrix_of_values_validates_strictly() {
             files.push(file);
         }
     }
-    crate::util::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }
 
 /// What each value must change in the rendered objects, read back from them.
@@ -504,7 +478,7 @@ fn the_chart_with_its_defaults_renders_k8s_webhook() {
         "mutatingwebhookconfiguration.yaml",
     ] {
         shipped.extend(
-            crate::util::manifest::documents(&root().join("k8s/webhook").join(file))
+            crate::util::manifests::documents(&root().join("k8s/webhook").join(file))
                 .into_iter()
                 .filter(|d| d["kind"] != "Namespace"),
         );
@@ -1091,7 +1065,7 @@ fn the_webhook_policy_keeps_its_word() {
         "hooklog",
     )
     .unwrap();
-    crate::util::manifest::validate_strictly(&files);
+    crate::util::manifests::validate_strictly(&files);
 }
 
 /// Issue 37: `events.enabled` makes the webhook inject `run --events` (HOOKLOG_INJECT_EVENTS)
@@ -1249,7 +1223,7 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "info");
     let w = Webhook::spawn(cmd);
-    let pod = crate::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
+    let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
     let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
     let got = patched(&pod, &answer);
     let by_webhook = got["spec"]["initContainers"]
@@ -1310,7 +1284,7 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     }
     annotated["kind"] = json!("Pod");
     annotated["apiVersion"] = json!("v1");
-    let out = crate::util::manifest::run(
+    let out = crate::util::manifests::run(
         &[
             "inject",
             "--image",
@@ -1321,17 +1295,12 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
         ],
         Some(&serde_json::to_string(&annotated).unwrap()),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        crate::util::manifest::text(&out.stderr)
-    );
-    let injected: Value =
-        hooklog::manifest::load::parse("p.yaml", crate::util::manifest::text(&out.stdout))
-            .unwrap()
-            .documents[0]
-            .value
-            .clone();
+    assert!(out.status.success(), "{}", crate::util::text(&out.stderr));
+    let injected: Value = hooklog::manifest::load::parse("p.yaml", crate::util::text(&out.stdout))
+        .unwrap()
+        .documents[0]
+        .value
+        .clone();
     let by_inject = injected["spec"]["initContainers"]
         .as_array()
         .unwrap()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, pod_dir, wait_until};
 
 /// Records in a JSON-lines file (or stream).
 fn json_lines(text: &str) -> Vec<Value> {
@@ -35,6 +35,19 @@ fn hook(flags: &[&str], cmd: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run hooklog hook")
+}
+
+/// [`hook`] reporting to the socket `sock`, and to `file` when the socket fails.
+fn hook_via(sock: &Path, file: &Path, cmd: &[&str]) -> Output {
+    hook(
+        &[
+            "--socket",
+            sock.to_str().unwrap(),
+            "--file",
+            file.to_str().unwrap(),
+        ],
+        cmd,
+    )
 }
 
 /// True while the process exists and is not a zombie.
@@ -69,8 +82,7 @@ fn read_pid(path: &Path) -> i32 {
 
 #[test]
 fn hook_exits_with_the_commands_status_and_reports_every_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(
         &["--file", file.to_str().unwrap()],
         &["sh", "-c", "echo 'to stdout'; echo 'to stderr' >&2; exit 3"],
@@ -106,8 +118,7 @@ fn hook_exits_with_the_commands_status_and_reports_every_line() {
 
 #[test]
 fn hook_ok_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(&["--file", file.to_str().unwrap()], &["true"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let records = json_lines(&std::fs::read_to_string(&file).unwrap());
@@ -123,8 +134,7 @@ fn hook_ok_exits_0() {
 
 #[test]
 fn hook_command_not_found_exits_127_and_says_which() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hook(
         &["--file", file.to_str().unwrap()],
         &["sleep-not-here", "5"],
@@ -166,8 +176,7 @@ fn hook_not_executable_exits_126() {
 
 #[test]
 fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("child.pid");
     let started = Instant::now();
     let out = hook(
@@ -206,8 +215,7 @@ fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
 #[test]
 fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() {
     for (grace, timeout) in [(4u64, "2s"), (20, "18s")] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
+        let (_dir, file, _) = pod_dir();
         let started = Instant::now();
         let mut wrapper = hooklog()
             .args(["hook", "--container", "envoy", "--file"])
@@ -253,8 +261,7 @@ fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() 
 
 #[test]
 fn hook_timeout_escalates_to_sigkill() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("sh.pid");
     let script = format!(
         "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
@@ -274,18 +281,12 @@ fn hook_timeout_escalates_to_sigkill() {
 
 #[test]
 fn hook_forwards_sigterm_to_the_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let ready = dir.path().join("ready");
     let mut child = hooklog()
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--file",
-            file.to_str().unwrap(),
-            "--",
-        ])
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .arg("--")
         .args([
             "sh",
             "-c",
@@ -317,8 +318,7 @@ fn hook_forwards_sigterm_to_the_command() {
 /// to the command's group (no orphaned `sleep`), report `hook.finished` with the signal, and exit
 /// 128+N as a shell would.
 fn hook_forwards(sig: nix::sys::signal::Signal) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("command.pid");
     let mut child = hooklog()
         .args(["hook", "--container", "envoy", "--file"])
@@ -374,18 +374,9 @@ fn hook_forwards_sigquit_to_the_command_and_reports_it() {
 
 #[test]
 fn hook_with_socket_down_falls_back_to_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let sock = dir.path().join("nobody.sock");
-    let out = hook(
-        &[
-            "--socket",
-            sock.to_str().unwrap(),
-            "--file",
-            file.to_str().unwrap(),
-        ],
-        &["sh", "-c", "echo 'still logged'; exit 4"],
-    );
+    let out = hook_via(&sock, &file, &["sh", "-c", "echo 'still logged'; exit 4"]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     let records = json_lines(&std::fs::read_to_string(&file).unwrap());
     assert_eq!(
@@ -401,13 +392,9 @@ fn hook_with_socket_and_file_down_reports_on_stderr() {
     let sock = dir.path().join("nobody.sock");
     // A folder where the file should be: it cannot be opened for appending.
     let not_a_file = dir.path();
-    let out = hook(
-        &[
-            "--socket",
-            sock.to_str().unwrap(),
-            "--file",
-            not_a_file.to_str().unwrap(),
-        ],
+    let out = hook_via(
+        &sock,
+        not_a_file,
         &["sh", "-c", "echo 'nowhere to go'; exit 5"],
     );
     assert_eq!(out.status.code(), Some(5), "{out:?}");
@@ -425,12 +412,8 @@ fn hook_with_socket_and_file_down_reports_on_stderr() {
 
 #[test]
 fn hook_through_a_daemon_socket() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let mut d = Daemon::start(
-        &["--socket", sock.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let (_dir, _, sock) = pod_dir();
+    let mut d = Daemon::listen(&sock, &["--linger", "100ms"], &POD_ENV);
     let out = hook(
         &["--socket", sock.to_str().unwrap()],
         &["sh", "-c", "echo 'via socket'"],
@@ -451,8 +434,7 @@ fn hook_through_a_daemon_socket() {
             "{r}"
         );
     }
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(5)).success());
+    d.stop(Duration::from_secs(5));
     let last = d.records().pop().unwrap();
     assert_eq!(last["event"], "hooks.summary");
     assert_eq!(last["peers"]["envoy"]["outcome"], "ok");
@@ -460,8 +442,7 @@ fn hook_through_a_daemon_socket() {
 
 #[test]
 fn hook_takes_its_settings_from_env() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let out = hooklog()
         .args(["hook", "--", "true"])
         .env("HOOKLOG_CONTAINER", "api-server")
@@ -536,14 +517,9 @@ fn install_copies_a_working_executable_for_everyone() {
     // The copy runs: a hook wrapping the copy's own sleep.
     let file = dir.path().join("prestop.log");
     let out = Command::new(&installed)
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--file",
-            file.to_str().unwrap(),
-            "--",
-        ])
+        .args(["hook", "--container", "envoy", "--file"])
+        .arg(&file)
+        .arg("--")
         .arg(&installed)
         .args(["sleep", "0.1"])
         .output()
@@ -576,8 +552,7 @@ fn emit_writes_to_stdout_without_socket_or_file() {
 
 #[test]
 fn emit_appends_to_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for m in ["one", "two"] {
         let st = hooklog()
             .args([
@@ -604,9 +579,7 @@ fn emit_appends_to_the_file() {
 
 #[test]
 fn emit_through_the_daemon_socket() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let d = Daemon::start(&["--socket", sock.to_str().unwrap()], &POD_ENV);
     let st = hooklog()
         .args([

@@ -12,19 +12,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, status_kb, wait_until};
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
 fn spawn_run(args: &[&str]) -> Child {
-    hooklog()
-        .arg("run")
-        .args(args)
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hooklog")
+    spawn_piped(hooklog().arg("run").args(args).envs(POD_ENV))
 }
 
 /// Collects a child's stderr as text, and whether it has said `ready`.
@@ -193,8 +185,7 @@ fn a_tight_grace_with_a_slow_reader_as_a_native_sidecar_still_ends_on_a_whole_su
 /// are always kept), the rest is counted, and the summary lists what fits: one whole record.
 #[test]
 fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut text = String::new();
     for i in 0..300 {
         text.push_str(&finished(
@@ -204,10 +195,10 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     }
     text.push_str(&finished("app", "ok"));
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--peers",
             "app",
             "--grace",
@@ -220,8 +211,7 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
         &POD_ENV,
     );
     d.wait_records(301, Duration::from_secs(20));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(15)).success());
+    d.stop(Duration::from_secs(15));
     let records = d.records();
     let summaries: Vec<&Value> = records
         .iter()
@@ -249,16 +239,6 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     assert_eq!(warned, 1, "{:#?}", d.stderr.lines());
 }
 
-/// VmHWM of process `pid`, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
-}
-
 /// Issue 17, case 10: 300k forged names (a 28 MB file) took RSS to 78 MiB, past the 64Mi limit
 /// inject sets (1M: 246 MiB). The peers learned from input are bounded, so memory is too.
 #[test]
@@ -266,8 +246,7 @@ fn three_hundred_thousand_forged_names_keep_memory_bounded() {
     const NAMES: usize = 300_000;
     /// Well under inject's 64Mi limit: what hooklog holds for a flood of any size.
     const LIMIT_KIB: u64 = 32 * 1024;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
         for i in 0..NAMES {
@@ -292,7 +271,7 @@ fn three_hundred_thousand_forged_names_keep_memory_bounded() {
         tail.count(),
         stderr.lock().unwrap()
     );
-    let peak = peak_rss_kib(child.id());
+    let peak = status_kb(child.id(), "VmHWM");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let (status, _) = wait_exit(&mut child, Duration::from_secs(30));
     let (_, last, rest) = tail.finish();
@@ -332,15 +311,10 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     let secret = private.join("environ");
     std::fs::write(&secret, "AWS_SECRET_ACCESS_KEY=leaked\n").unwrap();
     let file = shared.join("prestop.log");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        None,
+        &["--grace", "5s", "--linger", "100ms"],
         &POD_ENV,
     );
     std::fs::write(&file, "before\n").unwrap();
@@ -349,7 +323,7 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     d.expect(
         Duration::from_secs(10),
         "a warning about the symlink",
-        || d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+        || d.stderr.contains("symbolic link"),
     );
     // Two safety-net polls (POLL_INTERVAL, 1 s) with the link in place: a daemon that follows
     // it would have read the secret by now, and warned again.
@@ -360,21 +334,15 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
     d.expect(
         Duration::from_secs(10),
         "the regular file read again",
-        || d.stdout.lines().iter().any(|l| l.contains("\"after\"")),
+        || d.stdout.contains("\"after\""),
     );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let out = d.stdout.lines().join("\n");
     assert!(
         !out.contains("AWS_SECRET"),
         "the secret was shipped:\n{out}"
     );
-    let warnings = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("symbolic link"))
-        .count();
+    let warnings = d.stderr.count("symbolic link");
     assert_eq!(warnings, 1, "{:#?}", d.stderr.lines());
 }
 
@@ -397,10 +365,10 @@ fn symlinks_planted_before_start_are_not_followed() {
     plant_symlink(&victim, &sock);
     plant_symlink(&victim, &other);
     std::fs::write(&file, "one\n").unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--file",
             other.to_str().unwrap(),
             "--socket",
@@ -417,13 +385,12 @@ fn symlinks_planted_before_start_are_not_followed() {
     c.write_all(b"via socket\n").unwrap();
     drop(c);
     d.wait_records(2, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let out = d.stdout.lines().join("\n");
     assert!(!out.contains("precious"), "{out}");
     assert!(
-        d.stderr.lines().iter().any(|l| l.contains("symbolic link")),
+        d.stderr.contains("symbolic link"),
         "{:#?}",
         d.stderr.lines()
     );
@@ -433,14 +400,9 @@ fn symlinks_planted_before_start_are_not_followed() {
 /// kubelet signals it), yet stderr said "shutdown: waiting for peer hooks". It says what it does.
 #[test]
 fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let mut d = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--native-sidecar"],
-        &POD_ENV,
-    );
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    let (_dir, file, _) = pod_dir();
+    let mut d = Daemon::follow(&file, None, &["--native-sidecar"], &POD_ENV);
+    d.stop(Duration::from_secs(10));
     let lines = d.stderr.lines();
     assert!(
         !lines.iter().any(|l| l.contains("waiting for peer hooks")),
@@ -457,22 +419,14 @@ fn a_native_sidecar_does_not_claim_to_wait_for_peer_hooks() {
 /// within `socket_guard::CHECK_EVERY` (5 s), with a warning, and the link is never followed.
 #[test]
 fn a_deleted_or_replaced_socket_is_bound_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, _, sock) = pod_dir();
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
     let file = dir.path().join("prestop.log");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--grace", "5s", "--linger", "100ms"],
         &POD_ENV,
     );
     // The path is a socket from bind(2) on, and accepts from listen(2) on (one call in Rust, two
@@ -511,15 +465,9 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
     );
     send("after symlink\n");
     d.wait_records(2, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
-    let rebound = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("bound it again"))
-        .count();
+    let rebound = d.stderr.count("bound it again");
     assert_eq!(rebound, 2, "{:#?}", d.stderr.lines());
 }
 
@@ -549,10 +497,10 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         text.push_str(&finished(&name, "failed"));
     }
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::start(
+    let mut d = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--podinfo",
             podinfo.to_str().unwrap(),
             "--max-line-bytes",
@@ -565,8 +513,7 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         &POD_ENV,
     );
     d.wait_records(40, Duration::from_secs(10));
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let last = d.stdout.lines().last().unwrap().clone();
     assert!(last.len() <= 2048, "{} bytes", last.len());
     let s: Value = serde_json::from_str(&last).unwrap();
@@ -615,30 +562,16 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, no key",
         "copied run id, wrong key",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-            ],
+        let (_dir, file, sock) = pod_dir();
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
+            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
             &POD_ENV,
         );
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
         d.expect(Duration::from_secs(10), "the real hook.started", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("\"hook.started\""))
+            d.stdout.contains("\"hook.started\"")
         });
         let started: Value = d
             .records()
@@ -686,7 +619,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
             "{variant}: {summary}"
         );
         assert!(
-            d.stdout.lines().iter().any(|l| l.contains("real-output")),
+            d.stdout.contains("real-output"),
             "{variant}: the real hook's output is lost"
         );
     }
@@ -707,9 +640,7 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         (2048, 34_000, 20_000),
         (4096, 200, 34_000),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
+        let (dir, file, sock) = pod_dir();
         let podinfo = dir.path().join("podinfo");
         std::fs::create_dir(&podinfo).unwrap();
         let kv = |n: usize, prefix: &str| {
@@ -728,12 +659,10 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         )
         .unwrap();
         let cap_s = cap.to_string();
-        let mut d = Daemon::start(
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
             &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
                 "--peers",
                 "app",
                 "--grace",
@@ -750,13 +679,9 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         let mut hook = spawn_hook(&sock, &file, &[], &long_command);
         assert!(hook.wait().unwrap().code() == Some(3));
         d.expect(Duration::from_secs(10), "hook.finished", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("\"hook.finished\""))
+            d.stdout.contains("\"hook.finished\"")
         });
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(15)).success());
+        d.stop(Duration::from_secs(15));
         let case = format!("cap {cap}, labels {labels}, annotations {annotations}");
         let records = d.records();
         for r in &records {
@@ -793,9 +718,8 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
     /// `--timeout` plus its SIGKILL 2 s later plus the drain bounds, with slack for a loaded
     /// machine.
     const BOUND: Duration = Duration::from_secs(9);
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let mut hook = hooklog()
+    let (_dir, file, _) = pod_dir();
+    let mut hook = spawn_piped(hooklog()
         .args(["hook", "--container", "app", "--timeout", "2s", "--file"])
         .arg(&file)
         .args([
@@ -803,12 +727,7 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
             "sh",
             "-c",
             "head -c 2000000 /dev/zero | tr '\\0' e >&2; head -c 2000000 /dev/zero | tr '\\0' o; sleep 30",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ]));
     // The pipes are held open and never read until the wrapper has exited.
     let (status, took) = wait_exit(&mut hook, BOUND);
     assert!(took < BOUND, "the wrapper took {took:?}");
@@ -822,11 +741,12 @@ fn an_unread_stderr_never_holds_up_or_kills_the_wrapper() {
 /// value's error names the variable. On main `HOOKLOG_NATIVE_SIDECAR=1` exited 64.
 #[test]
 fn boolean_variables_take_what_pod_specs_write() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     for word in ["1", "yes", "TRUE", "0", "No"] {
-        let mut d = Daemon::start(
-            &["--file", file.to_str().unwrap(), "--grace", "2s"],
+        let mut d = Daemon::follow(
+            &file,
+            None,
+            &["--grace", "2s"],
             &[("HOOKLOG_NATIVE_SIDECAR", word), ("HOOKLOG_EMF", word)],
         );
         d.terminate();
@@ -890,41 +810,24 @@ spec:
 /// at start): no `POD_*` variable and no podinfo is said once, naming the Downward API lines.
 #[test]
 fn the_native_sidecars_shutdown_line_says_what_runs_and_missing_metadata_is_said() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let sock = dir.path().join("hooklog.sock");
-    let mut d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--native-sidecar",
-            "--grace",
-            "3s",
-        ],
+    let (_dir, file, sock) = pod_dir();
+    let mut d = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--native-sidecar", "--grace", "3s"],
         &[],
     );
     let mut hook = spawn_hook(&sock, &file, &[], "sleep 20");
     d.expect(Duration::from_secs(10), "hook.started", || {
-        d.stdout
-            .lines()
-            .iter()
-            .any(|l| l.contains("\"hook.started\""))
+        d.stdout.contains("\"hook.started\"")
     });
-    d.terminate();
-    assert!(d.wait_exit(Duration::from_secs(10)).success());
+    d.stop(Duration::from_secs(10));
     let _ = hook.kill();
     let _ = hook.wait();
     let err = d.stderr.lines().join("\n");
     assert!(err.contains("peer hooks still running"), "{err}");
     assert!(!err.contains("already stopped"), "{err}");
-    let warned = d
-        .stderr
-        .lines()
-        .iter()
-        .filter(|l| l.contains("no pod metadata"))
-        .count();
+    let warned = d.stderr.count("no pod metadata");
     assert_eq!(warned, 1, "{err}");
     assert!(err.contains("fieldPath: metadata.name"), "{err}");
     let summary = summary_of(&d, 16 * 1024);
@@ -962,32 +865,21 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             "SECRET-OF-THE-OTHER-FOLDER\n",
         )
         .unwrap();
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--grace",
-                "3s",
-                "--rotate-wait",
-                "200ms",
-            ],
+        let mut d = Daemon::follow(
+            &file,
+            None,
+            &["--grace", "3s", "--rotate-wait", "200ms"],
             &POD_ENV,
         );
         d.expect(Duration::from_secs(10), "the first line", || {
-            d.stdout
-                .lines()
-                .iter()
-                .any(|l| l.contains("before the swap"))
+            d.stdout.contains("before the swap")
         });
         // The top folder below the temporary dir swapped for a link to the other tree.
         let swapped = root.join("level0");
         std::fs::rename(&swapped, root.join("level0.old")).unwrap();
         std::os::unix::fs::symlink(other.join("level0"), &swapped).unwrap();
         d.expect(Duration::from_secs(10), "the refusal", || {
-            d.stderr
-                .lines()
-                .iter()
-                .any(|l| l.contains("folder on the way"))
+            d.stderr.contains("folder on the way")
         });
         // More in the other folder's file: still never read.
         std::fs::OpenOptions::new()
@@ -996,19 +888,13 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             .unwrap()
             .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
             .unwrap();
-        d.terminate();
-        assert!(d.wait_exit(Duration::from_secs(10)).success());
+        d.stop(Duration::from_secs(10));
         let out = d.stdout.lines().join("\n");
         assert!(
             !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
             "depth {depth}: {out}"
         );
-        let warnings = d
-            .stderr
-            .lines()
-            .iter()
-            .filter(|l| l.contains("folder on the way"))
-            .count();
+        let warnings = d.stderr.count("folder on the way");
         assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
     }
 }
@@ -1021,22 +907,11 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 #[test]
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("prestop.log");
-        let sock = dir.path().join("hooklog.sock");
-        let mut d = Daemon::start(
-            &[
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-            ],
+        let (_dir, file, sock) = pod_dir();
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
+            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
             &POD_ENV,
         );
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1121,8 +996,7 @@ fn dribbling_connections_do_not_starve_a_socket_only_hook() {
 /// in the shared config file's profile is enough.
 #[test]
 fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let command = |env: &[(&str, &std::path::Path)]| {
         let mut cmd = hooklog();
         for (k, _) in std::env::vars() {
@@ -1176,10 +1050,7 @@ fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
     d.terminate();
     let _ = d.wait_exit(Duration::from_secs(20));
     assert!(
-        !d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("needs an AWS region")),
+        !d.stderr.contains("needs an AWS region"),
         "{:#?}",
         d.stderr.lines()
     );

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::registry::{make_tls, manifest, run};
+use crate::util::registry::{Tls, make_tls, manifest, run};
 
 /// A running hostile registry, killed on drop.
 struct Hostile {
@@ -71,6 +71,28 @@ fn auth_file(dir: &Path, port: u16) -> PathBuf {
     p
 }
 
+/// `hooklog check --format json ARGS` of a pod running `image` from `h`, with its own cache in
+/// `dir`: over TLS with `tls`'s CA and a Basic credential for `h`, else as an insecure registry.
+/// Its stderr.
+fn check_image(dir: &Path, h: &Hostile, image: String, tls: Option<&Tls>, args: &[&str]) -> String {
+    let m = manifest(dir, &[("web", image, &["sleep", "5"], None)]);
+    let mut all = vec!["check", "--format", "json"];
+    let mut env = Vec::new();
+    let insecure = format!("127.0.0.1:{}", h.port);
+    let auth;
+    match tls {
+        Some(tls) => {
+            auth = auth_file(dir, h.port);
+            env.push(("SSL_CERT_FILE", tls.ca.to_str().unwrap()));
+            env.push(("REGISTRY_AUTH_FILE", auth.to_str().unwrap()));
+        }
+        None => all.extend(["--insecure-registry", &insecure]),
+    }
+    all.extend(args);
+    all.push(m.to_str().unwrap());
+    run(&dir.join("cache"), &all, &env).2
+}
+
 /// Issue 26: an https registry that answered a blob with a 307 to `http://` on the same host
 /// received the Basic password in clear text. The blob is still read, without it.
 #[test]
@@ -79,16 +101,7 @@ fn a_redirect_to_plain_http_gets_no_credentials() {
     let tls = make_tls(dir.path());
     let h = Hostile::start("downgrade", dir.path(), Some((&tls.cert, &tls.key)));
     let image = format!("127.0.0.1:{}/app:1", h.port);
-    let m = manifest(dir.path(), &[("web", image.clone(), &["sleep", "5"], None)]);
-    let auth = auth_file(dir.path(), h.port);
-    let (_, _, stderr) = run(
-        &dir.path().join("cache"),
-        &["check", "--format", "json", m.to_str().unwrap()],
-        &[
-            ("SSL_CERT_FILE", tls.ca.to_str().unwrap()),
-            ("REGISTRY_AUTH_FILE", auth.to_str().unwrap()),
-        ],
-    );
+    let stderr = check_image(dir.path(), &h, image.clone(), Some(&tls), &[]);
     let seen = h.plain_auth();
     assert!(!seen.is_empty(), "the redirect was not followed: {stderr}");
     assert!(seen.iter().all(|a| a == "-"), "plain HTTP got {seen:?}");
@@ -102,16 +115,7 @@ fn a_token_realm_on_plain_http_gets_no_basic_credentials() {
     let tls = make_tls(dir.path());
     let h = Hostile::start("realm", dir.path(), Some((&tls.cert, &tls.key)));
     let image = format!("127.0.0.1:{}/app:1", h.port);
-    let m = manifest(dir.path(), &[("web", image, &["sleep", "5"], None)]);
-    let auth = auth_file(dir.path(), h.port);
-    let (_, _, stderr) = run(
-        &dir.path().join("cache"),
-        &["check", "--format", "json", m.to_str().unwrap()],
-        &[
-            ("SSL_CERT_FILE", tls.ca.to_str().unwrap()),
-            ("REGISTRY_AUTH_FILE", auth.to_str().unwrap()),
-        ],
-    );
+    let stderr = check_image(dir.path(), &h, image, Some(&tls), &[]);
     let seen = h.plain_auth();
     assert!(!seen.is_empty(), "no token asked for: {stderr}");
     assert!(
@@ -127,20 +131,7 @@ fn a_sha512_pin_is_verified() {
     let h = Hostile::start("sha512", dir.path(), None);
     let pin = std::fs::read_to_string(h.state.join("manifest-sha512")).unwrap();
     let image = format!("127.0.0.1:{}/app@{pin}", h.port);
-    let m = manifest(dir.path(), &[("web", image, &["sleep", "5"], None)]);
-    let insecure = format!("127.0.0.1:{}", h.port);
-    let (_, _, stderr) = run(
-        &dir.path().join("cache"),
-        &[
-            "check",
-            "--format",
-            "json",
-            "--insecure-registry",
-            &insecure,
-            m.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let stderr = check_image(dir.path(), &h, image, None, &[]);
     assert!(
         stderr.contains("cannot read image") && stderr.contains("sha512:"),
         "{stderr}"
@@ -154,23 +145,8 @@ fn a_trickling_registry_ends_at_the_image_timeout_naming_the_layer() {
     let dir = tempfile::tempdir().unwrap();
     let h = Hostile::start("trickle", dir.path(), None);
     let image = format!("127.0.0.1:{}/app:1", h.port);
-    let m = manifest(dir.path(), &[("web", image, &["sleep", "5"], None)]);
-    let insecure = format!("127.0.0.1:{}", h.port);
     let started = Instant::now();
-    let (_, _, stderr) = run(
-        &dir.path().join("cache"),
-        &[
-            "check",
-            "--format",
-            "json",
-            "--insecure-registry",
-            &insecure,
-            "--image-timeout",
-            "3s",
-            m.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let stderr = check_image(dir.path(), &h, image, None, &["--image-timeout", "3s"]);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(20), "{took:?}: {stderr}");
     assert!(
@@ -192,21 +168,8 @@ fn a_layer_that_lies_about_its_digest_is_refused_and_not_cached() {
         let h = Hostile::start(&format!("tampered-{compression}"), dir.path(), None);
         let digest = std::fs::read_to_string(h.state.join("layer-digest")).unwrap();
         let image = format!("127.0.0.1:{}/app:1", h.port);
-        let m = manifest(dir.path(), &[("web", image, &["sleep", "5"], None)]);
-        let insecure = format!("127.0.0.1:{}", h.port);
         let cache = dir.path().join("cache");
-        let (_, _, stderr) = run(
-            &cache,
-            &[
-                "check",
-                "--format",
-                "json",
-                "--insecure-registry",
-                &insecure,
-                m.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let stderr = check_image(dir.path(), &h, image, None, &[]);
         assert!(
             stderr.contains("cannot read image") && stderr.contains(&format!("layer {digest}")),
             "{compression}: {stderr}"

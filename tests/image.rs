@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::binaries::{assert_version, release_bin, shared_libraries};
+use crate::util::binaries::{Built, release_bin, runs_the_daemon_under_qemu, shared_libraries};
 use crate::util::podman::dockerfile_image;
 use crate::util::{POD_ENV, in_ci, wait_until};
 
@@ -375,89 +375,4 @@ fn aarch64_binary_runs_the_daemon_under_qemu() {
         return;
     };
     runs_the_daemon_under_qemu(&bin, Built::Here);
-}
-
-/// Where an arm64 binary was built: its `--version` names HEAD's commit when built here, and
-/// `unknown` (the Dockerfile's build argument's default: no .git in the build) in an image.
-pub enum Built {
-    Here,
-    InImage,
-}
-
-/// A static arm64 `bin` runs under qemu's user-mode emulation: `--version`, then the daemon
-/// follows a file and a socket, and stops on SIGTERM with its summary.
-pub fn runs_the_daemon_under_qemu(bin: &Path, built: Built) {
-    assert!(bin.is_file(), "{} does not exist", bin.display());
-    let qemu = Path::new("/usr/bin/qemu-aarch64-static");
-    assert!(
-        qemu.is_file(),
-        "{} is missing: apt-get install qemu-user-static (scripts/test.sh does it)",
-        qemu.display()
-    );
-    let elf = run(Command::new("file").arg(bin));
-    assert!(
-        text(&elf.stdout).contains("ARM aarch64"),
-        "{}",
-        text(&elf.stdout)
-    );
-    assert!(
-        shared_libraries(bin).is_empty(),
-        "the arm64 binary must be static"
-    );
-    let version = run(Command::new(qemu).arg(bin).arg("--version"));
-    assert!(version.status.success(), "{}", text(&version.stderr));
-    let printed = text(&version.stdout);
-    match built {
-        Built::Here => assert_version(&printed, Some("aarch64-unknown-linux-musl")),
-        Built::InImage => assert!(
-            printed.trim().starts_with(&format!(
-                "hooklog {} (commit unknown, aarch64-unknown-linux-musl)",
-                env!("CARGO_PKG_VERSION")
-            )),
-            "{printed}"
-        ),
-    }
-
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let sock = dir.path().join("hooklog.sock");
-    let mut cmd = Command::new(qemu);
-    cmd.arg(bin)
-        .args([
-            "run",
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-        ])
-        .args(["--peers", "envoy"])
-        .envs(POD_ENV);
-    let mut daemon = crate::util::Daemon::spawn(cmd);
-    std::fs::write(&file, "from a plain writer\n").unwrap();
-    let hook = run(Command::new(qemu).arg(bin).args([
-        "hook",
-        "--container",
-        "envoy",
-        "--socket",
-        sock.to_str().unwrap(),
-        "--",
-        "/bin/sh",
-        "-c",
-        "echo draining",
-    ]));
-    assert!(hook.status.success(), "{}", text(&hook.stderr));
-    daemon.wait_records(4, Duration::from_secs(30));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
-    let records = daemon.records();
-    let msgs: Vec<&str> = records
-        .iter()
-        .filter_map(|r| r["message"].as_str())
-        .collect();
-    assert!(msgs.contains(&"from a plain writer"), "{msgs:?}");
-    assert!(msgs.contains(&"draining"), "{msgs:?}");
-    let summary = records.last().unwrap();
-    assert_eq!(summary["event"], "hooks.summary");
-    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
-    assert_eq!(summary["kubernetes"]["pod_name"], "api-server-7d9f5");
 }

@@ -17,8 +17,8 @@ use hooklog::cli::{Cli, Command as Sub, HookArgs, Output, RunArgs};
 use hooklog::manifest::budget::{self, SidecarMode};
 use serde_json::{Value, json};
 
-use crate::util::manifest::{documents, validator_versions};
-use crate::util::{Daemon, POD_ENV, hooklog_bin, wait_until};
+use crate::util::manifests::{documents, validator_versions};
+use crate::util::{Daemon, POD_ENV, hooklog_bin, output_with_input, wait_until};
 
 /// Fargate's limit on the aws-logging ConfigMap
 /// (<https://docs.aws.amazon.com/eks/latest/userguide/fargate-logging.html>).
@@ -425,23 +425,10 @@ fn regex_captures(regex: &str, lines: &[String]) -> Vec<Option<BTreeMap<String, 
 
 /// Runs a python script that reads JSON on stdin.
 fn python_stdin(script: &str, args: &[&str], input: &str) -> String {
-    use std::io::Write;
-    let mut child = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("python3 is needed: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_input(
+        Command::new("python3").arg("-c").arg(script).args(args),
+        input.as_bytes(),
+    );
     assert!(
         out.status.success(),
         "python3 failed: {}",
@@ -773,7 +760,7 @@ fn the_merge_adds_hooklog_to_the_configmap_aws_documents_and_keeps_the_teams_own
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("aws-logging.yaml");
     std::fs::write(&file, serde_json::to_string_pretty(&merged).unwrap()).unwrap();
-    crate::util::manifest::validate_strictly(&[file]);
+    crate::util::manifests::validate_strictly(&[file]);
     let lines = real_hooklog_lines();
     let example = through_fluent_bit(&lines);
     let shipped = through_fluent_bit_with(&new, &lines);

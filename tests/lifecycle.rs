@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
-use crate::util::{Daemon, POD_ENV, hooklog, wait_until};
+use crate::util::{Daemon, POD_ENV, append, hooklog, pod_dir, wait_until};
 
 /// hooklog's `--grace` in most scenarios: short, so the suite stays fast.
 const GRACE: Duration = Duration::from_secs(3);
@@ -1312,8 +1312,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
 /// deadline, exit 0, instead of waiting for the kubelet's SIGKILL.
 #[test]
 fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let grace = Duration::from_secs(2);
     let stderr = File::create(dir.path().join("hooklog.err")).unwrap();
     let mut child = hooklog()
@@ -1356,13 +1355,11 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
 /// the container's preStop (found in review: hooklog used to leave at once and lose the preStop).
 #[test]
 fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::start(
-        &[
-            "--socket", s, "--peers", "envoy", "--grace", "10s", "--linger", "300ms",
-        ],
+    let mut daemon = Daemon::listen(
+        &sock,
+        &["--peers", "envoy", "--grace", "10s", "--linger", "300ms"],
         &POD_ENV,
     );
     let st = hooklog()
@@ -1415,13 +1412,11 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
 /// With `--emf`, per-peer metric records come before the summary, which stays the last record.
 #[test]
 fn with_emf_the_summary_is_still_the_last_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::start(
-        &[
-            "--socket", s, "--peers", "envoy", "--emf", "--linger", "200ms",
-        ],
+    let mut daemon = Daemon::listen(
+        &sock,
+        &["--peers", "envoy", "--emf", "--linger", "200ms"],
         &POD_ENV,
     );
     let st = hooklog()
@@ -1439,8 +1434,7 @@ fn with_emf_the_summary_is_still_the_last_record() {
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(3));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let summary = records.last().unwrap();
     assert_eq!(summary["event"], "hooks.summary", "{records:#?}");
@@ -1453,13 +1447,9 @@ fn with_emf_the_summary_is_still_the_last_record() {
 /// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
 /// 0, and write its `hooks.summary` last.
 fn daemon_stops_cleanly_on(sig: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
     daemon.wait_records(1, Duration::from_secs(10));
     daemon.signal(sig);
     let st = daemon.wait_exit(Duration::from_secs(15));
@@ -1491,13 +1481,9 @@ fn run_on_sigquit_ends_with_its_summary() {
 /// it with its summary.
 #[test]
 fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "100ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
     daemon.wait_records(1, Duration::from_secs(10));
     for sig in ["USR1", "USR2", "PIPE"] {
         daemon.signal(sig);
@@ -1522,39 +1508,17 @@ fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
     );
 }
 
-/// Appends `text` to the file at `path`, as a peer's `echo >>` does.
-fn append(path: &std::path::Path, text: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap();
-    f.write_all(text.as_bytes()).unwrap();
-}
-
 /// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook
 /// (which started with a run id) still runs: the daemon keeps waiting, and the summary reports
 /// the hook's true end.
 #[test]
 fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, file, sock) = pod_dir();
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-            "--peers",
-            "envoy",
-            "--grace",
-            "20s",
-            "--linger",
-            "200ms",
-        ],
+    let mut daemon = Daemon::follow(
+        &file,
+        Some(&sock),
+        &["--peers", "envoy", "--grace", "20s", "--linger", "200ms"],
         &POD_ENV,
     );
     let mut hook = hooklog()
@@ -1590,13 +1554,9 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 /// `hooklog.forged: true`; the wrapper's records and the daemon's summary do not.
 #[test]
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
     let forged = [
         r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
         r#"{"event":"hooks.metrics","container":"app"}"#,
@@ -1618,8 +1578,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
     // Events hooklog does not own are left alone.
     append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
     daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
         records.iter().partition(|r| r["hooklog"]["forged"] == true);
@@ -1647,20 +1606,15 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 /// and the summary agrees with it.
 #[test]
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "200ms"],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
     append(
         &file,
         "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
     );
     daemon.wait_records(1, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let lines = daemon.stdout.lines();
     assert_eq!(lines[0].matches("\"outcome\":").count(), 1, "{}", lines[0]);
     let records = daemon.records();
@@ -1676,13 +1630,11 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
 /// summary names its true outcome (it said `missing`, the start being split text).
 #[test]
 fn a_long_hook_command_still_gives_a_parsed_hook_started() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (dir, _, sock) = pod_dir();
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::start(
+    let mut daemon = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             "app",
             "--max-line-bytes",
@@ -1736,8 +1688,7 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
 /// included, stays one parsed record (they were all split text).
 #[test]
 fn large_pod_annotations_leave_every_record_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let podinfo = dir.path().join("podinfo");
     std::fs::create_dir(&podinfo).unwrap();
@@ -1759,10 +1710,10 @@ fn large_pod_annotations_leave_every_record_whole() {
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = Daemon::follow(
+        &file,
+        None,
         &[
-            "--file",
-            file.to_str().unwrap(),
             "--podinfo",
             podinfo.to_str().unwrap(),
             "--peers",
@@ -1781,8 +1732,7 @@ fn large_pod_annotations_leave_every_record_whole() {
         .unwrap();
     assert!(st.success());
     daemon.wait_records(3, Duration::from_secs(10));
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(15)).success());
+    daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
     let events: Vec<&str> = records
         .iter()

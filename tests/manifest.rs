@@ -14,9 +14,10 @@ use hooklog::manifest::check::RULES;
 use hooklog::manifest::podspec;
 use serde_json::Value;
 
-use crate::util::manifest::{
-    parse, root, run, text, validate_schema, validate_strictly, validator_input,
+use crate::util::manifests::{
+    parse, root, run, validate_schema, validate_strictly, validator_input,
 };
+use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";

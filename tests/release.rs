@@ -290,7 +290,7 @@ fn release_sh_makes_and_checks_every_artifact() {
         );
     }
     // The krew manifest: each platform's archive by its sum, holding kubectl-hooklog.
-    let krew = crate::helm::yaml_documents(
+    let krew = crate::util::manifests::yaml_documents(
         &std::fs::read_to_string(dist.join("hooklog.krew.yaml")).unwrap(),
     );
     let platforms = krew[0]["spec"]["platforms"].as_array().unwrap();
@@ -365,7 +365,7 @@ fn actionlint() -> Option<PathBuf> {
 
 fn workflow(name: &str) -> Value {
     let path = root().join(".github/workflows").join(name);
-    crate::helm::yaml_documents(&std::fs::read_to_string(&path).unwrap())
+    crate::util::manifests::yaml_documents(&std::fs::read_to_string(&path).unwrap())
         .into_iter()
         .next()
         .unwrap()

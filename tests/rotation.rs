@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, PROMPT_EXIT, messages, sh};
+use crate::util::{Daemon, PROMPT_EXIT, messages, open_append, pod_dir, sh};
 
 /// A bound on waiting for output to come out (not for exits: [`PROMPT_EXIT`]).
 const T: Duration = Duration::from_secs(30);
@@ -64,14 +64,6 @@ fn write_lines(f: &mut std::fs::File, tag: &str, from: usize, n: usize, rate: u6
     out
 }
 
-fn append(path: &Path) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .unwrap()
-}
-
 /// SIGTERMs `d` and checks that it exits 0 within [`PROMPT_EXIT`] (it has no peers to wait for)
 /// and ends its output with the summary.
 fn stop(mut d: Daemon) -> Daemon {
@@ -90,14 +82,13 @@ fn stop(mut d: Daemon) -> Daemon {
 /// for seconds at several thousand lines/s before it opens the new one.
 #[test]
 fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut old = append(&file);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "before", 0, 2_000, 5_000);
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
     // Still the old descriptor, for 2 s, while another writer fills the new file.
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     let other = std::thread::spawn(move || write_lines(&mut new, "new-file", 0, 4_000, 2_000));
     want.extend(write_lines(&mut old, "after-rename", 0, 10_000, 5_000));
     drop(old);
@@ -123,10 +114,9 @@ fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
 
 #[test]
 fn a_writer_that_keeps_writing_a_deleted_file_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut f = append(&file);
+    let mut f = open_append(&file);
     let mut want = write_lines(&mut f, "before-rm", 0, 500, 5_000);
     std::fs::remove_file(&file).unwrap();
     want.extend(write_lines(&mut f, "deleted", 0, 5_000, 5_000));
@@ -142,16 +132,16 @@ fn two_rotations_in_quick_succession_lose_nothing() {
     let p = |n: &str| dir.path().join(n);
     let file = p("prestop.log");
     let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    let mut a = append(&file);
+    let mut a = open_append(&file);
     let mut want = write_lines(&mut a, "a", 0, 300, 10_000);
     std::fs::rename(&file, p("prestop.log.1")).unwrap();
-    let mut b = append(&file);
+    let mut b = open_append(&file);
     want.extend(write_lines(&mut b, "b", 0, 100, 100_000));
     // Renamed away again only once hooklog has it open: a file gone before hooklog ever saw it
     // is not read (docs/inputs-and-records.md's limits).
     crate::util::wait_open(d.child.id(), &file, T);
     std::fs::rename(&file, p("prestop.log.2")).unwrap();
-    let mut c = append(&file);
+    let mut c = open_append(&file);
     // All three keep writing.
     for round in 0..5 {
         want.extend(write_lines(&mut a, "a", 300 + round * 100, 100, 20_000));
@@ -165,19 +155,15 @@ fn two_rotations_in_quick_succession_lose_nothing() {
 
 #[test]
 fn a_rotation_during_shutdown_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let d = Daemon::start(
-        &["--file", file.to_str().unwrap(), "--linger", "1500ms"],
-        &[],
-    );
-    let mut old = append(&file);
+    let (dir, file, _) = pod_dir();
+    let d = Daemon::follow(&file, None, &["--linger", "1500ms"], &[]);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "before-term", 0, 200, 10_000);
     d.terminate();
     want.extend(write_lines(&mut old, "after-term", 0, 200, 10_000));
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
     want.extend(write_lines(&mut old, "renamed", 0, 200, 10_000));
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     want.extend(write_lines(&mut new, "new-file", 0, 200, 10_000));
     drop((old, new));
     let mut d = d;
@@ -196,8 +182,7 @@ fn run_until(file: &Path, n: usize) -> Vec<String> {
 /// A folder whose `prestop.log` holds ten lines `old N` that a hooklog run delivered and
 /// checkpointed before it stopped.
 fn ten_lines_delivered() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
@@ -220,10 +205,7 @@ fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_sta
     let want: Vec<String> = (1..=40).map(|i| format!("new {i}")).collect();
     assert_eq!(lines(&d), want);
     assert!(
-        d.stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("content replaced")),
+        d.stderr.contains("content replaced"),
         "the replacement is flagged: {:?}",
         d.stderr.lines()
     );
@@ -231,8 +213,7 @@ fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_sta
 
 #[test]
 fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"aaa $i\"; done > prestop.log",
@@ -276,8 +257,7 @@ fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
 /// can carry the inode the checkpoint names.
 #[test]
 fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 20); do echo \"old line $i\"; done > prestop.log",
@@ -417,8 +397,7 @@ fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
 /// were still queued, so a SIGKILL lost them.
 #[test]
 fn rotation_under_backpressure_then_sigkill_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     let (child, stdout, stderr) = stalled(&file);
     let pad = "x".repeat(200);
@@ -545,8 +524,7 @@ fn sigkill_repeats_at_most_one_batch() {
 /// first file of a run, before anything was delivered, had the same gap.
 #[test]
 fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
     // The old file (300 KB) fits in the queues, so hooklog goes on to the path's next file.
     let (child, stdout, _stderr) = stalled(&file);
@@ -554,7 +532,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     let pad = "x".repeat(200);
     let mut want = Vec::new();
     {
-        let mut f = append(&file);
+        let mut f = open_append(&file);
         for i in 0..1500 {
             let l = format!("old {i} {pad}");
             writeln!(f, "{l}").unwrap();
@@ -563,7 +541,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     }
     sh(dir.path(), "mv prestop.log prestop.log.1");
     {
-        let mut f = append(&file);
+        let mut f = open_append(&file);
         for i in 0..50 {
             let l = format!("new {i}");
             writeln!(f, "{l}").unwrap();
@@ -584,8 +562,7 @@ fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
 /// folder); an upgraded hooklog resumes from the one an older version left beside the file.
 #[test]
 fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
         "for i in $(seq 1 10); do echo \"line $i\"; done > prestop.log",
@@ -617,24 +594,18 @@ fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
 /// files out once, the summary last.
 #[test]
 fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
-    let d = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--rotate-wait",
-            "60s",
-            "--linger",
-            "0s",
-        ],
+    let (dir, file, _) = pod_dir();
+    let d = Daemon::follow(
+        &file,
+        None,
+        &["--rotate-wait", "60s", "--linger", "0s"],
         &[],
     );
-    let mut old = append(&file);
+    let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "old", 0, 100, 10_000);
     crate::util::wait_open(d.child.id(), &file, T);
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
-    let mut new = append(&file);
+    let mut new = open_append(&file);
     want.extend(write_lines(&mut new, "new", 0, 100, 10_000));
     crate::util::wait_open(d.child.id(), &file, T);
     // Written to the renamed file after hooklog follows the new one: it is still reading both.

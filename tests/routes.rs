@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, hooklog, hooklog_bin, wait_until};
+use crate::util::{Daemon, hooklog, hooklog_bin, pod_dir, wait_until};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -74,28 +74,20 @@ fn summary(records: &[Value]) -> &Value {
     last
 }
 
+/// `hooklog run` on the socket alone with peer `app` and `slots` connection slots, then `args`.
+fn with_slots(sock: &Path, slots: &str, args: &[&str]) -> Daemon {
+    let mut all = vec!["--peers", "app", "--max-connections", slots];
+    all.extend(args);
+    Daemon::listen(sock, &all, &[])
+}
+
 /// Case 1: a peer holding every `--max-connections` slot with idle connections. The daemon
 /// closes idle connections to serve the real hook, which has no file to fall back to.
 #[test]
 fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(
-        &[
-            "--socket",
-            s,
-            "--peers",
-            "app",
-            "--max-connections",
-            "4",
-            "--linger",
-            "200ms",
-            "--grace",
-            "20s",
-        ],
-        &[],
-    );
+    let mut d = with_slots(&sock, "4", &["--linger", "200ms", "--grace", "20s"]);
     let idle: Vec<UnixStream> = (0..4)
         .map(|_| UnixStream::connect(&sock).expect("connect"))
         .collect();
@@ -103,10 +95,9 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
     assert!(st.success(), "{st} {err}");
     // Read while the idle connections are still held, not only at shutdown.
     d.expect(T, "the hook's records read", || {
-        d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
+        d.stdout.contains("hook.finished")
     });
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert!(
         records.iter().any(|r| r["message"] == "real work"),
@@ -121,24 +112,9 @@ fn idle_connections_at_the_limit_do_not_hide_a_real_hook() {
 /// summary.
 #[test]
 fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(
-        &[
-            "--socket",
-            s,
-            "--peers",
-            "app",
-            "--max-connections",
-            "2",
-            "--linger",
-            "200ms",
-            "--grace",
-            "6s",
-        ],
-        &[],
-    );
+    let mut d = with_slots(&sock, "2", &["--linger", "200ms", "--grace", "6s"]);
     let stop = Arc::new(AtomicBool::new(false));
     let chatty: Vec<_> = (0..2)
         .map(|i| {
@@ -161,8 +137,7 @@ fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
     });
     let (st, err) = run_hook(&["--socket", s], &["sh", "-c", "echo queued work"], T);
     assert!(st.success(), "{st} {err}");
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     stop.store(true, Ordering::Relaxed);
     for t in chatty {
         t.join().unwrap();
@@ -180,15 +155,12 @@ fn a_connection_still_in_the_accept_queue_is_read_before_the_summary() {
 /// daemon, reading both, keeps one of each.
 #[test]
 fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, sock) = pod_dir();
     let (s, f) = (sock.to_str().unwrap(), file.to_str().unwrap());
     std::fs::write(&file, "").unwrap();
-    let mut d = Daemon::start(
-        &[
-            "--socket", s, "--file", f, "--peers", "app", "--linger", "300ms",
-        ],
+    let mut d = Daemon::listen(
+        &sock,
+        &["--file", f, "--peers", "app", "--linger", "300ms"],
         &[],
     );
     let (st, err) = run_hook(
@@ -203,8 +175,7 @@ fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
     assert_eq!(count_event(&in_file, "hook.finished"), 1, "{in_file:#?}");
     assert_eq!(count_event(&in_file, "hook.output"), 0, "{in_file:#?}");
     // The daemon reads the file to its end before the summary.
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert_eq!(count_event(&records, "hook.started"), 1, "{records:#?}");
     assert_eq!(count_event(&records, "hook.finished"), 1, "{records:#?}");
@@ -217,10 +188,9 @@ fn lifecycle_records_go_by_every_route_and_the_daemon_keeps_one_of_each() {
 #[test]
 fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
     const LINES: usize = 400_000;
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let s = sock.to_str().unwrap();
-    let mut d = Daemon::start(&["--socket", s, "--linger", "200ms"], &[]);
+    let mut d = Daemon::listen(&sock, &["--linger", "200ms"], &[]);
     let script = format!("seq 1 {LINES}");
     // About 40 s for the debug build alone on 2 cores (it runs alone: .config/nextest.toml).
     let slow = Duration::from_secs(300);
@@ -241,8 +211,7 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
         d.stdout.len(),
         LINES + 2
     );
-    d.terminate();
-    assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+    d.stop(crate::util::PROMPT_EXIT);
     let records = d.records();
     assert_eq!(count_event(&records, "hook.output"), LINES);
     assert_eq!(count_event(&records, "hook.finished"), 1);
@@ -252,8 +221,7 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
 /// Case 7: `--timeout 2s` fires on time while nobody reads the wrapper's own stdout.
 #[test]
 fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (dir, file, _) = pod_dir();
     let pid_file = dir.path().join("pid");
     let script = format!(
         "echo $$ > {}; head -c 400000 /dev/zero | tr '\\0' x; sleep 60",
@@ -291,8 +259,7 @@ fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
 /// real short write then EFBIG) must not glue the next writer's record onto its fragment.
 #[test]
 fn a_short_write_to_the_shared_file_does_not_glue_the_next_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     // 1000 bytes of one whole record; the limit below (2 blocks of 512) leaves 24 bytes.
     let pad = format!("{{\"pad\":\"{}\"}}\n", "p".repeat(1000 - 11));
     assert_eq!(pad.len(), 1000);
@@ -335,13 +302,19 @@ fn the_file_fallback_does_not_follow_a_symlink() {
     );
     assert_eq!(st.code(), Some(3), "{err}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "", "{err}");
+    // The records went to the last resort instead, whole.
+    assert_file_refused(&err, "symbolic link");
+}
+
+/// The wrapper's stderr `err` when the file fallback refused the file: one clear line about
+/// prestop.log that says `why`, and the records there (on the last resort), whole.
+fn assert_file_refused(err: &str, why: &str) {
     let warnings: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("prestop.log") && !l.starts_with('{'))
         .collect();
     assert_eq!(warnings.len(), 1, "one clear line: {err}");
-    assert!(warnings[0].contains("symbolic link"), "{err}");
-    // The records went to the last resort instead, whole.
+    assert!(warnings[0].contains(why), "{err}");
     assert!(err.contains("\"hook.finished\""), "{err}");
 }
 
@@ -349,8 +322,7 @@ fn the_file_fallback_does_not_follow_a_symlink() {
 /// hook nor takes its records.
 #[test]
 fn the_file_fallback_refuses_a_fifo() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let st = Command::new("mkfifo").arg(&file).status().unwrap();
     assert!(st.success());
     let (st, err) = run_hook(
@@ -359,13 +331,7 @@ fn the_file_fallback_refuses_a_fifo() {
         Duration::from_secs(10),
     );
     assert!(st.success(), "{err}");
-    let warnings: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("prestop.log") && !l.starts_with('{'))
-        .collect();
-    assert_eq!(warnings.len(), 1, "one clear line: {err}");
-    assert!(warnings[0].contains("not a regular file"), "{err}");
-    assert!(err.contains("\"hook.finished\""), "{err}");
+    assert_file_refused(&err, "not a regular file");
 }
 
 /// Issue 25.7: with every slot held by idle connections, a hook's connection waits in the
@@ -380,16 +346,12 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
         (8, 6000, 120),
         (64, 1500, 600),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
-        let file = dir.path().join("prestop.log");
+        let (_dir, file, sock) = pod_dir();
         let slots_s = slots.to_string();
-        let mut d = Daemon::start(
+        let mut d = Daemon::follow(
+            &file,
+            Some(&sock),
             &[
-                "--socket",
-                sock.to_str().unwrap(),
-                "--file",
-                file.to_str().unwrap(),
                 "--peers",
                 "app",
                 "--max-connections",
@@ -418,11 +380,8 @@ fn every_line_comes_out_once_when_the_hooks_connection_waits_behind_idle_ones() 
             T,
         );
         assert!(st.success(), "{st} {err}");
-        d.expect(T, "hook.finished", || {
-            d.stdout.lines().iter().any(|l| l.contains("hook.finished"))
-        });
-        d.terminate();
-        assert!(d.wait_exit(crate::util::PROMPT_EXIT).success());
+        d.expect(T, "hook.finished", || d.stdout.contains("hook.finished"));
+        d.stop(crate::util::PROMPT_EXIT);
         let records = d.records();
         let mut seen = std::collections::HashMap::<String, usize>::new();
         for r in &records {

@@ -10,7 +10,8 @@ use hooklog::manifest::check::RULES;
 use serde_json::Value;
 
 use crate::util::hooklog;
-use crate::util::manifest::{run, text, validate_schema};
+use crate::util::manifests::{run, validate_schema};
+use crate::util::text;
 
 /// The annotation prefix, as a user writes it.
 const IGNORE: &str = "hooklog.dev/ignore-check.";

@@ -8,14 +8,14 @@
 //! keeps one); every 20th through the real `hooklog check` and `hooklog inject` too. None may
 //! panic, every review is allowed with its uid, and every patch applies.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
+use crate::util::webhook::{Certs, IMAGE, KeepAlive, Webhook, patched, pod_review};
 use crate::util::{hooklog, in_ci};
 
 /// The schema's version: the API server tier's (scripts/apiserver.sh) and the oldest whose
@@ -233,19 +233,25 @@ fn walk_mut<'a>(mut at: &'a mut Value, path: &[Step], rng: &mut Rng) -> &'a mut 
                 map.entry(key).or_insert(json!({}))
             }
             Step::Item => {
-                if !at.is_array() {
-                    *at = json!([]);
-                }
-                let arr = at.as_array_mut().unwrap();
-                if arr.is_empty() {
-                    arr.push(json!({}));
-                }
-                let i = rng.below(arr.len());
+                let (arr, i) = some_item(at, rng);
                 &mut arr[i]
             }
         };
     }
     at
+}
+
+/// `at` made an array of at least one element (`{}` when empty), and the index of one drawn.
+fn some_item<'a>(at: &'a mut Value, rng: &mut Rng) -> (&'a mut Vec<Value>, usize) {
+    if !at.is_array() {
+        *at = json!([]);
+    }
+    let arr = at.as_array_mut().unwrap();
+    if arr.is_empty() {
+        arr.push(json!({}));
+    }
+    let i = rng.below(arr.len());
+    (arr, i)
 }
 
 /// `doc` with `m` at `path`.
@@ -300,14 +306,7 @@ fn mutate(doc: &mut Value, path: &[Step], m: Mutation, rng: &mut Rng) {
             }
         }
         Step::Item => {
-            if !at.is_array() {
-                *at = json!([]);
-            }
-            let arr = at.as_array_mut().unwrap();
-            if arr.is_empty() {
-                arr.push(json!({}));
-            }
-            let i = rng.below(arr.len());
+            let (arr, i) = some_item(at, rng);
             let was = arr[i].clone();
             match replacement(m, Some(&was)) {
                 Some(v) => arr[i] = v,
@@ -407,60 +406,6 @@ fn wrap(pod: &Value, kind: usize) -> Value {
     }
     *v = Value::Object(template);
     doc
-}
-
-/// A TLS connection kept open across requests, as the API server keeps one to a webhook.
-pub struct KeepAlive {
-    tls: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
-}
-
-impl KeepAlive {
-    pub fn open(port: u16, ca_pem: &str) -> KeepAlive {
-        let conn = crate::util::webhook::tls_to_loopback(ca_pem).unwrap();
-        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        KeepAlive {
-            tls: rustls::StreamOwned::new(conn, tcp),
-        }
-    }
-
-    /// POSTs `body` to `path`: the status, the body, and whether the server keeps the
-    /// connection.
-    pub fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>, bool)> {
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        self.tls.write_all(head.as_bytes())?;
-        self.tls.write_all(body)?;
-        self.tls.flush()?;
-        let mut reader = BufReader::new(&mut self.tls);
-        let mut status_line = String::new();
-        reader.read_line(&mut status_line)?;
-        let status = status_line
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("no status: {status_line:?}")))?;
-        let (mut length, mut keep) = (0usize, true);
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line)?;
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (k, v) = line.split_once(':').unwrap_or((line, ""));
-            match k.to_ascii_lowercase().as_str() {
-                "content-length" => length = v.trim().parse().unwrap_or(0),
-                "connection" => keep &= !v.trim().eq_ignore_ascii_case("close"),
-                _ => {}
-            }
-        }
-        let mut out = vec![0; length];
-        reader.read_exact(&mut out)?;
-        Ok((status, out, keep))
-    }
 }
 
 /// One case's document, by index: its path, mutation, kind and base, and what it is.

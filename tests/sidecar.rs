@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::util::binaries::{shared_libraries, sidecar_bin};
-use crate::util::{Collected, POD_ENV, all_asleep, wait_until};
+use crate::util::{
+    Daemon, POD_ENV, all_asleep, listed_subcommands, pod_dir, status_kb, wait_until,
+};
 
 /// The sidecar's size budget (issue 35): 7 MB, decimal as docs/performance.md's sizes are, for
 /// the static x86_64 musl build with the AWS SDK (aws-sdk-cloudwatchlogs, aws-config) in it.
@@ -21,6 +21,10 @@ pub(crate) const SIDECAR_BUDGET_BYTES: u64 = 7_000_000;
 /// SDK 3,769,784; the SDK again, with profiles, SSO and `credential_process` (issue 35),
 /// 6,529,728 (docs/performance.md).
 pub(crate) const MAX_SIDECAR_BYTES: u64 = SIDECAR_BUDGET_BYTES;
+
+/// How long the pod's shutdown may take once the hook ended: its `--grace` (10 s) and slack
+/// for a loaded machine.
+const SHUTDOWN: Duration = Duration::from_secs(30);
 
 /// The idle RSS budget (issue 35): 5 MB as bench/run.py counts them (`VmRSS` kB / 1024).
 const MAX_IDLE_RSS_KB: u64 = 5 * 1024;
@@ -50,18 +54,6 @@ fn sidecar_at(bin: &Path) -> Command {
     c
 }
 
-/// The subcommands `--help` lists, as clap prints them (`  NAME  About`).
-fn listed(help: &str) -> Vec<String> {
-    help.split("Commands:")
-        .nth(1)
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     let Some(bin) = sidecar_bin() else { return };
@@ -71,7 +63,7 @@ fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     let help = text(&out.stdout);
     let mut want: Vec<String> = SIDECAR_ROLES.iter().map(|s| s.to_string()).collect();
     want.push("help".into());
-    assert_eq!(listed(&help), want, "{help}");
+    assert_eq!(listed_subcommands(&help), want, "{help}");
     for role in CONTROL_ROLES {
         assert!(
             !help.contains(&format!("hooklog {role}")),
@@ -88,7 +80,7 @@ fn the_sidecar_has_the_sidecar_roles_and_no_control_plane() {
     }
     // The full CLI has both halves.
     let out = crate::util::hooklog().arg("--help").output().unwrap();
-    let full = listed(&text(&out.stdout));
+    let full = listed_subcommands(&text(&out.stdout));
     for role in SIDECAR_ROLES.iter().chain(&CONTROL_ROLES) {
         assert!(full.iter().any(|r| r == role), "the full CLI lacks {role}");
     }
@@ -111,43 +103,17 @@ fn the_sidecar_is_static_and_within_its_size_budget() {
     crate::util::binaries::assert_version(&text(&out.stdout), Some("x86_64-unknown-linux-musl"));
 }
 
-/// VmRSS of `pid`, in kB.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
-/// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata.
-fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collected) {
-    let file = dir.join("prestop.log");
-    let sock = dir.join("hooklog.sock");
+/// A sidecar `run` as a pod has it: a file, a socket, a peer, the pod's metadata; once ready.
+fn start_run(bin: &Path, dir: &Path) -> Daemon {
     let mut cmd = sidecar_at(bin);
     cmd.arg("run")
         .arg("--file")
-        .arg(&file)
+        .arg(dir.join("prestop.log"))
         .arg("--socket")
-        .arg(&sock)
+        .arg(dir.join("hooklog.sock"))
         .args(["--peers", "app", "--linger", "100ms", "--grace", "10s"])
-        .envs(POD_ENV)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn the sidecar");
-    let stdout = Collected::spawn(child.stdout.take().unwrap());
-    let stderr = Collected::spawn(child.stderr.take().unwrap());
-    assert!(
-        wait_until(Duration::from_secs(10), || stderr
-            .lines()
-            .iter()
-            .any(|l| l.contains("hooklog ready"))),
-        "not ready: {:?}",
-        stderr.lines()
-    );
-    (child, stdout, stderr)
+        .envs(POD_ENV);
+    Daemon::spawn(cmd)
 }
 
 /// Issue 35's idle budget: the sidecar following a file and a socket holds at most 5 MB once
@@ -156,30 +122,19 @@ fn start_run(bin: &Path, dir: &Path) -> (std::process::Child, Collected, Collect
 fn an_idle_sidecar_holds_at_most_5_mb() {
     let Some(bin) = sidecar_bin() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, _out, _err) = start_run(&bin, dir.path());
-    let pid = child.id();
+    let d = start_run(&bin, dir.path());
+    let pid = d.child.id();
     assert!(
         wait_until(Duration::from_secs(10), || all_asleep(pid)),
         "the sidecar never went idle"
     );
-    let rss = rss_kb(pid);
-    let _ = child.kill();
-    let _ = child.wait();
+    let rss = status_kb(pid, "VmRSS");
+    drop(d);
     eprintln!("idle sidecar: VmRSS {rss} kB");
     assert!(
         rss <= MAX_IDLE_RSS_KB,
         "idle RSS {rss} kB (budget {MAX_IDLE_RSS_KB} kB)"
     );
-}
-
-/// `VmHWM` of `pid` (its peak RSS so far), in kB.
-fn hwm_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
 }
 
 /// Issue 35's peak budget, on bench/run.py's job: a file of 1,000,000 JSON lines written
@@ -191,8 +146,7 @@ fn hwm_kb(pid: u32) -> u64 {
 fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
     use std::io::{BufRead, Write};
     let Some(bin) = sidecar_bin() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
         for i in 0..JOB_LINES {
@@ -225,7 +179,7 @@ fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
         }
         seen += 1;
     }
-    let peak = hwm_kb(pid);
+    let peak = status_kb(pid, "VmHWM");
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(seen, JOB_LINES, "every line came out");
@@ -255,7 +209,7 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         std::fs::read(&bin).unwrap(),
         "install copies the sidecar itself"
     );
-    let (child, stdout, stderr) = start_run(&bin, dir.path());
+    let mut d = start_run(&bin, dir.path());
     let file = dir.path().join("prestop.log");
     let sock = dir.path().join("hooklog.sock");
     let out = Command::new(&installed)
@@ -265,11 +219,7 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         .output()
         .unwrap();
     assert!(out.status.success(), "emit: {}", text(&out.stderr));
-    let term = Command::new("kill")
-        .args(["-s", "TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    d.terminate();
     let out = Command::new(&installed)
         .args(["hook", "--container", "app", "--socket"])
         .arg(&sock)
@@ -281,20 +231,13 @@ fn the_sidecar_runs_a_pods_shutdown_with_each_role() {
         .output()
         .unwrap();
     assert!(out.status.success(), "hook: {}", text(&out.stderr));
-    let mut child = child;
-    let status = child.wait().unwrap();
-    stdout.join();
-    stderr.join();
+    let status = d.wait_exit(SHUTDOWN);
     assert!(
         status.success(),
         "exit {status}; stderr: {:?}",
-        stderr.lines()
+        d.stderr.lines()
     );
-    let records: Vec<Value> = stdout
-        .lines()
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let records = d.records();
     assert!(
         records.iter().any(|r| r["message"] == "draining"),
         "{records:#?}"

@@ -10,7 +10,8 @@ use clap::Parser;
 use hooklog::cli::{Cli, Command as Sub};
 use serde_json::{Value, json};
 
-use crate::util::manifest::{run, text, validate_strictly, validator_input};
+use crate::util::manifests::{run, validate_strictly, validator_input};
+use crate::util::text;
 
 pub(crate) const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
 

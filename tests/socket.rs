@@ -8,14 +8,13 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::{Daemon, hooklog, messages};
+use crate::util::{Daemon, hooklog, messages, pod_dir};
 
 const T: Duration = Duration::from_secs(30);
 
 #[test]
 fn concurrent_writers_never_interleave_partial_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     const WRITERS: usize = 16;
     const LINES: usize = 400;
@@ -46,8 +45,7 @@ fn concurrent_writers_never_interleave_partial_lines() {
         t.join().unwrap();
     }
     daemon.wait_records(WRITERS * LINES, T);
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
     let got = messages(&daemon.records());
     let mut per_writer: HashMap<usize, Vec<usize>> = HashMap::new();
     for m in got.iter().filter(|m| m.starts_with("writer ")) {
@@ -72,8 +70,7 @@ fn concurrent_writers_never_interleave_partial_lines() {
 
 #[test]
 fn a_writer_that_leaves_mid_line_gets_its_own_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     let mut a = UnixStream::connect(&sock).unwrap();
     let mut b = UnixStream::connect(&sock).unwrap();
@@ -83,8 +80,7 @@ fn a_writer_that_leaves_mid_line_gets_its_own_record() {
     b.write_all(b"from b, again\n").unwrap();
     drop(b);
     let records = daemon.wait_records(3, T);
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
     let frag = records
         .iter()
         .find(|r| r["message"] == "from a, unfinished")
@@ -101,8 +97,7 @@ fn a_writer_that_leaves_mid_line_gets_its_own_record() {
 
 #[test]
 fn stale_socket_is_replaced_with_the_asked_mode() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     // A socket file left behind by a dead process.
     drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
     assert!(sock.exists());
@@ -127,14 +122,12 @@ fn stale_socket_is_replaced_with_the_asked_mode() {
         err.contains(sock.to_str().unwrap()) && err.contains("another process"),
         "{err}"
     );
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
 }
 
 #[test]
 fn emit_through_the_socket_is_well_formed() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
+    let (_dir, _, sock) = pod_dir();
     let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap()], &[]);
     let st = hooklog()
         .args([
@@ -153,8 +146,7 @@ fn emit_through_the_socket_is_well_formed() {
     assert_eq!(r["phase"], "heap \"dump\"");
     assert_eq!(r["container_name"], "api-server");
     assert_eq!(r["kubernetes"]["container_name"], "api-server");
-    daemon.terminate();
-    assert!(daemon.wait_exit(crate::util::PROMPT_EXIT).success());
+    daemon.stop(crate::util::PROMPT_EXIT);
 }
 
 /// Records a test's daemon wrote, without the summary, by message.
@@ -174,9 +166,8 @@ fn messages_but_summary(daemon: &Daemon) -> Vec<String> {
 /// [`crate::util::PROMPT_EXIT`].
 #[test]
 fn a_connection_held_open_at_sigterm_does_not_hold_the_shutdown() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let mut daemon = Daemon::start(&["--socket", sock.to_str().unwrap(), "--linger", "0s"], &[]);
+    let (_dir, _, sock) = pod_dir();
+    let mut daemon = Daemon::listen(&sock, &["--linger", "0s"], &[]);
     let mut held = UnixStream::connect(&sock).unwrap();
     held.write_all(b"held 1\n").unwrap();
     daemon.wait_records(1, T);
@@ -226,19 +217,8 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
         return;
     }
     for attempt in 1..=3 {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("hooklog.sock");
-        let mut daemon = Daemon::start(
-            &[
-                "--socket",
-                sock.to_str().unwrap(),
-                "--max-connections",
-                "1",
-                "--linger",
-                "0s",
-            ],
-            &[],
-        );
+        let (_dir, _, sock) = pod_dir();
+        let mut daemon = Daemon::listen(&sock, &["--max-connections", "1", "--linger", "0s"], &[]);
         let mut served = UnixStream::connect(&sock).unwrap();
         served.write_all(b"served\n").unwrap();
         daemon.wait_records(1, T);
@@ -267,12 +247,10 @@ fn a_connection_still_queued_at_sigterm_is_read_and_does_not_hold_the_shutdown()
 /// [`crate::util::PROMPT_EXIT`] of its SIGTERM, not at its grace (20 s).
 #[test]
 fn a_backlog_that_cleared_does_not_keep_an_expected_peer_waited_for() {
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("hooklog.sock");
-    let mut daemon = Daemon::start(
+    let (_dir, _, sock) = pod_dir();
+    let mut daemon = Daemon::listen(
+        &sock,
         &[
-            "--socket",
-            sock.to_str().unwrap(),
             "--max-connections",
             "1",
             "--peers",

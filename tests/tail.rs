@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, messages, sh, wait_until};
+use crate::util::{Daemon, POD_ENV, messages, pod_dir, sh, wait_until};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -35,15 +35,7 @@ fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_o
     let d = dir.path();
     let file = d.join("prestop.log");
     let sock = d.join("hooklog.sock");
-    let mut daemon = Daemon::start(
-        &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
-        ],
-        &POD_ENV,
-    );
+    let mut daemon = Daemon::follow(&file, Some(&sock), &[], &POD_ENV);
     let mut expected: Vec<String> = Vec::new();
 
     // The busybox workaround's writers: hand-written JSON appended with echo.
@@ -99,8 +91,7 @@ fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_o
     expected.push("recreated 1".into());
     daemon.wait_records(expected.len(), T);
 
-    daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    daemon.stop(T);
     let records = daemon.records();
     let got = messages(&lines_of(&records));
     assert_eq!(count(&got), count(&expected), "every line exactly once");
@@ -156,8 +147,7 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
         "for i in $(seq 1 100); do echo \"first-run $i\" >> prestop.log; done",
     );
     first.wait_records(200, T);
-    first.terminate();
-    assert!(first.wait_exit(T).success());
+    first.stop(T);
     let run1 = messages(&lines_of(&first.records()));
 
     // Written while hooklog is down, including an unfinished line it must not lose.
@@ -172,8 +162,7 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
         "echo ' and its end' >> prestop.log; echo 'second-run 1' >> prestop.log",
     );
     second.wait_records(52, T);
-    second.terminate();
-    assert!(second.wait_exit(T).success());
+    second.stop(T);
     let run2 = messages(&lines_of(&second.records()));
 
     let mut want1: Vec<String> = (1..=100).map(|i| format!("early {i}")).collect();
@@ -211,8 +200,7 @@ fn sigkill_loses_nothing_on_restart() {
         messages(&second.records()).iter().any(|m| m == "line 400")
     });
     assert!(ok, "{:?}", second.stdout.lines());
-    second.terminate();
-    assert!(second.wait_exit(T).success());
+    second.stop(T);
     let mut all = messages(&lines_of(&first.records()));
     all.extend(messages(&lines_of(&second.records())));
     let seen = count(&all);
@@ -231,8 +219,7 @@ fn missing_file_is_created_for_other_users_to_append() {
     let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o666);
-    daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    daemon.stop(T);
 
     let other = dir.path().join("other.log");
     let mut daemon = Daemon::start(
@@ -241,14 +228,12 @@ fn missing_file_is_created_for_other_users_to_append() {
     );
     let mode = std::fs::metadata(&other).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640);
-    daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    daemon.stop(T);
 }
 
 #[test]
 fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prestop.log");
+    let (_dir, file, _) = pod_dir();
     let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
     let big: String = (0..100_000)
         .map(|i| char::from(b'a' + (i % 26) as u8))
@@ -269,8 +254,7 @@ fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
         messages(&daemon.records()).iter().any(|m| m == "short")
     });
     assert!(ok);
-    daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    daemon.stop(T);
     for l in daemon.stdout.lines() {
         assert!(l.len() < 16 * 1024, "a stdout line of {} bytes", l.len());
     }
@@ -450,13 +434,10 @@ fn a_directory_in_place_of_the_file_is_waited_out() {
     sh(d, "rm prestop.log; mkdir prestop.log");
     assert!(wait_until(T, || daemon
         .stderr
-        .lines()
-        .iter()
-        .any(|l| l.contains("cannot follow the file now"))));
+        .contains("cannot follow the file now")));
     sh(d, "rmdir prestop.log; echo two >> prestop.log");
     let ok = wait_until(T, || messages(&daemon.records()).iter().any(|m| m == "two"));
-    daemon.terminate();
-    assert!(daemon.wait_exit(T).success());
+    daemon.stop(T);
     assert!(ok, "the file source gave up: {:?}", daemon.stderr.lines());
 }
 
@@ -470,8 +451,7 @@ fn a_file_rotated_while_hooklog_is_down_is_finished_first() {
     let mut first = Daemon::start(&args, &[]);
     sh(d, "echo 'before stop' >> prestop.log");
     first.wait_records(1, T);
-    first.terminate();
-    assert!(first.wait_exit(T).success());
+    first.stop(T);
     sh(
         d,
         "echo 'unread in the old file' >> prestop.log; mv prestop.log prestop.log.1; echo 'in the new file' >> prestop.log",
@@ -480,8 +460,7 @@ fn a_file_rotated_while_hooklog_is_down_is_finished_first() {
     assert!(wait_until(T, || messages(&second.records())
         .iter()
         .any(|m| m == "in the new file")));
-    second.terminate();
-    assert!(second.wait_exit(T).success());
+    second.stop(T);
     assert_eq!(
         messages(&lines_of(&second.records())),
         ["unread in the old file", "in the new file"]

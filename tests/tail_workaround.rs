@@ -14,7 +14,8 @@ use hooklog::cli::{Cli, Command as Sub};
 use hooklog::manifest::{load, podspec};
 use serde_json::Value;
 
-use crate::util::manifest::{run, text};
+use crate::util::manifests::run;
+use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
@@ -267,8 +268,7 @@ fn the_migrated_pods_hooks_and_their_appended_lines_reach_hooklogs_stdout() {
         // api-server's upload script is not here, but its hook ends with an echo: ok.
         assert!(st.success(), "{name}: {st}");
     }
-    daemon.terminate();
-    assert!(daemon.wait_exit(Duration::from_secs(20)).success());
+    daemon.stop(Duration::from_secs(20));
     let records = daemon.records();
     let summary = records.last().expect("records");
     assert_eq!(summary["event"], "hooks.summary", "{records:#?}");

@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::{Daemon, append, hooklog, open_append, spawn_piped};
+
 /// Seeds run by default (the CI run): each schedule takes two to three seconds.
 const DEFAULT_SEEDS: u64 = 20;
 
@@ -61,31 +63,39 @@ const T: Duration = Duration::from_secs(30);
 /// A line's writer and number.
 type LineId = (usize, usize);
 
+/// The seeds a torture test runs: `HOOKLOG_TORTURE_SEED` alone (a replay), else, of the count
+/// `HOOKLOG_TORTURE_SEEDS` (or `default`), the pinned ones `split` gives and as many fresh ones
+/// as it says after them (each printed as it runs).
+fn seeds(default: u64, split: impl FnOnce(u64) -> (Vec<u64>, u64)) -> Vec<u64> {
+    if let Ok(s) = std::env::var("HOOKLOG_TORTURE_SEED") {
+        return vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")];
+    }
+    let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let (mut seeds, fresh) = split(n);
+    let mut rng = fastrand::Rng::new();
+    seeds.extend((0..fresh).map(|_| rng.u64(..)));
+    seeds
+}
+
+/// What a caught panic said.
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 #[test]
 fn random_schedules_lose_nothing_and_repeat_at_most_one_batch_per_kill() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_SEEDS);
-            // Fresh seeds each run (printed), after the fixed ones earlier runs pinned.
-            let mut fresh = fastrand::Rng::new();
-            (0..n / 2)
-                .chain((n / 2..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(DEFAULT_SEEDS, |n| ((0..n / 2).collect(), n - n / 2));
     for seed in &seeds {
         eprintln!("torture: schedule seed {seed}");
         let result = std::panic::catch_unwind(|| Schedule::new(*seed).run());
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!("torture seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}): {msg}");
         }
     }
@@ -104,25 +114,19 @@ struct Run {
 
 impl Run {
     fn start(file: &Path, sock: &Path) -> Run {
-        let mut child = crate::util::hooklog()
-            .args([
-                "run",
-                "--file",
-                file.to_str().unwrap(),
-                "--socket",
-                sock.to_str().unwrap(),
-                "--max-line-bytes",
-                &MAX_LINE.to_string(),
-                "--linger",
-                "200ms",
-                "--rotate-wait",
-                "60s",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hooklog");
+        let mut child = spawn_piped(hooklog().args([
+            "run",
+            "--file",
+            file.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "--max-line-bytes",
+            &MAX_LINE.to_string(),
+            "--linger",
+            "200ms",
+            "--rotate-wait",
+            "60s",
+        ]));
         let out = Arc::new(Mutex::new(Vec::new()));
         let err = Arc::new(Mutex::new(Vec::new()));
         let paused = Arc::new(AtomicBool::new(false));
@@ -352,23 +356,14 @@ impl Schedule {
                     for _ in 0..self.rng.usize(1..20) {
                         let mut l = self.line(w);
                         l.push(b'\n');
-                        let mut f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(&file)
-                            .unwrap();
-                        f.write_all(&l).unwrap();
+                        append(&file, &l);
                     }
                 }
                 // A long-lived writer starts, or one writes some more.
                 25..=39 => {
                     if self.long_lived.is_empty() || self.rng.bool() {
                         let w = self.writer();
-                        let f = std::fs::OpenOptions::new()
-                            .append(true)
-                            .create(true)
-                            .open(&file)
-                            .unwrap();
+                        let f = open_append(&file);
                         self.long_lived.push((w, f, false));
                     }
                     let i = self.rng.usize(0..self.long_lived.len());
@@ -750,32 +745,61 @@ const SCHEDULE_EXIT_SLACK: Duration = Duration::from_secs(3);
 /// stays under the ceiling, no panic.
 #[test]
 fn hostile_peer_schedules_keep_the_real_hook_and_the_summary() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(HOSTILE_SEEDS);
-            let mut fresh = fastrand::Rng::new();
-            (0..n / 2)
-                .chain((n / 2..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(HOSTILE_SEEDS, |n| ((0..n / 2).collect(), n - n / 2));
     for seed in &seeds {
         eprintln!("torture: hostile schedule seed {seed}");
         let result = std::panic::catch_unwind(|| hostile_schedule(*seed));
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!("hostile seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}): {msg}");
         }
     }
     eprintln!("torture: {} hostile schedules ran clean", seeds.len());
+}
+
+/// Puts a symlink to `target` in `file`'s place in one rename, as a hostile peer would.
+fn swap_in_symlink(file: &Path, target: &Path) {
+    let tmp = file.with_file_name("link.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+/// Puts an empty regular file in `file`'s place in one rename.
+fn swap_in_empty_file(file: &Path) {
+    let tmp = file.with_file_name("file.tmp");
+    std::fs::write(&tmp, "").unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+/// A hostile run's stdout lines and its summary, checked: no panic in `err` (its stderr), no
+/// `secret` out, and the last line a summary of hooklog's own, whole JSON shorter than `cap`.
+fn checked_summary(
+    d: &Daemon,
+    err: &[String],
+    secret: &str,
+    cap: usize,
+    why: &str,
+) -> (Vec<String>, Value) {
+    assert!(
+        !err.iter().any(|l| l.contains("panicked")),
+        "a panic: {why}"
+    );
+    let lines = d.stdout.lines();
+    assert!(
+        !lines.iter().any(|l| l.contains(secret)),
+        "the secret came out: {why}"
+    );
+    let last = lines.last().expect("some output");
+    assert!(
+        last.len() < cap,
+        "summary of {} bytes over the cap: {last}",
+        last.len()
+    );
+    let summary: Value = serde_json::from_str(last).expect("the summary is whole JSON");
+    assert_eq!(summary["event"], "hooks.summary", "{why}");
+    assert_eq!(summary["hooklog"]["input"], "hooklog", "{why}");
+    (lines, summary)
 }
 
 fn hostile_schedule(seed: u64) {
@@ -789,12 +813,10 @@ fn hostile_schedule(seed: u64) {
     let file = shared.join("prestop.log");
     let sock = shared.join("hooklog.sock");
     let max_line = 2048;
-    let mut d = crate::util::Daemon::start(
+    let mut d = crate::util::Daemon::follow(
+        &file,
+        Some(&sock),
         &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             "app",
             "--grace",
@@ -887,16 +909,11 @@ fn hostile_schedule(seed: u64) {
                 }
             }
             2 if !swapped => {
-                let tmp = shared.join("link.tmp");
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(&secret, &tmp).unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_symlink(&file, &secret);
                 swapped = true;
             }
             2 => {
-                let tmp = shared.join("file.tmp");
-                std::fs::write(&tmp, "").unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_empty_file(&file);
                 swapped = false;
             }
             3 => send(
@@ -922,20 +939,7 @@ fn hostile_schedule(seed: u64) {
     let err = d.stderr.lines();
     let why = format!("{}\nstderr: {err:#?}", log.join("\n"));
     assert!(status.success(), "exit {status}: {why}");
-    assert!(
-        !err.iter().any(|l| l.contains("panicked")),
-        "a panic: {why}"
-    );
-    let lines = d.stdout.lines();
-    assert!(
-        !lines.iter().any(|l| l.contains(SECRET)),
-        "the secret came out: {why}"
-    );
-    let last = lines.last().expect("some output");
-    assert!(last.len() <= max_line, "summary over the cap: {last}");
-    let summary: Value = serde_json::from_str(last).unwrap();
-    assert_eq!(summary["event"], "hooks.summary", "{why}");
-    assert_eq!(summary["hooklog"]["input"], "hooklog", "{why}");
+    let (lines, summary) = checked_summary(&d, &err, SECRET, max_line + 1, &why);
     let own = lines
         .iter()
         .filter(|l| l.contains("\"input\":\"hooklog\""))
@@ -1206,32 +1210,14 @@ fn downward_kv(n: usize, prefix: &str) -> String {
 /// ceiling, no secret out, no panic.
 #[test]
 fn generated_hostile_pods_keep_every_invariant() {
-    let seeds: Vec<u64> = match std::env::var("HOOKLOG_TORTURE_SEED") {
-        Ok(s) => vec![s.parse().expect("HOOKLOG_TORTURE_SEED is a number")],
-        Err(_) => {
-            let n = std::env::var("HOOKLOG_TORTURE_SEEDS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(POD_SEEDS);
-            let mut fresh = fastrand::Rng::new();
-            POD_REGRESSIONS
-                .iter()
-                .copied()
-                .chain((0..n).map(|_| fresh.u64(..)))
-                .collect()
-        }
-    };
+    let seeds = seeds(POD_SEEDS, |n| (POD_REGRESSIONS.to_vec(), n));
     let started = Instant::now();
     for seed in &seeds {
         eprintln!("torture: generated pod, seed {seed}");
         let pod = Pod::generate(*seed);
         let result = std::panic::catch_unwind(|| run_pod(&pod));
         if let Err(e) = result {
-            let msg = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = panic_message(e.as_ref());
             panic!(
                 "generated pod seed {seed} failed (replay: HOOKLOG_TORTURE_SEED={seed}; keep it in POD_REGRESSIONS): {msg}\npod: {pod:#?}"
             );
@@ -1273,12 +1259,10 @@ fn run_pod(pod: &Pod) {
     } else {
         &[]
     };
-    let mut d = crate::util::Daemon::start(
+    let mut d = crate::util::Daemon::follow(
+        &file,
+        Some(&sock),
         &[
-            "--file",
-            file.to_str().unwrap(),
-            "--socket",
-            sock.to_str().unwrap(),
             "--peers",
             &peers,
             "--grace",
@@ -1355,7 +1339,7 @@ fn run_pod(pod: &Pod) {
             std::fs::write(&script, hk.script()).unwrap();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(hk.delay_ms));
-                let mut cmd = crate::util::hooklog();
+                let mut cmd = hooklog();
                 cmd.args(["hook", "--container", &hk.name, "--socket"])
                     .arg(&sock)
                     .args(["--timeout", "2s"]);
@@ -1468,17 +1452,12 @@ fn run_pod(pod: &Pod) {
                 "{\"event\":\"hooks.summary\",\"message\":\"hooks: 9 ok\",\"counts\":{\"ok\":9}}\n",
             ),
             4 if !swapped => {
-                let tmp = shared.join("link.tmp");
-                let _ = std::fs::remove_file(&tmp);
-                std::os::unix::fs::symlink(&secret, &tmp).unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_symlink(&file, &secret);
                 swapped = true;
             }
             4 => {
                 // Back to a regular file holding what it held.
-                let tmp = shared.join("file.tmp");
-                std::fs::write(&tmp, "").unwrap();
-                std::fs::rename(&tmp, &file).unwrap();
+                swap_in_empty_file(&file);
                 swapped = false;
             }
             5 => {
@@ -1536,25 +1515,8 @@ fn run_pod(pod: &Pod) {
         "exit {took:?} after SIGTERM, grace {}s: {why}",
         pod.grace_s
     );
-    assert!(
-        !err.iter().any(|l| l.contains("panicked")),
-        "a panic: {why}"
-    );
-    let lines = d.stdout.lines();
-    assert!(
-        !lines.iter().any(|l| l.contains(SECRET)),
-        "the secret came out"
-    );
     // The summary: the last line, one whole record within the cap, the only real one.
-    let last = lines.last().expect("some output");
-    assert!(
-        last.len() < pod.max_line,
-        "summary of {} bytes over the cap",
-        last.len()
-    );
-    let summary: Value = serde_json::from_str(last).expect("the summary is whole JSON");
-    assert_eq!(summary["event"], "hooks.summary");
-    assert_eq!(summary["hooklog"]["input"], "hooklog");
+    let (lines, summary) = checked_summary(&d, &err, SECRET, pod.max_line, &why);
     let own = lines
         .iter()
         .filter(|l| {

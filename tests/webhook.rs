@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub(crate) use crate::util::webhook::{
+use crate::util::webhook::{
     Certs, IMAGE, Webhook, assert_structurally_injected, https, injected, patched, pod_review,
     web_pod,
 };

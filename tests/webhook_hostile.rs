@@ -3,8 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::schema_pods::KeepAlive;
-use crate::webhook::{Certs, Webhook, pod_review, web_pod};
+use crate::util::webhook::{Certs, KeepAlive, Webhook, pod_review, web_pod};
 
 /// A pod opted in, annotated to meet the panic planted in debug builds
 /// (src/webhook/review.rs `planted_panic`) when the webhook runs with `HOOKLOG_TEST_PANIC`.
@@ -313,7 +312,7 @@ fn hostile_clients_do_not_starve_real_reviews() {
     for i in 0..REAL_REVIEWS {
         let started = Instant::now();
         let uid = format!("real-{i}");
-        match crate::webhook::https(
+        match crate::util::webhook::https(
             webhook.port,
             &certs.ca_pem,
             "POST",
@@ -336,8 +335,9 @@ fn hostile_clients_do_not_starve_real_reviews() {
         if i % 4 == 0 {
             probes.0 += 1;
             let started = Instant::now();
-            let ok = crate::webhook::https(webhook.port, &certs.ca_pem, "GET", "/healthz", b"")
-                .is_ok_and(|(status, _)| status == 200);
+            let ok =
+                crate::util::webhook::https(webhook.port, &certs.ca_pem, "GET", "/healthz", b"")
+                    .is_ok_and(|(status, _)| status == 200);
             // The kubelet's default probe timeout is 1 s.
             if ok && started.elapsed() < Duration::from_secs(1) {
                 probes.1 += 1;

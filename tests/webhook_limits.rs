@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::webhook::{Certs, Webhook, pod_review, web_pod};
+use crate::util::webhook::{Certs, Webhook, pod_review, web_pod};
 
 /// The memory limit of the shipped Deployment (k8s/webhook/webhook.yaml).
 const DEPLOYMENT_LIMIT: u64 = 64 << 20;
@@ -132,7 +132,7 @@ fn concurrent_largest_reviews_stay_under_the_deployment_limit() {
             let body = body_of(shapes[i % shapes.len()], MAX_BODY - 1024);
             let (ca, port) = (certs.ca_pem.clone(), w.port);
             std::thread::spawn(move || {
-                crate::webhook::https(port, &ca, "POST", "/mutate", &body).map(|(s, _)| s)
+                crate::util::webhook::https(port, &ca, "POST", "/mutate", &body).map(|(s, _)| s)
             })
         })
         .collect();
@@ -224,7 +224,7 @@ fn slow_connections_do_not_block_real_reviews() {
     for _ in 0..4 {
         let started = std::time::Instant::now();
         let (status, _) =
-            crate::webhook::https(w.port, &certs.ca_pem, "POST", "/mutate", &body).unwrap();
+            crate::util::webhook::https(w.port, &certs.ca_pem, "POST", "/mutate", &body).unwrap();
         assert_eq!(status, 200);
         assert!(
             started.elapsed() < Duration::from_secs(10),

@@ -13,10 +13,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::Value;
 
-use hooklog::yaml::tree;
-
 use crate::util::goyaml::GoYaml;
-use crate::util::manifest::{run, text};
+use crate::util::goyaml::{deliberate_difference, hooklog_reads, non_null};
+use crate::util::manifests::run;
+use crate::util::text;
 
 /// Cases per property in the default run: enough to meet every shape of issue 24 (each of
 /// its bugs failed within the first 100 on main), small enough for seconds of run time.
@@ -1045,35 +1045,11 @@ fn tree_line_start(text: &str, at: usize) -> usize {
 
 // --- the properties -----------------------------------------------------------------------
 
-/// hooklog's reading: each document's value, empty ones left out.
-pub(crate) fn hooklog_reads(text: &str) -> Result<Vec<Value>, String> {
-    tree::parse(text)
-        .map(|docs| {
-            docs.into_iter()
-                .map(|d| d.value)
-                .filter(|v| !v.is_null())
-                .collect()
-        })
-        .map_err(|e| format!("{}:{}: {}", e.line, e.column, e.why))
-}
-
-pub(crate) fn non_null(docs: Vec<Value>) -> Vec<Value> {
-    docs.into_iter().filter(|v| !v.is_null()).collect()
-}
-
 /// The items of a document that is a List of objects, if it is one: `kind` ending in `List`.
 fn list_items(doc: &Value) -> Option<&Vec<Value>> {
     let kind = doc["kind"].as_str()?;
     let items = doc["items"].as_array()?;
     (kind.ends_with("List") && items.iter().all(Value::is_object)).then_some(items)
-}
-
-/// hooklog rejects a mapping with a key written twice, which go-yaml v2 reads with the last
-/// one winning: an edit could not know which one the user meant (docs/check-and-inject.md).
-pub(crate) fn deliberate_difference(hooklog: &Result<Vec<Value>, String>) -> bool {
-    hooklog
-        .as_ref()
-        .is_err_and(|e| e.contains("is written twice"))
 }
 
 #[test]

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::util::goyaml::GoYaml;
+use crate::util::goyaml::{deliberate_difference, hooklog_reads, non_null};
 use crate::util::in_ci;
-use crate::yaml::{deliberate_difference, hooklog_reads, non_null};
 
 /// The suite's cases with their numbered parts (its README says 402: 351 cases).
 const SUITE_CASES: usize = 402;

@@ -6,7 +6,8 @@
 use serde_json::{Value, json};
 
 use crate::util::goyaml::GoYaml;
-use crate::util::manifest::{run, text, validate_strictly, validator_input};
+use crate::util::manifests::{run, validate_strictly, validator_input};
+use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 const INCIDENT: &str = "tests/manifests/incidents/distroless-envoy-sleep.yaml";

@@ -1,6 +1,6 @@
-//! The API server tier as the tests use it (scripts/apiserver.sh starts it; tests/apiserver.rs
-//! says how): [`Api`], calls to it with the tier's token, and [`Tier`], a test's namespaces and
-//! webhook configuration, removed when dropped.
+//! The API server tier (scripts/apiserver.sh) as the tests reach it: its address and token from
+//! the environment, a test's own namespaces and MutatingWebhookConfiguration, and a pod as a user
+//! writes it.
 
 use std::time::Duration;
 

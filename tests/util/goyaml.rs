@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use hooklog::yaml::tree;
 use serde_json::Value;
 
 use super::in_ci;
@@ -84,4 +85,30 @@ impl Drop for GoYaml {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// --- hooklog's reading, beside the oracle's ------------------------------------------------
+
+/// hooklog's reading: each document's value, empty ones left out.
+pub fn hooklog_reads(text: &str) -> Result<Vec<Value>, String> {
+    tree::parse(text)
+        .map(|docs| {
+            docs.into_iter()
+                .map(|d| d.value)
+                .filter(|v| !v.is_null())
+                .collect()
+        })
+        .map_err(|e| format!("{}:{}: {}", e.line, e.column, e.why))
+}
+
+pub fn non_null(docs: Vec<Value>) -> Vec<Value> {
+    docs.into_iter().filter(|v| !v.is_null()).collect()
+}
+
+/// hooklog rejects a mapping with a key written twice, which go-yaml v2 reads with the last
+/// one winning: an edit could not know which one the user meant (docs/check-and-inject.md).
+pub fn deliberate_difference(hooklog: &Result<Vec<Value>, String>) -> bool {
+    hooklog
+        .as_ref()
+        .is_err_and(|e| e.contains("is written twice"))
 }

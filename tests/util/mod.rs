@@ -1,12 +1,19 @@
 //! Test helpers: temporary pods (a folder standing in for the emptyDir), the real `hooklog`
 //! binary as a child process with its stdout and stderr collected, and polling under a timeout.
+//! The set-up more than one test module needs has a file of its own here, by concern: the
+//! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
+//! (`registry`), manifests and their validators (`manifests`), the shipped binaries
+//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod binaries;
 pub mod goyaml;
-pub mod manifest;
+pub mod http;
+pub mod manifests;
+pub mod markdown;
 pub mod podman;
+pub mod registry;
 pub mod webhook;
 
 use std::io::{BufRead, BufReader};
@@ -71,6 +78,57 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Runs `script` as `container`'s preStop hook through `hooklog hook`, reporting to `file`
+/// (its output not kept).
+pub fn hook(file: &Path, container: &str, script: &str) -> ExitStatus {
+    hooklog()
+        .args(["hook", "--container", container, "--file"])
+        .arg(file)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run hooklog hook")
+}
+
+/// A pod's shared emptyDir as a test has it: a temporary folder (removed on drop), the file the
+/// hooks write in it (`prestop.log`) and hooklog's socket path (`hooklog.sock`), neither made.
+pub fn pod_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("prestop.log");
+    let sock = dir.path().join("hooklog.sock");
+    (dir, file, sock)
+}
+
+/// Runs `cmd` with `input` on its stdin and its stdout and stderr collected. A child that exits
+/// before reading all of it (a usage error) is no error here: what it wrote and its exit status
+/// are the caller's to check.
+pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"));
+    let mut pipe = child.stdin.take().expect("stdin");
+    match pipe.write_all(input) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.expect("write stdin"),
+    }
+    drop(pipe);
+    child.wait_with_output().expect("the child's output")
+}
+
+/// Spawns `cmd` with no stdin and its stdout and stderr piped, for the caller to read.
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"))
+}
+
 /// Lines a child wrote to one stream, collected by a thread.
 #[derive(Clone, Default)]
 pub struct Collected(
@@ -116,6 +174,21 @@ impl Collected {
     pub fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+
+    /// Whether a line so far contains `s`.
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|l| l.contains(s))
+    }
+
+    /// How many lines so far contain `s`.
+    pub fn count(&self, s: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(s))
+            .count()
+    }
 }
 
 /// A running `hooklog run`.
@@ -134,15 +207,30 @@ impl Daemon {
         Self::spawn(cmd)
     }
 
+    /// Starts `hooklog run --file FILE [--socket SOCK] ARGS` with `env`, as a pod's sidecar
+    /// follows the shared folder's file and socket.
+    pub fn follow(file: &Path, sock: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = hooklog();
+        cmd.arg("run").arg("--file").arg(file);
+        if let Some(sock) = sock {
+            cmd.arg("--socket").arg(sock);
+        }
+        cmd.args(args).envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
+    /// Starts `hooklog run --socket SOCK ARGS` with `env`: a sidecar that only listens.
+    pub fn listen(sock: &Path, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = hooklog();
+        cmd.arg("run").arg("--socket").arg(sock);
+        cmd.args(args).envs(env.iter().copied());
+        Self::spawn(cmd)
+    }
+
     /// Starts a prepared command (whose subcommand is `run`) and waits for readiness.
     pub fn spawn(mut cmd: Command) -> Daemon {
         let started = Instant::now();
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hooklog");
+        let mut child = spawn_piped(&mut cmd);
         let stdout = Collected::spawn(child.stdout.take().unwrap());
         let stderr = Collected::spawn(child.stderr.take().unwrap());
         let d = Daemon {
@@ -172,6 +260,17 @@ impl Daemon {
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}"))
             })
             .collect()
+    }
+
+    /// The last record, checked to be the summary.
+    pub fn summary(&self) -> Value {
+        let records = self.records();
+        let last = records.last().cloned().unwrap_or_default();
+        assert_eq!(
+            last["event"], "hooks.summary",
+            "the summary is not last: {records:#?}"
+        );
+        last
     }
 
     /// Waits until `n` records have come out.
@@ -210,6 +309,18 @@ impl Daemon {
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         self.signal("TERM");
+    }
+
+    /// Sends SIGTERM and waits for a successful exit within `timeout` (everything it wrote is
+    /// collected then).
+    pub fn stop(&mut self, timeout: Duration) {
+        self.terminate();
+        let st = self.wait_exit(timeout);
+        assert!(
+            st.success(),
+            "hooklog exited {st} after SIGTERM; stderr: {:#?}",
+            self.stderr.lines()
+        );
     }
 
     /// Waits for exit; panics (after killing it) when it takes longer than `timeout`.
@@ -304,6 +415,47 @@ pub fn all_asleep(pid: u32) -> bool {
     })
 }
 
+/// A `kB` figure of process `pid`'s /proc/PID/status (`VmRSS`, `VmHWM`, ...).
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// The subcommands a `--help` text lists, as clap prints them (`  NAME  About` under
+/// `Commands:`).
+pub fn listed_subcommands(help: &str) -> Vec<String> {
+    help.split("Commands:")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// `path` opened to append, created when missing, as a writer's `>>` opens it.
+pub fn open_append(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("cannot open {} to append: {e}", path.display()))
+}
+
+/// Appends `bytes` to `path` (created when missing) in one write, as a peer's `echo >>` does.
+pub fn append(path: &Path, bytes: impl AsRef<[u8]>) {
+    use std::io::Write;
+    open_append(path)
+        .write_all(bytes.as_ref())
+        .unwrap_or_else(|e| panic!("cannot append to {}: {e}", path.display()));
+}
+
 /// Runs `sh -c SCRIPT` in `dir` and asserts it succeeded.
 pub fn sh(dir: &Path, script: &str) {
     let st = Command::new("sh")
@@ -379,4 +531,9 @@ pub fn answer_json(
     let _ = tls.flush();
     tls.conn.send_close_notify();
     let _ = tls.flush();
+}
+
+/// Bytes a child wrote, as text (invalid UTF-8 replaced).
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }

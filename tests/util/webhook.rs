@@ -1,6 +1,6 @@
-//! The webhook as the tests serve it: the real binary on 127.0.0.1 with a CA and certificate
-//! made here ([`Certs`], [`Webhook`]), HTTPS requests to it, AdmissionReviews as the API server
-//! sends them, and what `hooklog inject` makes of the same pod, to compare with.
+//! `hooklog webhook` as a child process for the tests: a CA and serving certificate made here,
+//! the webhook started on them, AdmissionReviews sent over HTTPS (one request a connection, or a
+//! kept-alive connection), and what `hooklog inject` makes of the same pod to compare with.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::{hooklog, wait_until};
+use super::{hooklog, output_with_input, wait_until};
 
 pub const IMAGE: &str = "registry.example/hooklog:test";
 const STARTUP: Duration = Duration::from_secs(20);
@@ -139,6 +139,32 @@ impl Drop for Webhook {
     }
 }
 
+/// A TLS client configuration that trusts only the certificates in `ca_pem`.
+pub fn tls_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A TLS client session for `127.0.0.1` that trusts only the certificates in `ca_pem`.
+pub fn client_connection(ca_pem: &str) -> Result<rustls::ClientConnection, String> {
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    rustls::ClientConnection::new(tls_config(ca_pem)?, name).map_err(|e| e.to_string())
+}
+
 /// One HTTPS request to 127.0.0.1:`port`, verified against `ca_pem`: `(status, body)`.
 pub fn https(
     port: u16,
@@ -159,7 +185,7 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Result<(u16, Vec<u8>), String> {
-    let conn = tls_to_loopback(ca_pem)?;
+    let conn = client_connection(ca_pem)?;
     let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, tcp);
@@ -284,22 +310,13 @@ pub fn web_pod(annotations: Value) -> Value {
 
 /// What `hooklog inject ARGS` makes of `pod`, read back as JSON.
 pub fn injected(pod: &Value, args: &[&str]) -> Value {
-    let mut child = hooklog()
-        .args(["inject", "--image", IMAGE])
-        .args(args)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string_pretty(pod).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_input(
+        hooklog()
+            .args(["inject", "--image", IMAGE])
+            .args(args)
+            .arg("-"),
+        serde_json::to_string_pretty(pod).unwrap().as_bytes(),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -344,7 +361,7 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
         named_pod["metadata"]["name"] = json!(format!("{prefix}x7k2q"));
     }
     std::fs::write(&file, serde_json::to_string_pretty(&named_pod).unwrap()).unwrap();
-    crate::util::manifest::validate_strictly(&[file]);
+    super::manifests::validate_strictly(&[file]);
     let spec = &got["spec"];
     let list = |v: &Value, f: &str| v[f].as_array().cloned().unwrap_or_default();
     let all: Vec<Value> = list(spec, "initContainers")
@@ -461,28 +478,56 @@ pub fn assert_structurally_injected(original: &Value, got: &Value, native: bool)
     }
 }
 
-/// A TLS client configuration that trusts the CAs of `ca_pem` alone (ring, as hooklog's own).
-pub fn tls_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, String> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
+/// A TLS connection kept open across requests, as the API server keeps one to a webhook.
+pub struct KeepAlive {
+    tls: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
 }
 
-/// A TLS client connection to 127.0.0.1 that trusts the CAs of `ca_pem` alone.
-pub fn tls_to_loopback(ca_pem: &str) -> Result<rustls::ClientConnection, String> {
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    rustls::ClientConnection::new(tls_config(ca_pem)?, name).map_err(|e| e.to_string())
+impl KeepAlive {
+    pub fn open(port: u16, ca_pem: &str) -> KeepAlive {
+        let conn = client_connection(ca_pem).unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        KeepAlive {
+            tls: rustls::StreamOwned::new(conn, tcp),
+        }
+    }
+
+    /// POSTs `body` to `path`: the status, the body, and whether the server keeps the
+    /// connection.
+    pub fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>, bool)> {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        self.tls.write_all(head.as_bytes())?;
+        self.tls.write_all(body)?;
+        self.tls.flush()?;
+        let mut reader = BufReader::new(&mut self.tls);
+        let mut status_line = String::new();
+        reader.read_line(&mut status_line)?;
+        let status = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("no status: {status_line:?}")))?;
+        let (mut length, mut keep) = (0usize, true);
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':').unwrap_or((line, ""));
+            match k.to_ascii_lowercase().as_str() {
+                "content-length" => length = v.trim().parse().unwrap_or(0),
+                "connection" => keep &= !v.trim().eq_ignore_ascii_case("close"),
+                _ => {}
+            }
+        }
+        let mut out = vec![0; length];
+        reader.read_exact(&mut out)?;
+        Ok((status, out, keep))
+    }
 }

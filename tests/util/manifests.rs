@@ -1,0 +1,219 @@
+//! Manifests for the tests: `hooklog` run from the repository's top on them, YAML read back as
+//! JSON (by hooklog's reader and by PyYAML), and `kubernetes-validate --strict` against every
+//! Kubernetes version from 1.29 on, or a JSON schema with python's jsonschema.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use hooklog::manifest::load;
+use serde_json::Value;
+
+use super::{hooklog, output_with_input, text};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs hooklog from the repository's top with `args` and `stdin`.
+pub fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = hooklog();
+    cmd.current_dir(root()).args(args);
+    match stdin {
+        // A usage error exits before reading stdin (`--sidecar native` below 1.29): what it
+        // wrote and its exit code are what the caller checks.
+        Some(input) => output_with_input(&mut cmd, input.as_bytes()),
+        None => cmd.stdin(Stdio::null()).output().expect("hooklog output"),
+    }
+}
+
+pub fn parse(yaml: &str) -> Vec<Value> {
+    load::parse("out", yaml.to_string())
+        .unwrap_or_else(|e| panic!("hooklog wrote unparseable YAML ({e}):\n{yaml}"))
+        .documents
+        .into_iter()
+        .map(|d| d.value)
+        .collect()
+}
+
+/// has no schema for `List` (nor for CRDs).
+pub fn validator_input(yaml: &str) -> String {
+    let mut out = String::new();
+    for doc in parse(yaml) {
+        let items = match doc["items"].as_array() {
+            Some(items) if doc["kind"] == "List" => items.clone(),
+            _ => vec![doc],
+        };
+        for item in items {
+            // A kind the validator has no schema for (Argo's Rollout): its pod template, which is
+            // what hooklog writes, in the Deployment it is modelled on.
+            let item = if item["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("argoproj.io/"))
+            {
+                serde_json::json!({
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": item["metadata"],
+                    "spec": {"selector": item["spec"]["selector"], "template": item["spec"]["template"]},
+                })
+            } else {
+                item
+            };
+            out.push_str("---\n");
+            out.push_str(&item.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
+pub fn validate_strictly(files: &[PathBuf]) {
+    let versions = validator_versions();
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "kubernetes_validate", "--strict"]);
+    for v in &versions {
+        cmd.args(["-k", v]);
+    }
+    cmd.args(files);
+    let out = cmd
+        .output()
+        .expect("kubernetes-validate (scripts/test.sh installs it)");
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "validation failed:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let not_passed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !(l.starts_with("INFO") && l.contains(" passed ")))
+        .collect();
+    assert!(
+        not_passed.is_empty(),
+        "the validator said more than passed: {not_passed:#?}"
+    );
+    eprintln!("validated {} files against {versions:?}", files.len());
+}
+
+/// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate
+/// depends on it, so scripts/test.sh installs it).
+pub fn validate_schema(schema: &Path, instance: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("instance.json");
+    std::fs::write(&file, instance.to_string()).unwrap();
+    let script = "import json, sys, jsonschema\n\
+        schema = json.load(open(sys.argv[1]))\n\
+        cls = jsonschema.validators.validator_for(schema)\n\
+        cls.check_schema(schema)\n\
+        errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
+        for e in errors: print(list(e.absolute_path), e.message)\n\
+        sys.exit(1 if errors else 0)";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(schema)
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{} rejects the output:\n{}{}",
+        schema.display(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+/// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
+pub const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
+
+/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
+/// is missing.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
+         `pip install kubernetes-validate`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("python3 prints UTF-8")
+}
+
+/// The YAML documents of a file, as JSON (PyYAML resolves the anchors the manifests use).
+pub fn documents(path: &Path) -> Vec<Value> {
+    let out = python(
+        "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        &[path.to_str().expect("utf-8 path")],
+    );
+    serde_json::from_str(&out).expect("documents as JSON")
+}
+
+/// Kubernetes minor versions the installed validator has schemas for, from 1.29 on.
+pub fn validator_versions() -> Vec<String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import kubernetes_validate.utils as u\nprint('\\n'.join(u.all_versions()))",
+        ])
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        other => panic!(
+            "kubernetes-validate is not installed (pip install kubernetes-validate; scripts/test.sh \
+             does it): {other:?}"
+        ),
+    };
+    let mut versions = BTreeSet::new();
+    for v in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>());
+        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next())
+            && (major, minor) >= OLDEST_KUBERNETES
+        {
+            versions.insert((major, minor));
+        }
+    }
+    assert!(
+        versions.contains(&OLDEST_KUBERNETES),
+        "the installed kubernetes-validate has no 1.29 schemas: {versions:?}"
+    );
+    versions
+        .into_iter()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .collect()
+}
+/// The YAML documents of rendered text, as JSON (PyYAML, as [`documents`] reads a file).
+pub fn yaml_documents(text: &str) -> Vec<Value> {
+    let out = output_with_input(
+        Command::new("python3").args([
+            "-c",
+            "import sys, json, yaml\nprint(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
+        ]),
+        text.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "not YAML: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A Helm chart in `dir`: its Chart.yaml (`web` 0.1.0) and one template,
+/// templates/deployment.yaml, holding `template`.
+pub fn write_chart(dir: &Path, template: &str) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("templates/deployment.yaml"), template).unwrap();
+}
