@@ -900,7 +900,11 @@ mod tests {
             file!(),
             "any_annotation_value_is_taken_or_named_never_both",
             512,
-            0.2,
+            // The share of values valid for their key, which reach the args check (every case
+            // checks named-or-taken first): about a fifth, so a bar of 20% failed on a draw
+            // (CI's run: 100 of 512); a tenth still fails a generator that stops making valid
+            // values.
+            0.1,
             strategy,
             |(name, value), reach| {
                 let a: Map<String, Value> = [(format!("{PREFIX}{name}"), json!(value))]
