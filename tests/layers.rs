@@ -548,11 +548,6 @@ const LONG_FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
         "the connection eviction work is rewriting it (issue 36)",
     ),
     (
-        "src/manifest/inject.rs",
-        "inject_pod",
-        "inject.rs is being changed by the inject layout and sidecar-settings work; split after",
-    ),
-    (
         "src/yaml/tree.rs",
         "node",
         "src/yaml is being changed for nulls in flow collections; split after",
