@@ -543,16 +543,6 @@ const MAX_FN_LINES: usize = 80;
 /// the list only shrinks.
 const LONG_FN_EXCEPTIONS: &[(&str, &str, &str)] = &[
     (
-        "src/yaml/splice.rs",
-        "replace",
-        "src/yaml is being changed for nulls in flow collections; split after",
-    ),
-    (
-        "src/yaml/splice.rs",
-        "map",
-        "src/yaml is being changed for nulls in flow collections; split after",
-    ),
-    (
         "src/record.rs",
         "encode",
         "the per-line hot path, tuned against bench/run.py's CPU figures: a split must be measured",
