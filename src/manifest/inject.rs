@@ -332,18 +332,7 @@ fn inject_pod(
         return Ok(Outcome::NotInjected);
     }
     let record = read_record(doc, t)?;
-    // The pod's annotations over the install's (and the namespace's): a bad one refuses the pod,
-    // naming it, before anything changes.
-    let install = crate::sidecar_settings::Settings {
-        events: opts.settings.events || opts.events,
-        ..opts.settings.clone()
-    };
-    let annotations = doc
-        .pointer(&t.metadata_pointer)
-        .and_then(|m| m.get("annotations"))
-        .and_then(Value::as_object);
-    let settings = crate::sidecar_settings::resolve(&install, annotations)?;
-    notes.extend(crate::sidecar_settings::unknown(annotations));
+    let settings = pod_settings(doc, t, opts, notes)?;
     let containers = podspec::containers(&spec, &t.spec_path);
     distinct_mappings(&containers)?;
     let installed = match &record {
@@ -358,16 +347,7 @@ fn inject_pod(
         None => super::migrate::plan(&containers, &spec, notes),
         Some(_) => None,
     };
-    let mode = match &migration {
-        Some(m) => super::migrate::mode(m, opts.mode, notes),
-        None => installed.as_ref().map_or(opts.mode, |i| i.mode),
-    };
-    if installed.as_ref().is_some_and(|i| i.mode != opts.mode) {
-        notes.push(format!(
-            "keeps its {} sidecar (uninject, then inject, to change it)",
-            mode_name(mode)
-        ));
-    }
+    let mode = pod_mode(installed.as_ref(), migration.as_ref(), opts.mode, notes);
     if installed.is_none()
         && let Err(why) = adoption::form(&adoption, mode)
     {
@@ -378,34 +358,12 @@ fn inject_pod(
     let surveyed = super::migrate::without(&containers, migration.as_ref());
     let survey = survey(&surveyed, mode, opts, &mut hook_notes);
     if installed.is_some() && survey.wraps.is_empty() {
-        // Nothing new to wire: said when it was injected. `--events` asked for now is the one
-        // change to the sidecar an injected pod can take without uninject; the binary's
-        // volume of its own (issue 37) the one change of layout.
-        let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
-        let moved = relayout(spec, notes)?;
-        if opts.events && add_events(spec) {
-            return Ok(Outcome::EventsAdded);
-        }
-        return Ok(if moved {
-            Outcome::Relaid
-        } else {
-            Outcome::AlreadyInjected
-        });
+        return nothing_new(doc, t, opts, notes);
     }
     notes.extend(hook_notes);
-    let period = Duration::from_secs(podspec::termination_grace_seconds(&spec));
-    let plan = match budget::plan(mode, survey.longest_known, survey.unknown, period) {
-        Ok(p) => p,
-        Err(unfit) => {
-            notes.push(format!(
-                "{unfit}: left unchanged rather than cut a hook short; raise terminationGracePeriodSeconds to at least {} to add hooklog (`hooklog check`: {})",
-                unfit.needed(),
-                budget::UNFIT_RULE
-            ));
-            return Ok(Outcome::NotInjected);
-        }
+    let Some(plan) = fit(&spec, mode, &survey, notes) else {
+        return Ok(Outcome::NotInjected);
     };
-    note_timeouts(&survey, plan.timeout, period, notes);
     let mut record = record.unwrap_or(Record {
         version: RECORD_VERSION,
         ..Default::default()
@@ -425,15 +383,8 @@ fn inject_pod(
         }
         Outcome::Rewired(survey.wraps.iter().map(|w| w.container.clone()).collect())
     } else {
-        add_hooklog(
-            spec,
-            opts,
-            &settings,
-            mode,
-            &survey.peers,
-            plan.grace,
-            &mut record,
-        );
+        let peers = &survey.peers;
+        add_hooklog(spec, opts, &settings, mode, peers, plan.grace, &mut record);
         if let Some(m) = &migration {
             super::migrate::take_place(spec, m, &mut record.migrated, notes);
         }
@@ -441,6 +392,93 @@ fn inject_pod(
     };
     write_record(doc, t, &mut record)?;
     Ok(outcome)
+}
+
+/// The sidecar's settings for one pod: its annotations over the install's (and the
+/// namespace's). A bad one refuses the pod, naming it, before anything changes.
+fn pod_settings(
+    doc: &Value,
+    t: &TemplateRef,
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> Result<crate::sidecar_settings::Settings, String> {
+    let install = crate::sidecar_settings::Settings {
+        events: opts.settings.events || opts.events,
+        ..opts.settings.clone()
+    };
+    let annotations = doc
+        .pointer(&t.metadata_pointer)
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object);
+    let settings = crate::sidecar_settings::resolve(&install, annotations)?;
+    notes.extend(crate::sidecar_settings::unknown(annotations));
+    Ok(settings)
+}
+
+/// The sidecar's mode: a migrated forwarder's, else the installed sidecar's (said when it is not
+/// the one asked for), else the one asked for.
+fn pod_mode(
+    installed: Option<&Installed>,
+    migration: Option<&super::migrate::Plan>,
+    requested: SidecarMode,
+    notes: &mut Vec<String>,
+) -> SidecarMode {
+    let mode = match migration {
+        Some(m) => super::migrate::mode(m, requested, notes),
+        None => installed.map_or(requested, |i| i.mode),
+    };
+    if installed.is_some_and(|i| i.mode != requested) {
+        notes.push(format!(
+            "keeps its {} sidecar (uninject, then inject, to change it)",
+            mode_name(mode)
+        ));
+    }
+    mode
+}
+
+/// A pod injected before with no new hook to wire: said when it was injected. `--events` asked
+/// for now is the one change to the sidecar an injected pod can take without uninject; the
+/// binary's volume of its own (issue 37) the one change of layout.
+fn nothing_new(
+    doc: &mut Value,
+    t: &TemplateRef,
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Outcome, String> {
+    let spec = doc.pointer_mut(&t.spec_pointer).ok_or("no pod spec")?;
+    let moved = relayout(spec, notes)?;
+    if opts.events && add_events(spec) {
+        return Ok(Outcome::EventsAdded);
+    }
+    Ok(if moved {
+        Outcome::Relaid
+    } else {
+        Outcome::AlreadyInjected
+    })
+}
+
+/// Fits the hooks into the pod's grace period, and says which get a `--timeout`; `None` (said
+/// why) when they do not fit: the pod is left unchanged rather than cut a hook short.
+fn fit(
+    spec: &Value,
+    mode: SidecarMode,
+    survey: &Survey,
+    notes: &mut Vec<String>,
+) -> Option<budget::Plan> {
+    let period = Duration::from_secs(podspec::termination_grace_seconds(spec));
+    let plan = match budget::plan(mode, survey.longest_known, survey.unknown, period) {
+        Ok(p) => p,
+        Err(unfit) => {
+            notes.push(format!(
+                "{unfit}: left unchanged rather than cut a hook short; raise terminationGracePeriodSeconds to at least {} to add hooklog (`hooklog check`: {})",
+                unfit.needed(),
+                budget::UNFIT_RULE
+            ));
+            return None;
+        }
+    };
+    note_timeouts(survey, plan.timeout, period, notes);
+    Some(plan)
 }
 
 /// Says which hooks get a `--timeout`, and why that one: nothing is cut before the kubelet would.

@@ -4,6 +4,7 @@
 //! an error blocks the deploy).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -141,15 +142,9 @@ pub async fn serve(
                 }
             },
         };
-        let (admit, probes_only) = match slots.clone().try_acquire_owned() {
-            Ok(p) => (Admit::Now(p), false),
-            // Every slot taken: the connection that does least gives up its own.
-            Err(_) if table.evict_one() => (Admit::Evicted(slots.clone()), false),
-            Err(_) => match probe_slots.clone().try_acquire_owned() {
-                Ok(p) => (Admit::Now(p), true),
-                // Taken since the check above: given up, as a full backlog would.
-                Err(_) => continue,
-            },
+        // Taken since the check above: given up, as a full backlog would.
+        let Some((admit, probes_only)) = admit(&slots, &probe_slots, &table) else {
+            continue;
         };
         let acceptor = acceptor.clone();
         let shared = shared.clone();
@@ -160,93 +155,133 @@ pub async fn serve(
                 tracing::debug!(%peer, "no slot came free after an eviction");
                 return;
             };
-            let pace = Arc::new(Pace::new(shared.idle.clone(), shared.idle_timeout));
-            // Probes' connections are never evicted: they are closed after one answer.
-            let seat = (!probes_only).then(|| table.seat(pace.clone()));
-            let tcp = Paced {
-                inner: tcp,
-                pace: pace.clone(),
-                layer: Layer::Wire,
-            };
-            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
-            let tls = tokio::select! {
-                r = handshake => match r {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "tls handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "tls handshake timed out");
-                        return;
-                    }
-                },
-                _ = pace.slow() => {
-                    tracing::debug!(%peer, min_rate = MIN_RATE, "tls handshake too slow");
-                    return;
-                }
-                _ = evicted(&seat) => {
-                    tracing::debug!(%peer, "evicted in its handshake: every slot was taken");
-                    return;
-                }
-            };
-            pace.handshaken();
-            let watched = pace.clone();
-            let tls = Paced {
-                inner: tls,
-                pace: pace.clone(),
-                layer: Layer::Plain,
-            };
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (shared, pace) = (shared.clone(), pace.clone());
-                async move {
-                    pace.answering();
-                    let keep = client_keeps(&req) && !probes_only;
-                    let mut r = if probes_only && !is_probe(&req) {
-                        Ok(text(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "every connection slot is taken; try again\n",
-                        ))
-                    } else {
-                        handle(req, shared, &pace).await
-                    };
-                    if !pace.answered(keep)
-                        && let Ok(answer) = &mut r
-                    {
-                        answer.headers_mut().insert(
-                            hyper::header::CONNECTION,
-                            hyper::header::HeaderValue::from_static("close"),
-                        );
-                    }
-                    r
-                }
-            });
-            // The headers' and the idle connection's bounds are the pace's ([`Pace::too_slow`]):
-            // hyper's own header timeout would run through the idle time too.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(None)
-                .serve_connection(TokioIo::new(tls), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "connection ended");
-                },
-                _ = watched.slow() => {
-                    tracing::debug!(%peer, min_rate = MIN_RATE, "request too slow, connection closed");
-                },
-                _ = evicted(&seat) => {
-                    tracing::debug!(%peer, "evicted: every slot was taken");
-                },
-                _ = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    if let Err(e) = conn.await {
-                        tracing::debug!(%peer, error = %e, "connection ended");
-                    }
-                }
-            }
+            serve_connection(tcp, peer, probes_only, &acceptor, shared, &stop, &table).await;
         });
     }
+}
+
+/// A newcomer's slot: a free one, else an evicted connection's (the one that does least gives
+/// up its own), else a probes' one (`true`: its connection answers probes only); `None` when
+/// every one is taken.
+fn admit(
+    slots: &Arc<Semaphore>,
+    probe_slots: &Arc<Semaphore>,
+    table: &Table,
+) -> Option<(Admit, bool)> {
+    match slots.clone().try_acquire_owned() {
+        Ok(p) => Some((Admit::Now(p), false)),
+        Err(_) if table.evict_one() => Some((Admit::Evicted(slots.clone()), false)),
+        Err(_) => match probe_slots.clone().try_acquire_owned() {
+            Ok(p) => Some((Admit::Now(p), true)),
+            Err(_) => None,
+        },
+    }
+}
+
+/// Serves one connection in its slot: the TLS handshake, then its requests, until it ends, is
+/// too slow, is evicted, or the webhook stops (which lets the request in flight finish).
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    probes_only: bool,
+    acceptor: &TlsAcceptor,
+    shared: Arc<Shared>,
+    stop: &CancellationToken,
+    table: &Arc<Table>,
+) {
+    let pace = Arc::new(Pace::new(shared.idle.clone(), shared.idle_timeout));
+    // Probes' connections are never evicted: they are closed after one answer.
+    let seat = (!probes_only).then(|| table.seat(pace.clone()));
+    let tcp = Paced {
+        inner: tcp,
+        pace: pace.clone(),
+        layer: Layer::Wire,
+    };
+    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "tls handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "tls handshake timed out");
+                return;
+            }
+        },
+        _ = pace.slow() => {
+            tracing::debug!(%peer, min_rate = MIN_RATE, "tls handshake too slow");
+            return;
+        }
+        _ = evicted(&seat) => {
+            tracing::debug!(%peer, "evicted in its handshake: every slot was taken");
+            return;
+        }
+    };
+    pace.handshaken();
+    let watched = pace.clone();
+    let tls = Paced {
+        inner: tls,
+        pace: pace.clone(),
+        layer: Layer::Plain,
+    };
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        answer(req, shared.clone(), pace.clone(), probes_only)
+    });
+    // The headers' and the idle connection's bounds are the pace's ([`Pace::too_slow`]):
+    // hyper's own header timeout would run through the idle time too.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .serve_connection(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => if let Err(e) = r {
+            tracing::debug!(%peer, error = %e, "connection ended");
+        },
+        _ = watched.slow() => {
+            tracing::debug!(%peer, min_rate = MIN_RATE, "request too slow, connection closed");
+        },
+        _ = evicted(&seat) => {
+            tracing::debug!(%peer, "evicted: every slot was taken");
+        },
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended");
+            }
+        }
+    }
+}
+
+/// Answers one request: on a probes' connection only a probe (anything else a 503), and with
+/// `Connection: close` when the connection is not kept for another.
+async fn answer(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+    pace: Arc<Pace>,
+    probes_only: bool,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    pace.answering();
+    let keep = client_keeps(&req) && !probes_only;
+    let mut r = if probes_only && !is_probe(&req) {
+        Ok(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "every connection slot is taken; try again\n",
+        ))
+    } else {
+        handle(req, shared, &pace).await
+    };
+    if !pace.answered(keep)
+        && let Ok(answer) = &mut r
+    {
+        answer.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
+    r
 }
 
 /// How a connection comes by its slot.

@@ -1240,47 +1240,11 @@ impl<'a> Splicer<'a> {
             Slot::BlockValue {
                 key_col,
                 after_colon,
-            } if block => {
-                let mut text = String::from("\n");
-                match new {
-                    Value::Object(m) => {
-                        self.block_map(m, key_col + self.layout.indent, false, &mut text)
-                    }
-                    Value::Array(a) => {
-                        let dash = if self.layout.indentless {
-                            key_col
-                        } else {
-                            key_col + self.layout.indent
-                        };
-                        self.block_seq(a, dash, &mut text);
-                    }
-                    _ => unreachable!("block is only set for collections"),
-                }
-                text.pop(); // the node ends at its last character, not after its newline
-                let was = &self.text[after_colon..node.end.max(after_colon)];
-                if old.is_null() && !was.trim().is_empty() {
-                    // `~`, `null` on the next line: kept in a comment for uninject.
-                    text.insert_str(0, &null_was(was));
-                }
-                self.push(after_colon, node.end.max(after_colon), text);
-            }
+            } if block => self.block_value(node, old, new, key_col, after_colon),
             Slot::BlockItem {
                 dash_col,
                 after_dash,
-            } if block => {
-                let mut text = String::from(" ");
-                match new {
-                    Value::Object(m) => self.block_map(m, dash_col + 2, true, &mut text),
-                    Value::Array(a) => {
-                        text.clear();
-                        text.push('\n');
-                        self.block_seq(a, dash_col + 2, &mut text);
-                    }
-                    _ => unreachable!("block is only set for collections"),
-                }
-                text.pop();
-                self.push(after_dash, node.end.max(after_dash), text);
-            }
+            } if block => self.block_item(node, new, dash_col, after_dash),
             Slot::BlockValue {
                 after_colon: at, ..
             }
@@ -1308,6 +1272,55 @@ impl<'a> Splicer<'a> {
             Slot::Root => return Err(self.err(node, "the document itself would be replaced")),
         }
         Ok(())
+    }
+
+    /// Writes the collection `new` as a block in place of a key's value `node`, on the lines
+    /// under its key (at `key_col`); a null written there before is kept in a comment.
+    fn block_value(
+        &mut self,
+        node: &Node,
+        old: &Value,
+        new: &Value,
+        key_col: usize,
+        after_colon: usize,
+    ) {
+        let mut text = String::from("\n");
+        match new {
+            Value::Object(m) => self.block_map(m, key_col + self.layout.indent, false, &mut text),
+            Value::Array(a) => {
+                let dash = if self.layout.indentless {
+                    key_col
+                } else {
+                    key_col + self.layout.indent
+                };
+                self.block_seq(a, dash, &mut text);
+            }
+            _ => unreachable!("block is only set for collections"),
+        }
+        text.pop(); // the node ends at its last character, not after its newline
+        let was = &self.text[after_colon..node.end.max(after_colon)];
+        if old.is_null() && !was.trim().is_empty() {
+            // `~`, `null` on the next line: kept in a comment for uninject.
+            text.insert_str(0, &null_was(was));
+        }
+        self.push(after_colon, node.end.max(after_colon), text);
+    }
+
+    /// Writes the collection `new` as a block in place of a sequence item `node`, after its
+    /// dash (at `dash_col`).
+    fn block_item(&mut self, node: &Node, new: &Value, dash_col: usize, after_dash: usize) {
+        let mut text = String::from(" ");
+        match new {
+            Value::Object(m) => self.block_map(m, dash_col + 2, true, &mut text),
+            Value::Array(a) => {
+                text.clear();
+                text.push('\n');
+                self.block_seq(a, dash_col + 2, &mut text);
+            }
+            _ => unreachable!("block is only set for collections"),
+        }
+        text.pop();
+        self.push(after_dash, node.end.max(after_dash), text);
     }
 
     /// A string in place of a string, written in the old one's style where that style can hold
@@ -1405,27 +1418,7 @@ impl<'a> Splicer<'a> {
                 && old[&e.key] != new[&e.key]
                 && let Some(start) = line_start_if_first(self.text, e.key_node.start)
             {
-                let slot = Slot::BlockValue {
-                    key_col: self.indent(&e.key_node),
-                    after_colon: self.after_colon(e)?,
-                };
-                // Tried first: the merge may give the new value by itself (uninject removing
-                // a key that inject wrote here).
-                let deletion = [Edit {
-                    start,
-                    end: after_line(self.text, &e.value),
-                    text: String::new(),
-                }];
-                self.path.push(e.key.clone());
-                let settled = self.settles(&deletion, &new[&e.key]);
-                let edited = if settled {
-                    self.edits.extend(deletion);
-                    Ok(())
-                } else {
-                    self.diff(&e.value, &old[&e.key], &new[&e.key], slot)
-                };
-                self.path.pop();
-                edited?;
+                self.beside_merge(e, start, &old[&e.key], &new[&e.key])?;
                 continue;
             }
             let slot = if flow {
@@ -1463,6 +1456,37 @@ impl<'a> Splicer<'a> {
             self.insert_entries(node, flow, entries, None, &pending)?;
         }
         Ok(())
+    }
+
+    /// Changes the value of a block entry `e` (its line starting at `start`) in a mapping with
+    /// a merge: deleting the entry is tried first, as the merge may give the new value by
+    /// itself (uninject removing a key that inject wrote here); else the value is changed.
+    fn beside_merge(
+        &mut self,
+        e: &Entry,
+        start: usize,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(), SpliceError> {
+        let slot = Slot::BlockValue {
+            key_col: self.indent(&e.key_node),
+            after_colon: self.after_colon(e)?,
+        };
+        let deletion = [Edit {
+            start,
+            end: after_line(self.text, &e.value),
+            text: String::new(),
+        }];
+        self.path.push(e.key.clone());
+        let settled = self.settles(&deletion, new);
+        let edited = if settled {
+            self.edits.extend(deletion);
+            Ok(())
+        } else {
+            self.diff(&e.value, old, new, slot)
+        };
+        self.path.pop();
+        edited
     }
 
     fn after_colon(&self, e: &Entry) -> Result<usize, SpliceError> {

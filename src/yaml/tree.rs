@@ -474,93 +474,30 @@ impl Reader<'_, '_> {
                     Err(why) => return Err(self.error(&event.start_mark, &why)),
                 };
                 let shared = anchor.is_some();
-                let node = match style {
-                    ScalarStyle::Literal | ScalarStyle::Folded => {
-                        // The event starts at its `|` or `>` (or its anchor or tag) and ends
-                        // where the next token is.
-                        let end = self.block_end(start, &event.end_mark);
-                        at(end, shared, Kind::Scalar(Style::Block))
-                    }
-                    // An empty plain scalar (a key with no value) takes no room in the text.
-                    ScalarStyle::Plain if text.is_empty() && !shared && tag.is_none() => {
-                        at(start, false, Kind::Scalar(Style::Plain))
-                    }
-                    ScalarStyle::SingleQuoted => at(
-                        self.byte(&event.end_mark),
-                        shared,
-                        Kind::Scalar(Style::Single),
-                    ),
-                    ScalarStyle::DoubleQuoted => at(
-                        self.byte(&event.end_mark),
-                        shared,
-                        Kind::Scalar(Style::Double),
-                    ),
-                    _ => at(
-                        self.byte(&event.end_mark),
-                        shared,
-                        Kind::Scalar(Style::Plain),
-                    ),
-                };
-                (anchor, value, node)
+                let empty = text.is_empty() && !shared && tag.is_none();
+                let (end, style) = self.scalar_extent(start, &event.end_mark, style, empty);
+                (anchor, value, at(end, shared, Kind::Scalar(style)))
             }
             EventData::Alias { anchor } => {
-                let Some(target) = self.anchors.get(&anchor) else {
-                    return Err(self.error(
-                        &event.start_mark,
-                        &format!("unknown anchor '{anchor}' referenced"),
-                    ));
-                };
-                self.tangled |= target.item != self.item;
-                let (value, cost) = (target.value.clone(), target.decodes);
-                self.count(cost, cost, &event.start_mark)?;
+                let value = self.alias(&anchor, &event.start_mark)?;
                 let node = at(self.byte(&event.end_mark), true, Kind::Alias);
                 return Ok((value, node));
             }
             EventData::SequenceStart { anchor, style, .. } => {
-                self.enter(&event.start_mark)?;
                 let flow = style == SequenceStyle::Flow;
-                self.flow += usize::from(flow);
-                let mut values = Vec::new();
-                let mut items = Vec::new();
-                let end = loop {
-                    let event = events.next()?;
-                    if let EventData::SequenceEnd = event.data {
-                        break if flow {
-                            self.byte(&event.end_mark)
-                        } else {
-                            items.last().map_or(start, |n: &Node| n.end)
-                        };
-                    }
-                    let (v, n) = self.node(events, event, false)?;
-                    values.push(v);
-                    items.push(n);
-                };
-                self.depth -= 1;
-                self.flow -= usize::from(flow);
+                let (values, items, end) =
+                    self.nested(&event.start_mark, flow, |r| r.sequence(events, start, flow))?;
                 let shared = anchor.is_some();
-                // Grown by pushing, up to twice what they hold: a document is held whole
-                // while it is checked or changed (issue 24 §4).
-                values.shrink_to_fit();
-                items.shrink_to_fit();
-                (
-                    anchor,
-                    Value::Array(values),
-                    at(end, shared, Kind::Seq { flow, items }),
-                )
+                let kind = Kind::Seq { flow, items };
+                (anchor, Value::Array(values), at(end, shared, kind))
             }
             EventData::MappingStart { anchor, style, .. } => {
-                self.enter(&event.start_mark)?;
                 let flow = style == MappingStyle::Flow;
-                self.flow += usize::from(flow);
-                let (map, entries, end) = self.mapping(events, start, flow)?;
-                self.depth -= 1;
-                self.flow -= usize::from(flow);
+                let (map, entries, end) =
+                    self.nested(&event.start_mark, flow, |r| r.mapping(events, start, flow))?;
                 let shared = anchor.is_some();
-                (
-                    anchor,
-                    Value::Object(map),
-                    at(end, shared, Kind::Map { flow, entries }),
-                )
+                let kind = Kind::Map { flow, entries };
+                (anchor, Value::Object(map), at(end, shared, kind))
             }
             _ => return Err(self.error(&event.start_mark, "unexpected YAML event")),
         };
@@ -577,6 +514,84 @@ impl Reader<'_, '_> {
             );
         }
         Ok((value, node))
+    }
+
+    /// Where a scalar starting at `start` ends, and its style. `empty`: a plain scalar with no
+    /// text, anchor or tag (a key with no value), which takes no room in the text.
+    fn scalar_extent(
+        &self,
+        start: usize,
+        end_mark: &Mark,
+        style: ScalarStyle,
+        empty: bool,
+    ) -> (usize, Style) {
+        match style {
+            // The event starts at its `|` or `>` (or its anchor or tag) and ends where the
+            // next token is.
+            ScalarStyle::Literal | ScalarStyle::Folded => {
+                (self.block_end(start, end_mark), Style::Block)
+            }
+            ScalarStyle::Plain if empty => (start, Style::Plain),
+            ScalarStyle::SingleQuoted => (self.byte(end_mark), Style::Single),
+            ScalarStyle::DoubleQuoted => (self.byte(end_mark), Style::Double),
+            _ => (self.byte(end_mark), Style::Plain),
+        }
+    }
+
+    /// The value an alias names, counted as go-yaml counts it (and noted when it crosses an
+    /// item's bounds).
+    fn alias(&mut self, anchor: &str, mark: &Mark) -> Result<Value, ParseError> {
+        let Some(target) = self.anchors.get(anchor) else {
+            return Err(self.error(mark, &format!("unknown anchor '{anchor}' referenced")));
+        };
+        self.tangled |= target.item != self.item;
+        let (value, cost) = (target.value.clone(), target.decodes);
+        self.count(cost, cost, mark)?;
+        Ok(value)
+    }
+
+    /// Reads a collection one level deeper (`flow`: in one more flow collection).
+    fn nested<T>(
+        &mut self,
+        mark: &Mark,
+        flow: bool,
+        read: impl FnOnce(&mut Self) -> Result<T, ParseError>,
+    ) -> Result<T, ParseError> {
+        self.enter(mark)?;
+        self.flow += usize::from(flow);
+        let read = read(self)?;
+        self.depth -= 1;
+        self.flow -= usize::from(flow);
+        Ok(read)
+    }
+
+    /// A sequence's items, up to its end: their values, their nodes and where it ends.
+    fn sequence(
+        &mut self,
+        events: &mut Events,
+        start: usize,
+        flow: bool,
+    ) -> Result<(Vec<Value>, Vec<Node>, usize), ParseError> {
+        let mut values = Vec::new();
+        let mut items = Vec::new();
+        let end = loop {
+            let event = events.next()?;
+            if let EventData::SequenceEnd = event.data {
+                break if flow {
+                    self.byte(&event.end_mark)
+                } else {
+                    items.last().map_or(start, |n: &Node| n.end)
+                };
+            }
+            let (v, n) = self.node(events, event, false)?;
+            values.push(v);
+            items.push(n);
+        };
+        // Grown by pushing, up to twice what they hold: a document is held whole while it is
+        // checked or changed (issue 24 §4).
+        values.shrink_to_fit();
+        items.shrink_to_fit();
+        Ok((values, items, end))
     }
 
     /// A mapping's entries, up to its end: its value, its entries and where it ends.
@@ -607,16 +622,7 @@ impl Reader<'_, '_> {
                 return Ok((map, entries, end));
             }
             let key_mark = event.start_mark;
-            let merge = matches!(&event.data,
-                EventData::Scalar { value, style: ScalarStyle::Plain, tag: None, .. } if value == "<<");
-            let key_text = match &event.data {
-                EventData::Scalar {
-                    value, style, tag, ..
-                } => Some(key_string(value, *style, tag.as_deref())),
-                // `*a : v`: the anchored scalar is the key, as in go-yaml.
-                EventData::Alias { anchor } => self.anchors.get(anchor).and_then(|a| a.key.clone()),
-                _ => None,
-            };
+            let (merge, key_text) = self.key_of(&event);
             let (_, key_node) = self.node(events, event, true)?;
             let event = events.next()?;
             let (v, mut value_node) =
@@ -637,30 +643,7 @@ impl Reader<'_, '_> {
                 value_node.col = key_node.col;
             }
             if merge {
-                // `<<: *base` or `<<: [*a, *b]`: as go-yaml v2, the merged keys are set where
-                // the merge key is (over keys written before it, under keys written after it),
-                // the first mapping listed winning.
-                let sources = match v {
-                    Value::Array(list) => list,
-                    other => vec![other],
-                };
-                for source in sources.into_iter().rev() {
-                    let Value::Object(source) = source else {
-                        return Err(self.error(
-                            &key_mark,
-                            "map merge requires map or sequence of maps as the value",
-                        ));
-                    };
-                    if self.depth == 1 && self.items.is_some() && source.contains_key("items") {
-                        // A merge after the items went on sets `items` anew: the document's
-                        // value is then its own (only [`Split::Always`] splits where a merge
-                        // follows, and only compares values).
-                        self.items = None;
-                    }
-                    for (k, v) in source {
-                        map.insert(k, v);
-                    }
-                }
+                self.merge(v, &key_mark, &mut map)?;
                 entries.push(Entry {
                     key: "<<".into(),
                     key_node,
@@ -684,6 +667,55 @@ impl Reader<'_, '_> {
                 value: value_node,
             });
         }
+    }
+
+    /// Whether the key that `event` starts is a merge key (`<<`), and its text ([`key_string`];
+    /// `None` for a collection).
+    fn key_of(&self, event: &Event) -> (bool, Option<Result<String, String>>) {
+        let merge = matches!(&event.data,
+            EventData::Scalar { value, style: ScalarStyle::Plain, tag: None, .. } if value == "<<");
+        let key_text = match &event.data {
+            EventData::Scalar {
+                value, style, tag, ..
+            } => Some(key_string(value, *style, tag.as_deref())),
+            // `*a : v`: the anchored scalar is the key, as in go-yaml.
+            EventData::Alias { anchor } => self.anchors.get(anchor).and_then(|a| a.key.clone()),
+            _ => None,
+        };
+        (merge, key_text)
+    }
+
+    /// Sets a merge key's mappings (`<<: *base` or `<<: [*a, *b]`) in `map`: as go-yaml v2, the
+    /// merged keys are set where the merge key is (over keys written before it, under keys
+    /// written after it), the first mapping listed winning.
+    fn merge(
+        &mut self,
+        value: Value,
+        key_mark: &Mark,
+        map: &mut Map<String, Value>,
+    ) -> Result<(), ParseError> {
+        let sources = match value {
+            Value::Array(list) => list,
+            other => vec![other],
+        };
+        for source in sources.into_iter().rev() {
+            let Value::Object(source) = source else {
+                return Err(self.error(
+                    key_mark,
+                    "map merge requires map or sequence of maps as the value",
+                ));
+            };
+            if self.depth == 1 && self.items.is_some() && source.contains_key("items") {
+                // A merge after the items went on sets `items` anew: the document's value is
+                // then its own (only [`Split::Always`] splits where a merge follows, and only
+                // compares values).
+                self.items = None;
+            }
+            for (k, v) in source {
+                map.insert(k, v);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the value that `event` starts, of the key `key` of the mapping starting at
