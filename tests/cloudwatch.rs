@@ -1883,15 +1883,15 @@ fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
 fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
     let Some(moto) = moto() else { return };
     let group = unique("/eks/shop/injected");
-    let mut annotations = crate::sidecar_settings::ANNOTATIONS.to_vec();
+    let mut annotations = crate::util::settings::ANNOTATIONS.to_vec();
     annotations.retain(|(k, _)| *k != "hooklog.dev/log-group");
     annotations.push(("hooklog.dev/log-group", &group));
     let out = crate::util::manifests::run(
-        &["inject", "--image", crate::sidecar_settings::IMAGE, "-"],
-        Some(&crate::sidecar_settings::deployment(&annotations)),
+        &["inject", "--image", crate::util::settings::IMAGE, "-"],
+        Some(&crate::util::settings::deployment(&annotations)),
     );
     assert!(out.status.success(), "{}", crate::util::text(&out.stderr));
-    let sidecar = crate::sidecar_settings::sidecar(&crate::util::text(&out.stdout));
+    let sidecar = crate::util::settings::sidecar(&crate::util::text(&out.stdout));
     let pod = tempfile::tempdir().unwrap();
     let in_pod = |a: &str| -> String {
         for prefix in ["/hooklog", "/etc/hooklog-podinfo"] {

@@ -15,7 +15,7 @@ use hooklog::manifest::podspec;
 use serde_json::Value;
 
 use crate::util::manifests::{
-    parse, root, run, validate_schema, validate_strictly, validator_input,
+    injectable, parse, root, run, validate_schema, validate_strictly, validator_input,
 };
 use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
@@ -263,42 +263,6 @@ fn hooklog_argvs(spec: &Value) -> Vec<Vec<String>> {
             }
         }
     }
-    out
-}
-
-/// Corpus files wired to hooklog by hand (inject refuses the names they use) or calling it
-/// wrongly on purpose.
-const NOT_INJECTABLE: [&str; 9] = [
-    // Its annotations hold values inject refuses, on purpose.
-    "sidecar-settings-annotations.yaml",
-    "added-after-inject.yaml",
-    // Injected already (`inject --events`), with RBAC beside it.
-    "events-rbac.yaml",
-    "bare-pod-classic-sidecar.yaml",
-    "multi-document.yaml",
-    "job-classic-sidecar.yaml",
-    "statefulset-classic.yaml",
-    "job-wrapped-no-sidecar.yaml",
-    "cronjob.yaml",
-];
-
-/// Injectable inputs: the corpus files without a hand-wired hooklog, and the incidents.
-pub(crate) fn injectable() -> Vec<String> {
-    let mut out = Vec::new();
-    for dir in ["corpus", "incidents", "e2e"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        for f in files {
-            let name = f.file_name().unwrap().to_str().unwrap();
-            if !NOT_INJECTABLE.contains(&name) {
-                out.push(f.strip_prefix(root()).unwrap().display().to_string());
-            }
-        }
-    }
-    assert!(out.len() >= 8, "{out:?}");
     out
 }
 

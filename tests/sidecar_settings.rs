@@ -10,21 +10,9 @@ use clap::Parser;
 use hooklog::cli::{Cli, Command as Sub};
 use serde_json::{Value, json};
 
-use crate::util::manifests::{run, validate_strictly, validator_input};
+use crate::util::manifests::{injectable, run, validate_strictly, validator_input};
+use crate::util::settings::{ANNOTATIONS, IMAGE, deployment, sidecar};
 use crate::util::text;
-
-pub(crate) const IMAGE: &str = "registry.example.com/hooklog-sidecar:0.1.0";
-
-/// The settings the tests turn on, as annotations.
-pub(crate) const ANNOTATIONS: [(&str, &str); 7] = [
-    ("hooklog.dev/output", "stdout,cloudwatch"),
-    ("hooklog.dev/log-group", "/eks/shop/hooklog"),
-    ("hooklog.dev/emf", "true"),
-    ("hooklog.dev/cpu-request", "50m"),
-    ("hooklog.dev/memory-request", "32Mi"),
-    ("hooklog.dev/memory-limit", "128Mi"),
-    ("hooklog.dev/env", "AWS_REGION=us-east-1"),
-];
 
 /// The same settings as flags.
 const FLAGS: [&str; 7] = [
@@ -36,39 +24,6 @@ const FLAGS: [&str; 7] = [
     "--sidecar-memory-limit=128Mi",
     "--sidecar-env=AWS_REGION=us-east-1",
 ];
-
-/// A Deployment whose template has `annotations`, with a hook for hooklog to report.
-pub(crate) fn deployment(annotations: &[(&str, &str)]) -> String {
-    let annotations: serde_json::Map<String, Value> = annotations
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    let doc = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "api-server", "namespace": "shop"},
-        "spec": {"selector": {"matchLabels": {"app": "api"}}, "template": {
-            "metadata": {"labels": {"app": "api"}, "annotations": annotations},
-            "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
-                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}}]}}}});
-    serde_json::to_string_pretty(&doc).expect("JSON")
-}
-
-/// The sidecar inject wrote into `out`'s only pod template.
-pub(crate) fn sidecar(out: &str) -> Value {
-    let doc: Value = serde_json::from_value(
-        hooklog::manifest::load::parse("out.yaml", out.to_string())
-            .expect("inject's output reads")
-            .documents[0]
-            .value
-            .clone(),
-    )
-    .expect("a document");
-    let spec = &doc["spec"]["template"]["spec"];
-    ["initContainers", "containers"]
-        .iter()
-        .flat_map(|k| spec[*k].as_array().cloned().unwrap_or_default())
-        .find(|c| c["name"] == "hooklog")
-        .expect("inject added the sidecar")
-}
 
 #[test]
 fn annotations_and_flags_give_the_same_valid_sidecar_run_parses() {
@@ -154,7 +109,7 @@ fn annotations_and_flags_give_the_same_valid_sidecar_run_parses() {
         );
     }
     // Every injectable manifest of the corpus, with every setting on: what the API server takes.
-    for file in crate::manifest::injectable() {
+    for file in injectable() {
         let mut args = vec!["inject", "--image", IMAGE];
         args.extend(FLAGS);
         args.extend([

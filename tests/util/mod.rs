@@ -14,6 +14,7 @@ pub mod manifests;
 pub mod markdown;
 pub mod podman;
 pub mod registry;
+pub mod settings;
 pub mod webhook;
 
 use std::io::{BufRead, BufReader};
