@@ -303,7 +303,8 @@ impl SidecarFlags {
         ];
         for (name, value) in given {
             if let Some(v) = value {
-                let key = key(name).expect("every flag is a key");
+                // Every name above is one of [`KEYS`] (a test runs each flag through here).
+                let key = key(name).ok_or_else(|| format!("--sidecar-{name}: no such setting"))?;
                 (key.apply)(&mut s, &v).map_err(|e| format!("--sidecar-{name}: {e}"))?;
             }
         }
