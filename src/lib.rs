@@ -33,9 +33,12 @@
 //! - `yaml`, below `manifest`: YAML read and edited in place, byte for byte, naming nothing of
 //!   Kubernetes' objects.
 //! - `kube`: the Kubernetes words its flags share with it (severity, version, architecture).
+//! - `sidecar_settings`: the injected sidecar's settings (the `--sidecar-*` flags, then the
+//!   namespace's and the pod's `hooklog.dev/` annotations), one parser for inject, the webhook
+//!   and check.
 //!
-//! Below both: [`protocol`] is the hook record's wire schema, spelled once; [`cli`] parses the command line (the control plane's subcommands only with
-//! `control`); [`nofollow`] is how both sides open files in the shared folder, never through a
+//! Below both: [`protocol`] is the hook record's wire schema, spelled once; [`cli`] parses the
+//! command line (the control plane's subcommands only with `control`); [`nofollow`] is how both sides open files in the shared folder, never through a
 //! peer's symlink; [`duration`] and [`timefmt`] read and write times.
 #![forbid(unsafe_code)]
 
