@@ -485,55 +485,6 @@ pub const POD_ENV: [(&str, &str); 5] = [
     ("NODE_NAME", "fargate-ip-10-0-7-12.ec2.internal"),
 ];
 
-/// One HTTP/1.1 request read from `r`: its bytes, where its head ends and its body's length
-/// (`Content-Length`, 0 without one); none when the peer closes or fails first.
-pub fn read_request(r: &mut impl std::io::Read) -> Option<(Vec<u8>, usize, usize)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (head_end, length) = loop {
-        let n = r.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..at]).to_lowercase();
-            let length = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (at + 4, length);
-        }
-    };
-    while buf.len() < head_end + length {
-        match r.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    Some((buf, head_end, length))
-}
-
-/// Writes a JSON answer on `tls` and closes it: the status line's `status` (`200 OK`), `extra`
-/// headers (each ending in CRLF), then `body`. A peer gone is no failure here.
-pub fn answer_json(
-    tls: &mut rustls::StreamOwned<rustls::ServerConnection, std::net::TcpStream>,
-    status: &str,
-    extra: &str,
-    body: &str,
-) {
-    use std::io::Write;
-    let text = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tls.write_all(text.as_bytes());
-    let _ = tls.flush();
-    tls.conn.send_close_notify();
-    let _ = tls.flush();
-}
-
 /// Bytes a child wrote, as text (invalid UTF-8 replaced).
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
