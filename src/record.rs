@@ -229,7 +229,7 @@ pub struct Encoder {
     split: Option<(String, u32)>,
     /// The last `time_ms` formatted and its text: a whole read shares one timestamp, so most
     /// lines reuse it instead of formatting it again.
-    time_cache: (i64, [u8; crate::timefmt::RFC3339_MS_LEN]),
+    time_cache: Stamp,
     /// Encodes hooklog's own records (the summary), which use its event names by right: they
     /// are never marked `forged`.
     own: bool,
@@ -248,6 +248,22 @@ enum Body<'a> {
 #[derive(Clone, Copy)]
 struct Line<'a>(&'a [u8]);
 
+/// A read's time: milliseconds since the epoch and their RFC 3339 text, formatted once.
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    ms: i64,
+    text: [u8; RFC3339_MS_LEN],
+}
+
+impl Stamp {
+    fn at(ms: i64) -> Self {
+        Stamp {
+            ms,
+            text: crate::timefmt::rfc3339_ms(ms),
+        }
+    }
+}
+
 impl Encoder {
     /// An encoder for the stream called `input` (shown in `hooklog.input`).
     pub fn new(enrichment: Arc<Enrichment>, input: &str) -> Self {
@@ -259,7 +275,7 @@ impl Encoder {
             hooklog_open,
             enrichment,
             split: None,
-            time_cache: (0, crate::timefmt::rfc3339_ms(0)),
+            time_cache: Stamp::at(0),
             own: false,
         }
     }
@@ -274,10 +290,7 @@ impl Encoder {
 
     /// Encodes one frame read at `time_ms` into `out`, and reports any hook event it carries.
     pub fn encode(&mut self, frame: Frame<'_>, time_ms: i64, out: &mut Batch) -> Option<HookEvent> {
-        if self.time_cache.0 != time_ms {
-            self.time_cache = (time_ms, crate::timefmt::rfc3339_ms(time_ms));
-        }
-        let time = self.time_cache.1;
+        let stamp = self.stamp(time_ms);
         let mut flags = Flags::default();
         if frame.end == FrameEnd::Eof {
             flags.set(Flags::NO_NEWLINE);
@@ -293,53 +306,7 @@ impl Encoder {
         if !is_piece && !flags.has(Flags::INVALID_UTF8) && looks_like_object(frame.bytes) {
             match serde_json::from_str::<Fields<'_>>(&text) {
                 Ok(fields) => {
-                    let line = Line(text.as_bytes());
-                    let start = out.buf.len();
-                    let max = self.enrichment.max_line;
-                    let event = self.write_object(&fields.0, line, flags, &time, &mut out.buf);
-                    if out.buf.len() - start <= max {
-                        out.push_record(time_ms);
-                        return event;
-                    }
-                    // Over the cap. A record is kept whole when it can be: first without the
-                    // pod's labels and annotations, then (a lifecycle record, which must be read
-                    // whole) with only its short members; only then is it split as text.
-                    out.buf.truncate(start);
-                    let mut lean = flags;
-                    lean.set(Flags::METADATA_OMITTED);
-                    self.write_object(&fields.0, line, lean, &time, &mut out.buf);
-                    if out.buf.len() - start <= max {
-                        out.push_record(time_ms);
-                        return event;
-                    }
-                    out.buf.truncate(start);
-                    if event.is_some() {
-                        let short: Vec<(Key<'_>, &RawValue)> = fields
-                            .0
-                            .iter()
-                            .filter(|(_, v)| v.get().len() <= SHORT_MEMBER_BYTES)
-                            .cloned()
-                            .collect();
-                        lean.set(Flags::MEMBERS_OMITTED);
-                        self.write_object(&short, line, lean, &time, &mut out.buf);
-                        if out.buf.len() - start <= max {
-                            out.push_record(time_ms);
-                            return event;
-                        }
-                        out.buf.truncate(start);
-                    }
-                    flags.set(Flags::JSON_TOO_LARGE);
-                    self.write_text(
-                        &text,
-                        flags,
-                        None,
-                        frame.end != FrameEnd::Cut,
-                        true,
-                        &time,
-                        time_ms,
-                        out,
-                    );
-                    return event;
+                    return self.encode_object(&fields.0, &text, flags, frame.end, &stamp, out);
                 }
                 Err(_) => flags.set(Flags::INVALID_JSON),
             }
@@ -347,17 +314,83 @@ impl Encoder {
         if has_control_chars(&text) {
             flags.set(Flags::CONTROL_CHARS);
         }
+        let line_ends_here = frame.end != FrameEnd::Cut;
+        let (time, time_ms) = (&stamp.text, stamp.ms);
         self.write_text(
             &text,
             flags,
             None,
-            frame.end != FrameEnd::Cut,
+            line_ends_here,
             is_piece,
-            &time,
+            time,
             time_ms,
             out,
         );
         None
+    }
+
+    /// `time_ms` with its RFC 3339 text, formatted once per distinct millisecond: a whole read
+    /// shares one timestamp.
+    fn stamp(&mut self, time_ms: i64) -> Stamp {
+        if self.time_cache.ms != time_ms {
+            self.time_cache = Stamp::at(time_ms);
+        }
+        self.time_cache
+    }
+
+    /// Encodes a JSON object line. The record is kept whole when it can be, in these steps:
+    /// as it is; without the pod's labels and annotations; (a lifecycle record, which must be
+    /// read whole) with only its short members; only then is it split as text.
+    fn encode_object(
+        &mut self,
+        fields: &[(Key<'_>, &RawValue)],
+        text: &str,
+        mut flags: Flags,
+        end: FrameEnd,
+        stamp: &Stamp,
+        out: &mut Batch,
+    ) -> Option<HookEvent> {
+        let (time, time_ms) = (&stamp.text, stamp.ms);
+        let line = Line(text.as_bytes());
+        let start = out.buf.len();
+        let event = self.write_object(fields, line, flags, time, &mut out.buf);
+        if self.kept(start, time_ms, out) {
+            return event;
+        }
+        let mut lean = flags;
+        lean.set(Flags::METADATA_OMITTED);
+        self.write_object(fields, line, lean, time, &mut out.buf);
+        if self.kept(start, time_ms, out) {
+            return event;
+        }
+        if event.is_some() {
+            let short: Vec<(Key<'_>, &RawValue)> = fields
+                .iter()
+                .filter(|(_, v)| v.get().len() <= SHORT_MEMBER_BYTES)
+                .cloned()
+                .collect();
+            lean.set(Flags::MEMBERS_OMITTED);
+            self.write_object(&short, line, lean, time, &mut out.buf);
+            if self.kept(start, time_ms, out) {
+                return event;
+            }
+        }
+        flags.set(Flags::JSON_TOO_LARGE);
+        let line_ends_here = end != FrameEnd::Cut;
+        self.write_text(text, flags, None, line_ends_here, true, time, time_ms, out);
+        event
+    }
+
+    /// Keeps the record written to `out` since `start` when it is within the line cap, and
+    /// takes it back otherwise.
+    fn kept(&self, start: usize, time_ms: i64, out: &mut Batch) -> bool {
+        if out.buf.len() - start <= self.enrichment.max_line {
+            out.push_record(time_ms);
+            true
+        } else {
+            out.buf.truncate(start);
+            false
+        }
     }
 
     /// Writes a record with a `message`, splitting it into parts when it would not fit.
