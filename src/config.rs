@@ -94,21 +94,28 @@ impl RunConfig {
 
     /// [`RunConfig::from_args`], the AWS region looked up in `env` ([`aws_region`]): CloudWatch
     /// output with no region is refused at start, as one without `--log-group` is (it ran on
-    /// with a warning, and nothing could be sent).
+    /// with a warning, and nothing could be sent); the region found is the one the client uses.
     pub fn from_args_in(
         args: RunArgs,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let group = args.log_group.as_deref().is_some_and(|g| !g.is_empty());
-        if args.outputs.contains(&Output::Cloudwatch)
-            && group
-            && let Err(looked) = aws_region(env)
-        {
-            return Err(ConfigError(anyhow::anyhow!(
-                "--output cloudwatch needs an AWS region, and none is set: {looked}"
-            )));
+        let region = if args.outputs.contains(&Output::Cloudwatch) && group {
+            let region = aws_region(env).map_err(|looked| {
+                ConfigError(anyhow::anyhow!(
+                    "--output cloudwatch needs an AWS region, and none is set: {looked}"
+                ))
+            })?;
+            Some(region)
+        } else {
+            None
+        };
+        let mut config = Self::build(args).map_err(ConfigError)?;
+        // Found once: the client takes it instead of asking the chain (and IMDS) again.
+        if let Some(cloudwatch) = config.cloudwatch.as_mut() {
+            cloudwatch.region = region;
         }
-        Self::build(args).map_err(ConfigError)
+        Ok(config)
     }
 
     fn build(args: RunArgs) -> anyhow::Result<Self> {
@@ -246,6 +253,7 @@ fn cloudwatch_settings(
         log_stream: fill_stream_template(&args.log_stream, pod)?,
         retention_days: args.retention_days,
         flush_interval: args.flush_interval,
+        region: None,
     }))
 }
 

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use aws_config::BehaviorVersion;
 use aws_config::default_provider::credentials::DefaultCredentialsChain;
 use aws_config::identity::IdentityCache;
+use aws_config::meta::region::RegionProviderChain;
 use aws_config::provider_config::ProviderConfig;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::{ProvideCredentials, future};
 use aws_sdk_cloudwatchlogs::Client;
@@ -188,10 +189,14 @@ impl LogsClient {
             .with_http_client(http.clone())
             .with_time_source(time.clone());
         let imds = imds_client(&conf);
+        let region = || match &settings.region {
+            Some(found) => RegionProviderChain::first_try(Region::new(found.clone())),
+            None => region_chain(&conf, &imds),
+        };
         let credentials = Reported {
             chain: DefaultCredentialsChain::builder()
                 .configure(conf.clone())
-                .region(region_chain(&conf, &imds))
+                .region(region())
                 .imds_client(imds.clone())
                 .build()
                 .await,
@@ -199,7 +204,7 @@ impl LogsClient {
         };
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .http_client(http)
-            .region(region_chain(&conf, &imds))
+            .region(region())
             .credentials_provider(credentials)
             .identity_cache(
                 IdentityCache::lazy()

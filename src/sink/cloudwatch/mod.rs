@@ -45,6 +45,9 @@ pub struct CloudWatchSettings {
     pub retention_days: Option<i32>,
     /// Longest a record waits before it is sent.
     pub flush_interval: Duration,
+    /// The region `run` found at start ([`crate::config::aws_region`]), which the client takes
+    /// as it is; `None` asks the SDK's default chain.
+    pub region: Option<String>,
 }
 
 /// Time kept before the grace deadline for writing what CloudWatch has not taken to stdout.
