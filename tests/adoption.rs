@@ -816,14 +816,10 @@ impl Drop for Registered<'_> {
 /// has no "already injected".
 #[test]
 fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
-    use crate::util::apiserver::{Api, Tier, pod};
+    use crate::util::apiserver::{Api, classic_webhook, pod, registered};
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w, t) = registered(&api, "reinvoke", "Fail", classic_webhook);
     let late = LateWebhook::start(&certs);
-    let t = Tier::new(&api, "reinvoke");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Fail"));
     // Named after hooklog's configuration: the API server calls configurations in name order.
     let late_name = format!("{}-z-late", t.name);
     let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem);
@@ -883,9 +879,5 @@ fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
         .position(|a| a == "--peers")
         .map(|i| args[i + 1].clone());
     assert_eq!(peers.as_deref(), Some("app,late"), "{args:?}");
-    assert!(
-        !w.log().iter().any(|l| l.contains("already injected")),
-        "{:#?}",
-        w.log()
-    );
+    assert!(!w.logged(&["already injected"]), "{:#?}", w.log());
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::apiserver::Api;
-use crate::util::events::{NOT_POSTED, not_posted_warning, run_events, serviceaccount_mount};
+use crate::util::events::{
+    NOT_POSTED, not_posted_warning, rbac_unknown_findings, run_events, serviceaccount_mount,
+};
 use crate::util::{Daemon, hook, hooklog, pod_dir, wait_until};
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
@@ -531,23 +533,8 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
             String::from_utf8(out.stderr).unwrap(),
         )
     };
-    let check = |text: &str, extra: &str| {
-        let path = dir.path().join("injected.yaml");
-        std::fs::write(&path, format!("{text}{extra}")).unwrap();
-        let out = hooklog()
-            .args(["check", "--format", "json"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["rule"] == "sidecar-events-rbac-unknown")
-            .cloned()
-            .collect::<Vec<_>>()
-    };
+    let check =
+        |text: &str, extra: &str| rbac_unknown_findings(dir.path(), &format!("{text}{extra}"), &[]);
     let (plain, plain_report) = inject(false);
     let (with, report) = inject(true);
     assert!(!plain.contains("--events") && !plain_report.contains("rbac"));

@@ -669,21 +669,10 @@ fn through_fluent_bit_with(data: &BTreeMap<String, String>, lines: &[String]) ->
 
 /// k8s/aws/merge-aws-logging.py of the ConfigMap `configmap`: the ConfigMap it prints.
 fn merged_aws_logging(configmap: &Value) -> Result<Value, String> {
-    use std::io::Write;
-    let mut child = Command::new("python3")
-        .arg(k8s_dir().join("aws/merge-aws-logging.py"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(configmap.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::util::output_with_input(
+        Command::new("python3").arg(k8s_dir().join("aws/merge-aws-logging.py")),
+        configmap.to_string().as_bytes(),
+    );
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }

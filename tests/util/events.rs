@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Daemon;
+use serde_json::Value;
+
+use super::{Daemon, hooklog, text};
 
 /// Writes a service account mount, `dir/serviceaccount/` with `ca.crt`, `token` and `namespace`.
 pub fn serviceaccount_mount(dir: &Path, ca_pem: &str, token: &str, namespace: &str) -> PathBuf {
@@ -47,4 +49,30 @@ pub fn not_posted_warning(d: &Daemon) -> String {
         .into_iter()
         .find(|l| l.contains(NOT_POSTED))
         .unwrap_or_default()
+}
+
+/// The rule `hooklog check` warns by when a sidecar posts Events and no RBAC it can see grants it.
+pub const RBAC_UNKNOWN: &str = "sidecar-events-rbac-unknown";
+
+/// The [`RBAC_UNKNOWN`] findings of `hooklog check ARGS --format json` on `yaml` (written to a
+/// file in `dir`).
+pub fn rbac_unknown_findings(dir: &Path, yaml: &str, args: &[&str]) -> Vec<Value> {
+    let path = dir.join("checked.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = hooklog()
+        .arg("check")
+        .args(args)
+        .args(["--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("check's report ({e}): {}", text(&out.stderr)));
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == RBAC_UNKNOWN)
+        .cloned()
+        .collect()
 }
