@@ -1807,10 +1807,8 @@ fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
         a.to_string()
     };
     let podinfo = pod.path().join("etc/hooklog-podinfo");
-    std::fs::create_dir_all(&podinfo).unwrap();
+    crate::util::podinfo::write(&podinfo, "app=\"api\"\n", "");
     std::fs::create_dir_all(pod.path().join("hooklog")).unwrap();
-    std::fs::write(podinfo.join("labels"), "app=\"api\"\n").unwrap();
-    std::fs::write(podinfo.join("annotations"), "").unwrap();
     let args: Vec<String> = sidecar["args"]
         .as_array()
         .unwrap()

@@ -1131,21 +1131,20 @@ fn events_enabled_renders_the_flag_and_the_least_cluster_role_that_the_docs_bind
     let binding = &text[start..end];
     let dir = tempfile::tempdir().unwrap();
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n    - name: web\n      image: nginx:1.25\n      lifecycle: {preStop: {exec: {command: [sh, -c, \"sleep 1\"]}}}\n";
-    std::fs::write(dir.path().join("pod.yaml"), pod).unwrap();
-    let injected = hooklog()
-        .args([
+    let injected = crate::util::manifests::run(
+        &[
             "inject",
             "--events",
             "--image",
             "registry.example.com/hooklog:0.1.0",
-        ])
-        .arg(dir.path().join("pod.yaml"))
-        .output()
-        .unwrap();
+            "-",
+        ],
+        Some(pod),
+    );
     assert!(
         injected.status.success(),
         "{}",
-        String::from_utf8_lossy(&injected.stderr)
+        crate::util::text(&injected.stderr)
     );
     let role_yaml = serde_json::to_string(role).unwrap();
     let check = |with_binding: bool| {
