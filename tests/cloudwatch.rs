@@ -1296,15 +1296,21 @@ fn assert_signed_only_with(proxy: &Proxy, key: &str, region: &str) {
     }
 }
 
+/// A file holding `token` as the kubelet projects a service account token: no final newline
+/// (the SDK sends the file as it is), in a folder of its own.
+fn projected_token(token: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, token).unwrap();
+    (dir, file)
+}
+
 /// IRSA: the projected token goes to STS's AssumeRoleWithWebIdentity (the XML answer's key
 /// signs every call), once for as long as the credentials are valid.
 #[test]
 fn web_identity_credentials_come_from_sts_once() {
     let Some(moto) = moto() else { return };
-    let token_dir = tempfile::tempdir().unwrap();
-    let token_file = token_dir.path().join("token");
-    // As the kubelet projects it: no final newline (the SDK sends the file as it is).
-    std::fs::write(&token_file, "eyJ.projected.token").unwrap();
+    let (_token_dir, token_file) = projected_token("eyJ.projected.token");
     let sts = CredServer::start(|_| {
         (
             200,
@@ -1363,9 +1369,7 @@ fn web_identity_credentials_come_from_sts_once() {
 #[test]
 fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry() {
     let Some(moto) = moto() else { return };
-    let token_dir = tempfile::tempdir().unwrap();
-    let token_file = token_dir.path().join("eks-pod-identity-token");
-    std::fs::write(&token_file, "pod-identity-token").unwrap();
+    let (_token_dir, token_file) = projected_token("pod-identity-token");
     // The first answer expires in 12 s, inside the cache's margin within 2 to 7 s; the next
     // ones hold an hour, with another key.
     let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -1446,41 +1450,39 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
 #[test]
 fn a_profile_s_keys_and_region_come_from_the_shared_files() {
     let Some(moto) = moto() else { return };
-    let files = tempfile::tempdir().unwrap();
-    let credentials = files.path().join("credentials");
-    let config = files.path().join("config");
-    std::fs::write(
-        &credentials,
-        "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
-         [hooklog]\naws_access_key_id = profilekey\naws_secret_access_key = profilesecret\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &config,
-        "[default]\nregion = us-east-1\n\n[profile hooklog]\nregion = eu-west-3\n",
-    )
-    .unwrap();
     ships_as_profile(
         &moto,
-        files.path(),
         "hooklog",
+        (
+            "[default]\nregion = us-east-1\n\n[profile hooklog]\nregion = eu-west-3\n",
+            Some(
+                "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
+                 [hooklog]\naws_access_key_id = profilekey\naws_secret_access_key = profilesecret\n",
+            ),
+        ),
         ("profilekey", "profilesecret"),
         "eu-west-3",
     );
 }
 
-/// Ships as `profile` of the shared files in `files` (`config`, and `credentials` where the test
-/// wrote one), with no `AWS_REGION`, no key in the environment and no instance metadata, through
-/// a proxy that takes `key`'s signatures only: every call must be signed with it for `region`.
+/// Ships as `profile` of the shared files (the `config` file's text, and the `credentials`
+/// file's, if any), with no `AWS_REGION`, no key in the environment and no instance metadata,
+/// through a proxy that takes `key`'s signatures only: every call must be signed with it for
+/// `region`.
 fn ships_as_profile(
     moto: &str,
-    files: &Path,
     profile: &str,
+    (config, credentials): (&str, Option<&str>),
     (key, secret): (&str, &str),
     region: &str,
 ) {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("config"), config).unwrap();
+    if let Some(credentials) = credentials {
+        std::fs::write(files.path().join("credentials"), credentials).unwrap();
+    }
     let proxy = Proxy::start_with_keys(moto, &format!("{key}:{secret}"));
-    let path = |name: &str| files.join(name).display().to_string();
+    let path = |name: &str| files.path().join(name).display().to_string();
     ships_through(
         &proxy,
         region,
@@ -1503,7 +1505,6 @@ fn ships_as_profile(
 fn credential_process_credentials_sign_every_call() {
     let Some(moto) = moto() else { return };
     let files = tempfile::tempdir().unwrap();
-    let config = files.path().join("config");
     let script = files.path().join("creds.sh");
     let runs = files.path().join("runs");
     std::fs::write(
@@ -1516,19 +1517,15 @@ fn credential_process_credentials_sign_every_call() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "[profile proc]\nregion = ap-southeast-2\ncredential_process = {}\n",
-            script.display()
-        ),
-    )
-    .unwrap();
+    let config = format!(
+        "[profile proc]\nregion = ap-southeast-2\ncredential_process = {}\n",
+        script.display()
+    );
     // No credentials file: the process is the profile's only source.
     ships_as_profile(
         &moto,
-        files.path(),
         "proc",
+        (&config, None),
         ("prockey", "procsecret"),
         "ap-southeast-2",
     );
