@@ -1269,7 +1269,7 @@ fn ships_through(
     aws: &[(&str, String)],
     n: usize,
 ) -> Daemon {
-    let mut s = Shipping::with_aws_env(&proxy, region, name, aws);
+    let mut s = Shipping::with_aws_env(proxy, region, name, aws);
     // In a few pieces, so that several calls are made.
     let want = lines(name, n);
     for chunk in want.chunks(n.div_ceil(3)) {

@@ -175,9 +175,9 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     let termination = t.dir.path().join("termination-log");
     let mut d = t.daemon(&["--termination-message-path", termination.to_str().unwrap()]);
     // An ok hook posts nothing; a failed one posts at once, before any signal.
-    assert!(hook(&file, "app", "echo fine").success());
+    assert!(hook(file, "app", "echo fine").success());
     let st = hook(
-        &file,
+        file,
         "envoy",
         "echo 'draining listeners'; echo 'upstream cluster gone' >&2; exit 3",
     );
@@ -205,7 +205,7 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     );
 
     // The same outcome again is the same Event's series, not a second Event.
-    let st = hook(&file, "envoy", "echo 'second try'; exit 3");
+    let st = hook(file, "envoy", "echo 'second try'; exit 3");
     assert_eq!(st.code(), Some(3));
     let series = wait_until(EVENT_SHOWS, || {
         let (_, v) = api.call(
