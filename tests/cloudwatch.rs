@@ -453,11 +453,12 @@ fn append(path: &Path, lines: &[String]) {
 /// One test's `hooklog run --output cloudwatch` to a log group of its own: the pod's folder (its
 /// `prestop.log`), the group, and where the stream is read back (moto, in `region`).
 struct Shipping {
+    /// Dropped (killed, if a test failed before it stopped) before its folder goes.
+    d: Daemon,
     moto: String,
     region: String,
     group: String,
     dir: tempfile::TempDir,
-    d: Daemon,
 }
 
 impl Shipping {
@@ -493,11 +494,11 @@ impl Shipping {
         let group = unique(name);
         let d = daemon(dir.path(), &group);
         Shipping {
+            d,
             moto: moto.to_string(),
             region: region.to_string(),
             group,
             dir,
-            d,
         }
     }
 
