@@ -180,12 +180,36 @@ fn regression_inject_ignored_the_opt_out_annotation() {
     assert!(err.contains("spec.template.metadata.annotations"), "{err}");
 }
 
+/// `hooklog webhook --kubernetes-version 1.32` serving with a CA of its own, asked as the API
+/// server asks it.
+struct Asked {
+    w: Webhook,
+    certs: Certs,
+    _dir: tempfile::TempDir,
+}
+
+impl Asked {
+    fn start() -> Asked {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = Certs::make(dir.path(), "hooklog test CA");
+        Asked {
+            w: Webhook::start(&certs, &["--kubernetes-version", "1.32"]),
+            certs,
+            _dir: dir,
+        }
+    }
+
+    /// The AdmissionReview the webhook answers at `path` for review `uid` of `pod` in `shop`.
+    fn review(&self, path: &str, uid: &str, pod: &Value) -> Value {
+        self.w
+            .review(&self.certs.ca_pem, path, &pod_review(uid, "shop", pod))
+    }
+}
+
 /// The webhook injected Windows pods, and the API server then refused them with 422.
 #[test]
 fn regression_the_webhook_injected_windows_pods() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--kubernetes-version", "1.32"]);
+    let webhook = Asked::start();
     for (i, extra) in [
         json!({"os": {"name": "windows"}}),
         json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
@@ -198,11 +222,7 @@ fn regression_the_webhook_injected_windows_pods() {
         for (k, v) in extra.as_object().unwrap() {
             pod["spec"][k] = v.clone();
         }
-        let answer = w.review(
-            &certs.ca_pem,
-            "/mutate/namespace-enabled",
-            &pod_review(&format!("w-{i}"), "shop", &pod),
-        );
+        let answer = webhook.review("/mutate/namespace-enabled", &format!("w-{i}"), &pod);
         assert!(answer["response"].get("patch").is_none(), "{extra}: {answer}");
         let ws = answer["response"]["warnings"].to_string();
         assert!(ws.contains("InjectionSkipped") && ws.contains("Windows"), "{ws}");
@@ -214,51 +234,31 @@ fn regression_the_webhook_injected_windows_pods() {
 /// container's hook raw, unmounted and out of `--peers`.
 #[test]
 fn regression_a_reinvoked_webhook_did_not_wire_a_later_webhooks_container() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--kubernetes-version", "1.32"]);
+    let webhook = Asked::start();
     let mut pod = injected(&web_pod(json!({})), &["--kubernetes-version", "1.32"]);
     pod["spec"]["containers"]
         .as_array_mut()
         .unwrap()
         .push(json!({"name": "istio-proxy", "image": "istio/proxyv2:1.22.0", "lifecycle": {"preStop": {"exec": {"command": ["pilot-agent", "request", "POST", "drain"]}}}}));
-    let answer = w.review(
-        &certs.ca_pem,
-        "/mutate/namespace-enabled",
-        &pod_review("r-1", "shop", &pod),
-    );
+    let answer = webhook.review("/mutate/namespace-enabled", "r-1", &pod);
     let got = patched(&pod, &answer);
     let want = injected(&pod, &["--kubernetes-version", "1.32"]);
     assert_ne!(got, pod, "not wired: {answer}");
     assert_eq!(got, want);
     // Asked again once complete: no patch, no warning, no INFO line.
-    let answer = w.review(
-        &certs.ca_pem,
-        "/mutate/namespace-enabled",
-        &pod_review("r-2", "shop", &want),
-    );
+    let answer = webhook.review("/mutate/namespace-enabled", "r-2", &want);
     assert!(answer["response"].get("patch").is_none(), "{answer}");
     assert!(answer["response"].get("warnings").is_none(), "{answer}");
     // The line of a review sent after it says the one before was logged, if it was.
     let marker = web_pod(json!({"hooklog.dev/inject": "yes"}));
-    w.review(
-        &certs.ca_pem,
-        "/mutate",
-        &pod_review("r-3", "shop", &marker),
-    );
+    webhook.review("/mutate", "r-3", &marker);
+    let w = &webhook.w;
     assert!(
-        wait_until(Duration::from_secs(5), || w
-            .log()
-            .iter()
-            .any(|l| l.contains("neither"))),
+        wait_until(Duration::from_secs(5), || w.logged(&["neither"])),
         "{:#?}",
         w.log()
     );
-    let log = w.log();
-    assert!(
-        !log.iter().any(|l| l.contains("already injected")),
-        "{log:#?}"
-    );
+    assert!(!w.logged(&["already injected"]), "{:#?}", w.log());
 }
 
 /// An istio-proxy hook left as it was, in a pod with hooklog, got no finding.
@@ -816,14 +816,10 @@ impl Drop for Registered<'_> {
 /// has no "already injected".
 #[test]
 fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
-    use crate::util::apiserver::{Api, Tier, pod};
+    use crate::util::apiserver::{Api, classic_webhook, pod, registered};
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w, t) = registered(&api, "reinvoke", "Fail", classic_webhook);
     let late = LateWebhook::start(&certs);
-    let t = Tier::new(&api, "reinvoke");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Fail"));
     // Named after hooklog's configuration: the API server calls configurations in name order.
     let late_name = format!("{}-z-late", t.name);
     let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &certs.ca_pem);
@@ -883,9 +879,5 @@ fn a_reinvoked_webhook_wires_a_later_webhooks_container_under_the_api_server() {
         .position(|a| a == "--peers")
         .map(|i| args[i + 1].clone());
     assert_eq!(peers.as_deref(), Some("app,late"), "{args:?}");
-    assert!(
-        !w.log().iter().any(|l| l.contains("already injected")),
-        "{:#?}",
-        w.log()
-    );
+    assert!(!w.logged(&["already injected"]), "{:#?}", w.log());
 }

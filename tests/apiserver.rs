@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::util::apiserver::{Api, CONFIG_ACTIVE, Tier, has_hooklog, pod};
-use crate::util::webhook::{Certs, IMAGE, Webhook, client_connection, https, injected};
+use crate::util::apiserver::{
+    Api, CONFIG_ACTIVE, Tier, classic_webhook, has_hooklog, pod, registered,
+};
+use crate::util::webhook::{Certs, IMAGE, Webhook, client_connection, https};
 use crate::util::{hooklog, output_with_input, wait_until};
 
 /// The API server's CA and the static token, as a pod's service account mount holds them, so
@@ -41,27 +43,18 @@ fn auto_webhook(api: &Api, certs: &Certs, dir: &std::path::Path) -> Webhook {
             ("KUBERNETES_SERVICE_PORT", &port),
         ],
     );
-    assert!(
-        w.log().iter().any(|l| l.contains("sidecar=Classic")),
-        "{:#?}",
-        w.log()
-    );
+    w.assert_logged(&["sidecar=Classic"], "auto on 1.20");
     w
 }
 
 #[test]
 fn a_pod_in_an_opted_in_namespace_is_stored_as_inject_classic_makes_it() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = auto_webhook(&api, &certs, dir.path());
-    let t = Tier::new(&api, "stored");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
-    t.wait_active();
+    let (_dir, _certs, w, t) = registered(&api, "stored", "Ignore", |certs, dir| {
+        auto_webhook(&api, certs, dir)
+    });
 
-    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
-    assert_eq!(status, 201, "{stored:#}");
-    assert!(has_hooklog(&stored), "{stored:#}");
+    let stored = t.admit("web", "web");
     let (_, got) = api.call(
         "GET",
         &format!("/api/v1/namespaces/{}/pods/web", t.ns_in),
@@ -70,44 +63,19 @@ fn a_pod_in_an_opted_in_namespace_is_stored_as_inject_classic_makes_it() {
     assert_eq!(got["spec"], stored["spec"]);
     crate::util::webhook::assert_structurally_injected(&pod("web"), &got, false);
 
-    // The same pod where nobody injects, as the API server defaults it; `hooklog inject` of that;
-    // and inject's output as the API server defaults it in turn (it defaults what a webhook adds).
-    let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
-    assert_eq!(status, 201, "{plain:#}");
-    assert!(!has_hooklog(&plain));
-    let mut by_inject = injected(&plain, &["--sidecar", "classic"]);
-    for k in [
-        "uid",
-        "creationTimestamp",
-        "resourceVersion",
-        "managedFields",
-        "selfLink",
-    ] {
-        by_inject["metadata"].as_object_mut().unwrap().remove(k);
-    }
-    let (status, want) = t.create(&t.ns_out, &by_inject, true);
-    assert_eq!(status, 201, "{want:#}");
+    let want = t.as_inject_makes(&pod("web"), &["--sidecar", "classic"]);
     assert_eq!(got["spec"], want["spec"]);
     assert_eq!(
         got["metadata"]["annotations"],
         want["metadata"]["annotations"]
     );
-    assert!(
-        w.log()
-            .iter()
-            .any(|l| l.contains("injected") && l.contains(&format!("{}/web", t.ns_in)))
-    );
+    w.assert_logged(&["injected", &format!("{}/web", t.ns_in)], "the pod");
 }
 
 #[test]
 fn an_opted_out_pod_is_stored_untouched() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
-    let t = Tier::new(&api, "untouched");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Fail"));
-    t.wait_active();
+    let (_dir, _certs, w, t) = registered(&api, "untouched", "Fail", classic_webhook);
     let mut off = pod("off");
     off["metadata"]["annotations"] = json!({"hooklog.dev/inject": "disabled"});
     for (ns, p) in [(&t.ns_out, pod("plain")), (&t.ns_in, off)] {
@@ -135,12 +103,7 @@ fn an_opted_out_pod_is_stored_untouched() {
 #[test]
 fn a_server_side_dry_run_returns_the_injected_pod_and_stores_nothing() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
-    let t = Tier::new(&api, "dryrun");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
-    t.wait_active();
+    let (_dir, _certs, _w, t) = registered(&api, "dryrun", "Ignore", classic_webhook);
     let (status, preview) = t.create(&t.ns_in, &pod("preview"), true);
     assert_eq!(status, 201, "{preview:#}");
     assert!(has_hooklog(&preview), "{preview:#}");
@@ -155,12 +118,7 @@ fn a_server_side_dry_run_returns_the_injected_pod_and_stores_nothing() {
 #[test]
 fn with_the_webhook_down_ignore_admits_uninjected_check_says_so_and_fail_rejects() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let mut w = Webhook::start(&certs, &["--sidecar", "classic"]);
-    let t = Tier::new(&api, "down");
-    t.register(&t.configuration(w.port, &[&certs.ca_pem], "Ignore"));
-    t.wait_active();
+    let (_dir, certs, mut w, t) = registered(&api, "down", "Ignore", classic_webhook);
     let port = w.port;
     w.child.kill().unwrap();
     w.child.wait().unwrap();
@@ -215,6 +173,30 @@ fn with_the_webhook_down_ignore_admits_uninjected_check_says_so_and_fail_rejects
     );
 }
 
+/// Admits pods `during-0`, `during-1`, ... into `t` (each must be stored injected; `what` says
+/// when), one every `pace`, until `done(n)` holds with `n` admitted; fails with `w`'s log when
+/// it does not within `within`.
+fn admit_until(
+    t: &Tier,
+    w: &Webhook,
+    (within, pace): (Duration, Duration),
+    what: &str,
+    mut done: impl FnMut(usize) -> bool,
+) {
+    let start = Instant::now();
+    let mut n = 0;
+    while !done(n) {
+        assert!(
+            start.elapsed() < within,
+            "not done within {within:?}, {what}: {:#?}",
+            w.log()
+        );
+        t.admit(&format!("during-{n}"), &format!("admission {n}, {what}"));
+        n += 1;
+        std::thread::sleep(pace);
+    }
+}
+
 #[test]
 fn a_certificate_renewal_during_admissions_keeps_them_working() {
     let Some(api) = Api::from_env() else { return };
@@ -236,32 +218,16 @@ fn a_certificate_renewal_during_admissions_keeps_them_working() {
         .unwrap();
         std::fs::rename(dir.path().join(format!("{f}.tmp")), dir.path().join(f)).unwrap();
     }
-    let start = Instant::now();
-    let mut n = 0;
-    while !w
-        .log()
-        .iter()
-        .any(|l| l.contains("serving certificate reloaded"))
-        || n < 5
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no reload: {:#?}",
-            w.log()
-        );
-        let (status, p) = t.create(&t.ns_in, &pod(&format!("during-{n}")), false);
-        assert_eq!(
-            status, 201,
-            "admission {n} failed during the renewal: {p:#}"
-        );
-        assert!(has_hooklog(&p), "{p:#}");
-        n += 1;
-    }
+    admit_until(
+        &t,
+        &w,
+        (Duration::from_secs(30), Duration::ZERO),
+        "during the renewal",
+        |n| n >= 5 && w.logged(&["serving certificate reloaded"]),
+    );
     // Only the new CA from now on: still admitted, still injected.
     t.register(&t.configuration(w.port, &[&staged.ca_pem], "Fail"));
-    let (status, p) = t.create(&t.ns_in, &pod("after"), false);
-    assert_eq!(status, 201, "{p:#}");
-    assert!(has_hooklog(&p));
+    t.admit("after", "after the renewal");
 }
 
 /// The port a configuration names before its webhook runs: nothing listens on the discard port
@@ -286,6 +252,16 @@ fn auto_tls_webhook(api: &Api, dir: &std::path::Path, config: &str, args: &[&str
         .args(["--own-namespace", "hooklog"])
         .args(args);
     Webhook::spawn(cmd)
+}
+
+/// A tier named after `name`, its configuration registered as a user applies k8s/webhook/: no
+/// caBundle (Fail: an untrusted webhook refuses), at the port [`NOT_YET`]; and a folder for its
+/// webhooks.
+fn unbundled_tier<'a>(api: &'a Api, name: &str) -> (tempfile::TempDir, Tier<'a>) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tier::new(api, name);
+    t.register(&t.configuration(NOT_YET, &[], "Fail"));
+    (dir, t)
 }
 
 impl Tier<'_> {
@@ -353,10 +329,7 @@ fn served_leaf(port: u16, ca_pem: &str) -> Vec<u8> {
 #[test]
 fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = Tier::new(&api, "autotls");
-    // Registered as a user applies k8s/webhook/: no caBundle. Fail: an untrusted webhook refuses.
-    t.register(&t.configuration(NOT_YET, &[], "Fail"));
+    let (dir, t) = unbundled_tier(&api, "autotls");
     let w = auto_tls_webhook(&api, dir.path(), &t.name, &[]);
     t.point_at(w.port);
     let bundles = t.bundles();
@@ -370,16 +343,8 @@ fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
         .unwrap_or_else(|e| panic!("the bundle's CA does not verify the webhook: {e}"));
     assert_eq!(status, 200);
     t.wait_active();
-    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
-    assert_eq!(status, 201, "{stored:#}");
-    assert!(has_hooklog(&stored), "{stored:#}");
-    assert!(
-        w.log()
-            .iter()
-            .any(|l| l.contains("auto-TLS: CA in caBundle")),
-        "{:#?}",
-        w.log()
-    );
+    t.admit("web", "web");
+    w.assert_logged(&["auto-TLS: CA in caBundle"], "the CA");
 
     // A second replica adds its own CA beside the first's: the API server trusts both.
     let dir2 = tempfile::tempdir().unwrap();
@@ -393,62 +358,39 @@ fn auto_tls_puts_its_ca_into_the_configuration_and_pods_are_stored_injected() {
             .unwrap_or_else(|e| panic!("replica on {port} not trusted: {e}"));
         assert_eq!(status, 200);
     }
-    let (status, stored) = t.create(&t.ns_in, &pod("web-2"), false);
-    assert_eq!(status, 201, "{stored:#}");
-    assert!(has_hooklog(&stored), "{stored:#}");
+    t.admit("web-2", "with two replicas");
 }
 
 #[test]
 fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = Tier::new(&api, "autorenew");
-    t.register(&t.configuration(NOT_YET, &[], "Fail"));
+    let (dir, t) = unbundled_tier(&api, "autorenew");
     // Valid 15 s: renewed after 10 s (2/3).
     let w = auto_tls_webhook(&api, dir.path(), &t.name, &["--cert-validity", "15s"]);
     t.point_at(w.port);
     let bundle = t.bundles().remove(0);
     t.wait_active();
     let first = served_leaf(w.port, &bundle);
-    let (status, p) = t.create(&t.ns_in, &pod("before"), false);
-    assert_eq!(status, 201, "{p:#}");
-    assert!(has_hooklog(&p), "{p:#}");
+    t.admit("before", "before the renewal");
 
     let start = Instant::now();
-    let mut n = 0;
-    while served_leaf(w.port, &bundle) == first {
-        assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "the serving certificate was never renewed: {:#?}",
-            w.log()
-        );
-        let (status, p) = t.create(&t.ns_in, &pod(&format!("during-{n}")), false);
-        assert_eq!(
-            status, 201,
-            "admission {n} failed before the renewal: {p:#}"
-        );
-        assert!(has_hooklog(&p), "{p:#}");
-        n += 1;
-        // Pacing, not waiting for anything: a pod every quarter second.
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    // Pacing, not waiting for anything: a pod every quarter second.
+    admit_until(
+        &t,
+        &w,
+        (Duration::from_secs(40), Duration::from_millis(250)),
+        "before the renewal",
+        |_| served_leaf(w.port, &bundle) != first,
+    );
     assert!(
         start.elapsed() > Duration::from_secs(3),
         "renewed long before 2/3 of the validity"
     );
-    assert!(
-        w.log()
-            .iter()
-            .any(|l| l.contains("serving certificate renewed")),
-        "{:#?}",
-        w.log()
-    );
+    w.assert_logged(&["serving certificate renewed"], "the renewal");
     // The same CA signs the new certificate: the bundle is unchanged and still trusted.
     assert_eq!(t.bundles().remove(0), bundle);
     for name in ["after-1", "after-2", "after-3"] {
-        let (status, p) = t.create(&t.ns_in, &pod(name), false);
-        assert_eq!(status, 201, "admission after the renewal failed: {p:#}");
-        assert!(has_hooklog(&p), "{p:#}");
+        t.admit(name, "after the renewal");
     }
 
     // `kubectl apply` of the shipped configuration empties the bundles: the next renewal (or
@@ -466,12 +408,9 @@ fn auto_tls_renews_the_serving_certificate_and_admissions_keep_working() {
         status == 201 && has_hooklog(&p)
     });
     assert!(admitted, "no admission with the CA restored");
-    assert!(
-        w.log()
-            .iter()
-            .any(|l| l.contains("CA was missing from caBundle; added again")),
-        "{:#?}",
-        w.log()
+    w.assert_logged(
+        &["CA was missing from caBundle; added again"],
+        "the restored CA",
     );
 }
 
@@ -488,9 +427,7 @@ fn as_token(api: &Api, token: &str) -> Api {
 #[test]
 fn auto_tls_works_with_the_shipped_rbac_and_nothing_more() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = Tier::new(&api, "autorbac");
-    t.register(&t.configuration(NOT_YET, &[], "Fail"));
+    let (dir, t) = unbundled_tier(&api, "autorbac");
     // k8s/webhook/rbac.yaml as shipped, but for this test's configuration and service account
     // (in this test's namespace): names changed, rules untouched.
     let ns = &t.ns_out;

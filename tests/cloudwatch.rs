@@ -57,6 +57,8 @@ fn unique(prefix: &str) -> String {
 /// The validating, fault-injecting proxy in front of moto.
 struct Proxy {
     child: Child,
+    /// moto's URL, where it forwards.
+    upstream: String,
     port: u16,
     /// It answers HTTPS.
     https: bool,
@@ -66,73 +68,48 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &str) -> Proxy {
-        let mut p = Proxy::spawn(upstream, false, None);
-        p.expect_line("listening");
-        p
+        Proxy::spawn(upstream, &[], "listening")
     }
 
     /// A proxy that answers HTTPS with `cert` and `key` (PEM files).
     fn start_tls(upstream: &str, cert: &Path, key: &Path) -> Proxy {
-        let mut p = Proxy::spawn(
-            upstream,
-            false,
-            Some(format!("{}:{}", cert.display(), key.display())),
-        );
-        p.expect_line("listening");
-        p
+        let pair = format!("{}:{}", cert.display(), key.display());
+        Proxy::spawn(upstream, &["--tls", &pair], "listening")
     }
 
     /// A proxy that holds its port but refuses connections (as a server that is down) until
     /// [`Proxy::listen`]: the port is the one the proxy bound, so nothing else takes it between
     /// (a port found free, released and bound again later could be).
     fn start_refusing(upstream: &str) -> Proxy {
-        let mut p = Proxy::spawn(upstream, true, None);
-        p.expect_line("bound");
-        p
+        Proxy::spawn(upstream, &["--listen-on-stdin"], "bound")
     }
 
     /// A proxy that accepts the signatures of `keys` (`ACCESS:SECRET,...`) only.
     fn start_with_keys(upstream: &str, keys: &str) -> Proxy {
-        let mut p = Proxy::spawn_with(upstream, false, None, Some(keys));
-        p.expect_line("listening");
-        p
+        Proxy::spawn(upstream, &["--keys", keys], "listening")
     }
 
-    fn spawn(upstream: &str, refusing: bool, tls: Option<String>) -> Proxy {
-        Proxy::spawn_with(upstream, refusing, tls, None)
-    }
-
-    fn spawn_with(
-        upstream: &str,
-        refusing: bool,
-        tls: Option<String>,
-        keys: Option<&str>,
-    ) -> Proxy {
+    /// Runs cwproxy.py with `args` and waits for its `WORD PORT` line.
+    fn spawn(upstream: &str, args: &[&str], word: &str) -> Proxy {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cwproxy.py");
-        let mut cmd = Command::new("python3");
-        cmd.arg(&script).args(["--upstream", upstream]);
-        if let Some(keys) = keys {
-            cmd.args(["--keys", keys]);
-        }
-        if refusing {
-            cmd.arg("--listen-on-stdin");
-        }
-        let https = tls.is_some();
-        if let Some(tls) = tls {
-            cmd.args(["--tls", &tls]);
-        }
-        let mut child = cmd
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(["--upstream", upstream])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 is needed for tests/support/cwproxy.py");
         let out = BufReader::new(child.stdout.take().unwrap());
-        Proxy {
+        let mut p = Proxy {
             child,
+            upstream: upstream.to_string(),
             port: 0,
-            https,
+            https: args.contains(&"--tls"),
             out,
-        }
+        };
+        p.expect_line(word);
+        p
     }
 
     /// Reads the proxy's `WORD PORT` line and keeps the port.
@@ -168,27 +145,30 @@ impl Proxy {
         if self.https {
             return self.https_control(method, path, body);
         }
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        let (_, json) = resp.split_once("\r\n\r\n").expect("an HTTP answer");
-        serde_json::from_str(json).unwrap()
+        self.exchange(&format!("{method} {path} HTTP/1.1\r\nHost: x\r\n"), body)
+            .1
     }
 
     /// Sends a PutLogEvents request with the extra `headers` as given (no signing) and returns
     /// the answer's status and AWS error type.
     fn raw_put(&self, headers: &str) -> (u16, String) {
         let body = r#"{"logGroupName":"g","logStreamName":"s","logEvents":[{"timestamp":1,"message":"m"}]}"#;
+        let (status, v) = self.exchange(
+            &format!(
+                "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Amz-Target: Logs_20140328.PutLogEvents\r\n{headers}"
+            ),
+            body,
+        );
+        (status, v["__type"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// One plain-HTTP request (`head`: its request line and headers, each ending in `\r\n`) with
+    /// `body`, on a connection of its own: the answer's status and JSON body.
+    fn exchange(&self, head: &str, body: &str) -> (u16, Value) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,
-            "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Amz-Target: Logs_20140328.PutLogEvents\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            "{head}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -200,8 +180,7 @@ impl Proxy {
             .and_then(|c| c.parse().ok())
             .unwrap_or_else(|| panic!("not an HTTP answer: {resp}"));
         let (_, json) = resp.split_once("\r\n\r\n").expect("an HTTP answer");
-        let v: Value = serde_json::from_str(json).unwrap();
-        (status, v["__type"].as_str().unwrap_or_default().to_string())
+        (status, serde_json::from_str(json).unwrap())
     }
 
     /// The control calls of an HTTPS proxy, by python (no TLS client in the tests otherwise).
@@ -259,14 +238,19 @@ fn reader(moto: &str) -> (tokio::runtime::Runtime, Client) {
 /// [`reader`] for `region` (moto keeps each region's groups apart, as AWS does).
 fn reader_in(moto: &str, region: &str) -> (tokio::runtime::Runtime, Client) {
     let rt = tokio::runtime::Runtime::new().unwrap();
+    (rt, sdk_client(moto, region, "testing"))
+}
+
+/// The SDK's client for `endpoint` in `region`, signing as `testing` with `secret`.
+fn sdk_client(endpoint: &str, region: &str, secret: &str) -> Client {
     let conf = aws_sdk_cloudwatchlogs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.to_string()))
-        .endpoint_url(moto)
-        .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new("testing", secret, None, None, "tests"))
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .build();
-    (rt, Client::from_conf(conf))
+    Client::from_conf(conf)
 }
 
 /// Every message in the stream, oldest first, following the forward token to the end. An
@@ -368,15 +352,20 @@ fn start(dir: &Path, group: &str, endpoint: &str, extra: &[&str]) -> Daemon {
 fn count_messages<'a>(lines: impl IntoIterator<Item = &'a String>) -> HashMap<String, usize> {
     let mut counts = HashMap::new();
     for l in lines {
-        let v: Value =
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON record ({e}): {l:.200}"));
-        let key = match v["event"].as_str() {
-            Some("hooks.summary") => "<summary>".to_string(),
-            _ => v["message"].as_str().unwrap_or("<none>").to_string(),
-        };
-        *counts.entry(key).or_default() += 1;
+        *counts.entry(message_key(l)).or_default() += 1;
     }
     counts
+}
+
+/// What [`count_messages`] counts a record (a CloudWatch message or a stdout line) as: its
+/// `message`, or `<summary>` for the summary.
+fn message_key(record: &str) -> String {
+    let v: Value = serde_json::from_str(record)
+        .unwrap_or_else(|e| panic!("not a JSON record ({e}): {record:.200}"));
+    match v["event"].as_str() {
+        Some("hooks.summary") => "<summary>".to_string(),
+        _ => v["message"].as_str().unwrap_or("<none>").to_string(),
+    }
 }
 
 /// Asserts every `want` message (and one summary) appears exactly once in `counts`, and nothing
@@ -461,46 +450,153 @@ fn append(path: &Path, lines: &[String]) {
     crate::util::append(path, buf);
 }
 
+/// One test's `hooklog run --output cloudwatch` to a log group of its own: the pod's folder (its
+/// `prestop.log`), the group, and where the stream is read back (moto, in `region`).
+struct Shipping {
+    /// Dropped (killed, if a test failed before it stopped) before its folder goes.
+    d: Daemon,
+    moto: String,
+    region: String,
+    group: String,
+    dir: tempfile::TempDir,
+}
+
+impl Shipping {
+    /// Hooklog as [`start`] runs it, to `proxy` (read back from moto behind it) with `extra`
+    /// arguments, for a group named after `name`.
+    fn through(proxy: &Proxy, name: &str, extra: &[&str]) -> Shipping {
+        Shipping::start(&proxy.upstream, name, &proxy.url(), extra)
+    }
+
+    /// Hooklog as [`start`] runs it, to `endpoint` with `extra` arguments, for a group named
+    /// after `name`.
+    fn start(moto: &str, name: &str, endpoint: &str, extra: &[&str]) -> Shipping {
+        Shipping::spawn(moto, "us-east-1", name, |dir, group| {
+            start(dir, group, endpoint, extra)
+        })
+    }
+
+    /// Hooklog as [`start_with_aws_env`] runs it, to `proxy` with only `aws` of the AWS
+    /// variables; its stream is read back from `region`.
+    fn with_aws_env(proxy: &Proxy, region: &str, name: &str, aws: &[(&str, String)]) -> Shipping {
+        Shipping::spawn(&proxy.upstream, region, name, |dir, group| {
+            start_with_aws_env(dir, group, &proxy.url(), aws)
+        })
+    }
+
+    fn spawn(
+        moto: &str,
+        region: &str,
+        name: &str,
+        daemon: impl FnOnce(&Path, &str) -> Daemon,
+    ) -> Shipping {
+        let dir = tempfile::tempdir().unwrap();
+        let group = unique(name);
+        let d = daemon(dir.path(), &group);
+        Shipping {
+            d,
+            moto: moto.to_string(),
+            region: region.to_string(),
+            group,
+            dir,
+        }
+    }
+
+    /// The pod's file hooklog follows.
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("prestop.log")
+    }
+
+    fn write(&self, lines: &[String]) {
+        append(&self.file(), lines);
+    }
+
+    /// Every message in the group's stream so far.
+    fn shipped(&self) -> Vec<String> {
+        read_back_in(&self.moto, &self.region, &self.group, STREAM)
+    }
+
+    /// Waits up to `secs` until the stream holds `n` messages; fails with `what` when it does not.
+    fn await_shipped(&self, n: usize, secs: u64, what: &str) {
+        self.d.expect(Duration::from_secs(secs), what, || {
+            self.shipped().len() >= n
+        });
+    }
+
+    /// Writes `lines` and waits up to `secs` until the stream holds them too.
+    fn ship(&self, lines: &[String], secs: u64, what: &str) {
+        let before = self.shipped().len();
+        self.write(lines);
+        self.await_shipped(before + lines.len(), secs, what);
+    }
+
+    /// Stops hooklog (SIGTERM) within 15 s.
+    fn stop(&mut self) {
+        self.d.stop(Duration::from_secs(15));
+    }
+
+    /// SIGTERM, and a clean exit within `secs`; `name` says which case failed.
+    fn exits_cleanly(&mut self, secs: u64, name: &str) {
+        self.d.terminate();
+        let st = self.d.wait_exit(Duration::from_secs(secs));
+        assert!(
+            st.success(),
+            "{name}: exit {st}; stderr: {:#?}",
+            self.d.stderr.lines()
+        );
+    }
+
+    /// Every `want` record (and one summary) exactly once in the stream, and none on stdout.
+    fn assert_all_shipped(&self, want: &[String]) {
+        assert_exactly_once(&count_messages(&self.shipped()), want);
+        self.assert_nothing_fell_back();
+    }
+
+    fn assert_nothing_fell_back(&self) {
+        assert!(
+            self.d.stdout.lines().is_empty(),
+            "nothing should fall back to stdout: {:?}; stderr: {:#?}",
+            self.d.stdout.lines(),
+            self.d.stderr.lines()
+        );
+    }
+
+    /// Every `want` record (and one summary) exactly once on stdout.
+    fn assert_all_on_stdout(&self, want: &[String]) {
+        assert_exactly_once(&count_messages(&self.d.stdout.lines()), want);
+    }
+
+    /// Every `want` record (and one summary) exactly once, in the stream or on stdout.
+    fn assert_shipped_or_fell_back_once(&self, want: &[String]) {
+        let mut all = self.shipped();
+        all.extend(self.d.stdout.lines());
+        assert_exactly_once(&count_messages(&all), want);
+    }
+}
+
 #[test]
 fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-happy");
-    let mut d = start(
-        dir.path(),
-        &group,
-        &proxy.url(),
-        &["--retention-days", "7", "--emf"],
-    );
+    let mut s = Shipping::through(&proxy, "hooklog-happy", &["--retention-days", "7", "--emf"]);
     let want = lines("rec", 6000);
     // Written by a real shell, in pieces, while hooklog runs.
-    sh(dir.path(), "seq -f 'rec-%06g' 0 2999 >> prestop.log");
-    append(&dir.path().join("prestop.log"), &want[3000..]);
-    d.expect(
-        Duration::from_secs(30),
-        "records did not reach CloudWatch",
-        || read_back(&moto, &group, STREAM).len() >= want.len(),
-    );
-    d.stop(Duration::from_secs(15));
-    let got = read_back(&moto, &group, STREAM);
-    assert_exactly_once(&count_messages(&got), &want);
+    sh(s.dir.path(), "seq -f 'rec-%06g' 0 2999 >> prestop.log");
+    s.write(&want[3000..]);
+    s.await_shipped(want.len(), 30, "records did not reach CloudWatch");
+    s.stop();
+    s.assert_all_shipped(&want);
     proxy.assert_no_invalid_requests();
     let st = proxy.stats();
     assert!(
         st["put_ok"].as_u64().unwrap() >= 2,
         "expected several batches: {st}"
     );
-    assert!(
-        d.stdout.lines().is_empty(),
-        "nothing should fall back to stdout: {:?}",
-        d.stdout.lines()
-    );
     assert_eq!(
-        stopped_counter(&d, "cloudwatch_shipped"),
+        stopped_counter(&s.d, "cloudwatch_shipped"),
         want.len() as u64 + 1
     );
-    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 0);
+    assert_eq!(stopped_counter(&s.d, "cloudwatch_fell_back"), 0);
 
     // The retention was set on the group hooklog created.
     let (rt, client) = reader(&moto);
@@ -508,14 +604,15 @@ fn creates_group_and_stream_and_ships_thousands_of_records_exactly_once() {
         .block_on(
             client
                 .describe_log_groups()
-                .log_group_name_prefix(&group)
+                .log_group_name_prefix(&s.group)
                 .send(),
         )
         .unwrap();
     assert_eq!(groups.log_groups()[0].retention_in_days(), Some(7));
 
     // --emf: the summary carries Embedded Metric Format as it lands in CloudWatch.
-    let summary: Value = got
+    let summary: Value = s
+        .shipped()
         .iter()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .find(|v| v["event"] == "hooks.summary")
@@ -555,25 +652,13 @@ fn a_second_pod_on_the_same_group_and_stream_is_fine() {
 fn an_oversize_record_is_split_into_events_not_dropped() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-big");
     // A 1.5 MB line: one record (the cap is raised above it), more than one CloudWatch event.
-    let mut d = start(
-        dir.path(),
-        &group,
-        &proxy.url(),
-        &["--max-line-bytes", "2000000"],
-    );
+    let mut s = Shipping::through(&proxy, "hooklog-big", &["--max-line-bytes", "2000000"]);
     let big = format!("big-{}", "x".repeat(1_500_000));
-    append(&dir.path().join("prestop.log"), std::slice::from_ref(&big));
-    d.terminate();
-    assert!(
-        d.wait_exit(Duration::from_secs(20)).success(),
-        "stderr: {:#?}",
-        d.stderr.lines()
-    );
+    s.write(std::slice::from_ref(&big));
+    s.exits_cleanly(20, "a 1.5 MB record");
     proxy.assert_no_invalid_requests();
-    let got = read_back(&moto, &group, STREAM);
+    let got = s.shipped();
     // The summary is one event; the big record is the concatenation of the others, in order.
     let (summary, parts): (Vec<&String>, Vec<&String>) =
         got.iter().partition(|m| m.contains("hooks.summary"));
@@ -586,21 +671,19 @@ fn an_oversize_record_is_split_into_events_not_dropped() {
     let joined: String = parts.iter().map(|s| s.as_str()).collect();
     let record: Value = serde_json::from_str(&joined).expect("the parts join into the record");
     assert_eq!(record["message"], big.as_str());
-    assert!(d.stdout.lines().is_empty());
+    s.assert_nothing_fell_back();
 }
 
 #[test]
 fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-order");
-    let other = dir.path().join("other.log");
-    let sock: PathBuf = dir.path().join("hooklog.sock");
-    let mut d = start(
-        dir.path(),
-        &group,
-        &proxy.url(),
+    let inputs = tempfile::tempdir().unwrap();
+    let other = inputs.path().join("other.log");
+    let sock: PathBuf = inputs.path().join("hooklog.sock");
+    let mut s = Shipping::through(
+        &proxy,
+        "hooklog-order",
         &[
             "--file",
             other.to_str().unwrap(),
@@ -612,7 +695,7 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
     let b = lines("b", 3000);
     let c = lines("c", 3000);
     // Three writers at once, each in small pieces, so batches from the inputs interleave.
-    let main = dir.path().join("prestop.log");
+    let main = s.file();
     std::thread::scope(|s| {
         s.spawn(|| {
             for chunk in a.chunks(100) {
@@ -633,12 +716,8 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
         });
     });
     let total = a.len() + b.len() + c.len();
-    d.expect(
-        Duration::from_secs(30),
-        "records did not reach CloudWatch",
-        || read_back(&moto, &group, STREAM).len() >= total,
-    );
-    d.stop(Duration::from_secs(15));
+    s.await_shipped(total, 30, "records did not reach CloudWatch");
+    s.stop();
     // Every request was in chronological order (the proxy checks, as does moto)...
     proxy.assert_no_invalid_requests();
     // ...and so were the requests one after another: none started before the one before ended.
@@ -648,21 +727,12 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
         st["put_ok"].as_u64().unwrap() >= 3,
         "several requests: {st}"
     );
-    let got = read_back(&moto, &group, STREAM);
+    let got = s.shipped();
     let want: Vec<String> = a.iter().chain(&b).chain(&c).cloned().collect();
     assert_exactly_once(&count_messages(&got), &want);
     // In the stream's order, each input's lines are in the order they were written, and the
     // summary is last.
-    let order: Vec<String> = got
-        .iter()
-        .map(|m| {
-            let v: Value = serde_json::from_str(m).unwrap();
-            match v["event"].as_str() {
-                Some("hooks.summary") => "<summary>".to_string(),
-                _ => v["message"].as_str().unwrap_or_default().to_string(),
-            }
-        })
-        .collect();
+    let order: Vec<String> = got.iter().map(|m| message_key(m)).collect();
     for (prefix, written) in [("a-", &a), ("b-", &b), ("c-", &c)] {
         let seen: Vec<&String> = order.iter().filter(|m| m.starts_with(prefix)).collect();
         let first_wrong = seen.iter().zip(written.iter()).position(|(s, w)| *s != w);
@@ -678,20 +748,17 @@ fn interleaved_inputs_go_out_in_arrival_order_with_timestamps_that_never_go_down
 fn server_down_at_start_and_up_later_loses_nothing() {
     let Some(moto) = moto() else { return };
     let mut proxy = Proxy::start_refusing(&moto);
-    let endpoint = proxy.url();
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-late");
-    let mut d = start(dir.path(), &group, &endpoint, &[]);
+    let mut s = Shipping::through(&proxy, "hooklog-late", &[]);
     let want = lines("late", 500);
-    append(&dir.path().join("prestop.log"), &want);
-    d.expect(
+    s.write(&want);
+    s.d.expect(
         Duration::from_secs(10),
         "hooklog should be retrying",
-        || d.stderr.contains("retrying"),
+        || s.d.stderr.contains("retrying"),
     );
     // Nothing is acknowledged while CloudWatch has not taken it: the file's checkpoint stays
     // behind (it is saved every second; three saves pass).
-    let file = dir.path().join("prestop.log");
+    let file = s.file();
     let at_end = || checkpoint_offset(&file) == Some(std::fs::metadata(&file).unwrap().len());
     assert!(
         !wait_until(Duration::from_secs(3), at_end),
@@ -699,65 +766,53 @@ fn server_down_at_start_and_up_later_loses_nothing() {
     );
     // The server comes up on the address hooklog was given.
     proxy.listen();
-    d.expect(
-        Duration::from_secs(40),
+    s.await_shipped(
+        want.len(),
+        40,
         "records did not arrive once the server was up",
-        || read_back(&moto, &group, STREAM).len() >= want.len(),
     );
     assert!(
         wait_until(Duration::from_secs(10), at_end),
         "the checkpoint should follow once accepted"
     );
-    d.stop(Duration::from_secs(15));
-    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-    assert!(
-        d.stdout.lines().is_empty(),
-        "nothing should fall back: {:?}",
-        d.stdout.lines()
-    );
-    assert!(stopped_counter(&d, "cloudwatch_retried") >= 1);
+    s.stop();
+    s.assert_all_shipped(&want);
+    assert!(stopped_counter(&s.d, "cloudwatch_retried") >= 1);
     proxy.assert_no_invalid_requests();
+}
+
+/// Ships `first`, then takes the server behind `proxy` down and writes `second`, until hooklog
+/// has tried the downed server.
+fn ship_then_go_down(s: &Shipping, proxy: &Proxy, first: &[String], second: &[String]) {
+    s.ship(first, 20, "first records did not arrive");
+    proxy.faults(r#"{"down": true}"#);
+    s.write(second);
+    s.d.expect(
+        Duration::from_secs(10),
+        "hooklog should be trying the downed server",
+        || proxy.stats()["dropped"].as_u64().unwrap() > 0,
+    );
 }
 
 #[test]
 fn server_down_through_shutdown_falls_back_to_stdout_exactly_once() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-down");
-    let mut d = start(dir.path(), &group, &proxy.url(), &["--grace", "5s"]);
+    let mut s = Shipping::through(&proxy, "hooklog-down", &["--grace", "5s"]);
     let first = lines("before", 200);
-    append(&dir.path().join("prestop.log"), &first);
-    d.expect(
-        Duration::from_secs(20),
-        "first records did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= first.len(),
-    );
-    proxy.faults(r#"{"down": true}"#);
     let second = lines("after", 300);
-    append(&dir.path().join("prestop.log"), &second);
-    d.expect(
-        Duration::from_secs(10),
-        "hooklog should be trying the downed server",
-        || proxy.stats()["dropped"].as_u64().unwrap() > 0,
-    );
-    d.terminate();
-    let st = d.wait_exit(Duration::from_secs(10));
-    assert!(st.success(), "exit {st}; stderr: {:#?}", d.stderr.lines());
-    assert!(d.started.elapsed() < Duration::from_secs(60));
-    // Every record exactly once, on CloudWatch or on stdout.
-    let mut all = read_back(&moto, &group, STREAM);
-    let stdout = d.stdout.lines();
+    ship_then_go_down(&s, &proxy, &first, &second);
+    s.exits_cleanly(10, "down through the shutdown");
+    assert!(s.d.started.elapsed() < Duration::from_secs(60));
     assert!(
-        !stdout.is_empty(),
+        !s.d.stdout.lines().is_empty(),
         "the fallback should have written records to stdout"
     );
-    all.extend(stdout.iter().cloned());
     let want: Vec<String> = first.into_iter().chain(second).collect();
-    assert_exactly_once(&count_messages(&all), &want);
+    s.assert_shipped_or_fell_back_once(&want);
     assert_eq!(
-        stopped_counter(&d, "cloudwatch_fell_back"),
-        stdout.len() as u64
+        stopped_counter(&s.d, "cloudwatch_fell_back"),
+        s.d.stdout.len() as u64
     );
 }
 
@@ -766,25 +821,15 @@ fn throttling_and_server_errors_are_retried_until_accepted() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
     proxy.faults(r#"{"throttle": 3, "error5xx": 2}"#);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-throttle");
-    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let mut s = Shipping::through(&proxy, "hooklog-throttle", &[]);
     let want = lines("thr", 300);
-    append(&dir.path().join("prestop.log"), &want);
-    d.expect(Duration::from_secs(30), "records did not arrive", || {
-        read_back(&moto, &group, STREAM).len() >= want.len()
-    });
-    d.stop(Duration::from_secs(15));
+    s.ship(&want, 30, "records did not arrive");
+    s.stop();
     let st = proxy.stats();
     assert_eq!(st["throttled"], 3, "{st}");
     assert_eq!(st["errors5xx"], 2, "{st}");
-    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-    assert!(
-        d.stdout.lines().is_empty(),
-        "nothing should fall back: {:?}",
-        d.stdout.lines()
-    );
-    assert!(stopped_counter(&d, "cloudwatch_retried") >= 5);
+    s.assert_all_shipped(&want);
+    assert!(stopped_counter(&s.d, "cloudwatch_retried") >= 5);
 }
 
 /// The proxy must be able to fail hooklog: it rejects what AWS rejects, in AWS's error shape.
@@ -863,22 +908,9 @@ fn the_validating_proxy_rejects_what_aws_rejects() {
 
     // SigV4, checked with botocore's signer: a request signed with another secret is refused as
     // AWS refuses it, and so is one without a date or without a signature.
-    let wrong = aws_sdk_cloudwatchlogs::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(proxy.url())
-        .credentials_provider(Credentials::new(
-            "testing",
-            "not-the-secret",
-            None,
-            None,
-            "tests",
-        ))
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        .build();
     let err = rt
         .block_on(
-            Client::from_conf(wrong)
+            sdk_client(&proxy.url(), "us-east-1", "not-the-secret")
                 .put_log_events()
                 .log_group_name(&group)
                 .log_stream_name("s")
@@ -912,91 +944,55 @@ fn events_cloudwatch_rejects_as_too_old_go_to_stdout_exactly_once() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
     proxy.faults(r#"{"reject_old": 7}"#);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-rejected");
-    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let mut s = Shipping::through(&proxy, "hooklog-rejected", &[]);
     let want = lines("rej", 100);
-    append(&dir.path().join("prestop.log"), &want);
-    d.expect(Duration::from_secs(20), "records did not arrive", || {
-        read_back(&moto, &group, STREAM).len() >= want.len() - 7
-    });
-    d.stop(Duration::from_secs(15));
+    s.write(&want);
+    s.await_shipped(want.len() - 7, 20, "records did not arrive");
+    s.stop();
     assert_eq!(proxy.stats()["rejected_old"], 7);
     // The first 7 of the first request (in timestamp order) are on stdout, the rest on CloudWatch.
-    let stdout = d.stdout.lines();
+    let stdout = s.d.stdout.lines();
     assert_eq!(stdout.len(), 7, "stdout: {stdout:#?}");
-    let mut all = read_back(&moto, &group, STREAM);
-    all.extend(stdout.iter().cloned());
-    assert_exactly_once(&count_messages(&all), &want);
-    assert_eq!(stopped_counter(&d, "cloudwatch_fell_back"), 7);
+    s.assert_shipped_or_fell_back_once(&want);
+    assert_eq!(stopped_counter(&s.d, "cloudwatch_fell_back"), 7);
 }
 
 #[test]
 fn a_group_deleted_while_running_is_created_again() {
     let Some(moto) = moto() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-deleted");
-    let mut d = start(dir.path(), &group, &moto, &[]);
-    let file = dir.path().join("prestop.log");
-    append(&file, &lines("first", 10));
-    d.expect(
-        Duration::from_secs(20),
-        "first records did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= 10,
-    );
+    let mut s = Shipping::start(&moto, "hooklog-deleted", &moto, &[]);
+    s.ship(&lines("first", 10), 20, "first records did not arrive");
     let (rt, client) = reader(&moto);
-    rt.block_on(client.delete_log_group().log_group_name(&group).send())
+    rt.block_on(client.delete_log_group().log_group_name(&s.group).send())
         .unwrap();
     let want = lines("second", 10);
-    append(&file, &want);
-    d.expect(
-        Duration::from_secs(20),
-        "records after the deletion did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= 10,
-    );
-    d.stop(Duration::from_secs(15));
-    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-    assert!(
-        d.stdout.lines().is_empty(),
-        "stdout: {:?}",
-        d.stdout.lines()
-    );
+    s.write(&want);
+    s.await_shipped(want.len(), 20, "records after the deletion did not arrive");
+    s.stop();
+    s.assert_all_shipped(&want);
 }
 
 #[test]
 fn with_both_outputs_the_fallback_does_not_write_records_twice() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-both");
-    let mut d = start(
-        dir.path(),
-        &group,
-        &proxy.url(),
+    let mut s = Shipping::through(
+        &proxy,
+        "hooklog-both",
         &["--output", "stdout,cloudwatch", "--grace", "5s"],
     );
     let first = lines("both-a", 100);
-    append(&dir.path().join("prestop.log"), &first);
-    d.expect(
-        Duration::from_secs(20),
-        "first records did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= first.len(),
-    );
-    proxy.faults(r#"{"down": true}"#);
     let second = lines("both-b", 100);
-    append(&dir.path().join("prestop.log"), &second);
-    d.expect(Duration::from_secs(10), "tried", || {
-        proxy.stats()["dropped"].as_u64().unwrap() > 0
-    });
-    d.stop(Duration::from_secs(10));
+    ship_then_go_down(&s, &proxy, &first, &second);
+    s.d.stop(Duration::from_secs(10));
     let want: Vec<String> = first.iter().chain(&second).cloned().collect();
     // stdout holds every record once (the stdout sink), the fallback added nothing...
-    assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+    s.assert_all_on_stdout(&want);
     // ...and CloudWatch holds what it took before the outage, once.
-    let cw = count_messages(&read_back(&moto, &group, STREAM));
+    let cw = count_messages(&s.shipped());
     assert!(first.iter().all(|m| cw.get(m) == Some(&1)), "{cw:?}");
     assert!(second.iter().all(|m| !cw.contains_key(m)), "{cw:?}");
-    assert!(stopped_counter(&d, "cloudwatch_fell_back") >= second.len() as u64);
+    assert!(stopped_counter(&s.d, "cloudwatch_fell_back") >= second.len() as u64);
 }
 
 /// The record's own `time` field (when hooklog read it, on the pod's clock), in ms.
@@ -1027,23 +1023,12 @@ fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
     proxy.faults(&format!(
         r#"{{"clock_offset_s": {offset_s}, "store_shift_s": {store_shift_s}}}"#
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique(name);
-    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
+    let mut s = Shipping::through(&proxy, name, &[]);
     let want = lines(name, 300);
-    append(&dir.path().join("prestop.log"), &want);
-    d.expect(Duration::from_secs(30), "records did not arrive", || {
-        read_back(&moto, &group, STREAM).len() >= want.len()
-    });
-    d.stop(Duration::from_secs(15));
-    let got = read_back_events(&moto, &group, STREAM);
-    let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
-    assert_exactly_once(&count_messages(&messages), &want);
-    assert!(
-        d.stdout.lines().is_empty(),
-        "nothing should fall back: {:?}",
-        d.stdout.lines()
-    );
+    s.ship(&want, 30, "records did not arrive");
+    s.stop();
+    s.assert_all_shipped(&want);
+    let got = read_back_events(&moto, &s.group, STREAM);
     let st = proxy.stats();
     proxy.assert_no_invalid_requests();
     assert_eq!(st["rejected_new"], 0, "{st}");
@@ -1064,13 +1049,13 @@ fn lands_at_cloudwatch_s_time(offset_s: i64, store_shift_s: i64, name: &str) {
         let diff = ts + store_shift_s * 1000 - record_time_ms(m) - offset_s * 1000;
         assert!(diff.abs() <= 2_500, "timestamp {ts}: {diff} ms off: {m}");
     }
-    let offset = logged_number(&d, "cloudwatch sink stopped", "clock_offset_ms");
+    let offset = logged_number(&s.d, "cloudwatch sink stopped", "clock_offset_ms");
     assert!(
         (offset - offset_s * 1000).abs() <= 2_500,
         "clock_offset_ms={offset}"
     );
     assert!(
-        logged_number(&d, "cloudwatch sink stopped", "adjusted") >= want.len() as i64,
+        logged_number(&s.d, "cloudwatch sink stopped", "adjusted") >= want.len() as i64,
         "every record's timestamp was corrected"
     );
 }
@@ -1099,43 +1084,20 @@ fn a_pod_clock_twenty_days_behind_cloudwatch_s_still_ships_every_record() {
 fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
     let Some(moto) = moto() else { return };
     let proxy = Proxy::start(&moto);
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-stepback");
-    let mut d = start(dir.path(), &group, &proxy.url(), &[]);
-    let file = dir.path().join("prestop.log");
+    let mut s = Shipping::through(&proxy, "hooklog-stepback", &[]);
     let first = lines("before-step", 100);
-    append(&file, &first);
-    d.expect(
-        Duration::from_secs(20),
-        "first records did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= first.len(),
-    );
+    s.ship(&first, 20, "first records did not arrive");
     proxy.faults(r#"{"clock_offset_s": -3600}"#);
     let second = lines("after-step", 100);
-    append(&file, &second);
-    d.expect(
-        Duration::from_secs(20),
-        "records after the step did not arrive",
-        || read_back(&moto, &group, STREAM).len() >= first.len() + second.len(),
-    );
-    d.stop(Duration::from_secs(15));
+    s.ship(&second, 20, "records after the step did not arrive");
+    s.stop();
     proxy.assert_no_invalid_requests();
-    let got = read_back_events(&moto, &group, STREAM);
-    let messages: Vec<String> = got.iter().map(|(_, m)| m.clone()).collect();
     let want: Vec<String> = first.iter().chain(&second).cloned().collect();
-    assert_exactly_once(&count_messages(&messages), &want);
+    s.assert_all_shipped(&want);
     // CloudWatch's order (by timestamp) is the order the records were written in, then the
     // summary.
-    let order: Vec<String> = messages
-        .iter()
-        .map(|m| {
-            let v: Value = serde_json::from_str(m).unwrap();
-            match v["event"].as_str() {
-                Some("hooks.summary") => "<summary>".to_string(),
-                _ => v["message"].as_str().unwrap().to_string(),
-            }
-        })
-        .collect();
+    let got = read_back_events(&moto, &s.group, STREAM);
+    let order: Vec<String> = got.iter().map(|(_, m)| message_key(m)).collect();
     let mut expected = want.clone();
     expected.push("<summary>".into());
     assert_eq!(order, expected);
@@ -1150,13 +1112,12 @@ fn a_clock_step_back_keeps_the_stream_in_order_with_the_summary_last() {
         "after the step, ms past the last timestamp before it: {after:?}"
     );
     assert!(
-        d.stderr.contains("clock stepped back"),
+        s.d.stderr.contains("clock stepped back"),
         "a warning says why: {:#?}",
-        d.stderr.lines()
+        s.d.stderr.lines()
     );
-    assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
     assert!(
-        logged_number(&d, "cloudwatch sink stopped", "adjusted") > second.len() as i64,
+        logged_number(&s.d, "cloudwatch sink stopped", "adjusted") > second.len() as i64,
         "the held records (and the summary) count as adjusted"
     );
 }
@@ -1189,30 +1150,17 @@ impl CredServer {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { return };
-                let mut r = BufReader::new(conn.try_clone().unwrap());
-                let mut line = String::new();
-                if r.read_line(&mut line).is_err() || line.is_empty() {
+                let Some((head, body)) = crate::util::http::read_request(&mut conn) else {
                     continue;
-                }
-                let mut parts = line.split_whitespace();
-                let method = parts.next().unwrap_or_default().to_string();
-                let path = parts.next().unwrap_or_default().to_string();
-                let mut headers = HashMap::new();
-                loop {
-                    let mut h = String::new();
-                    if r.read_line(&mut h).is_err() || h.trim().is_empty() {
-                        break;
-                    }
-                    if let Some((k, v)) = h.split_once(':') {
-                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-                    }
-                }
-                let len: usize = headers
-                    .get("content-length")
-                    .and_then(|l| l.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; len];
-                let _ = r.read_exact(&mut body);
+                };
+                let mut head = head.lines();
+                let mut line = head.next().unwrap_or_default().split_whitespace();
+                let method = line.next().unwrap_or_default().to_string();
+                let path = line.next().unwrap_or_default().to_string();
+                let headers = head
+                    .filter_map(|h| h.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                    .collect();
                 let req = Seen {
                     method,
                     path,
@@ -1311,39 +1259,51 @@ fn start_command(
 /// Ships `n` records with the credentials `aws` points at and checks they all arrived,
 /// signed (the proxy checks every signature against the key the source gave).
 fn ships_with(moto: &str, name: &str, aws: &[(&str, String)], n: usize) -> Daemon {
-    ships_through(&Proxy::start(moto), moto, "us-east-1", name, aws, n)
+    ships_through(&Proxy::start(moto), "us-east-1", name, aws, n)
 }
 
 /// [`ships_with`] through `proxy` (one that accepts other keys, or whose stats the test reads).
 fn ships_through(
     proxy: &Proxy,
-    moto: &str,
     region: &str,
     name: &str,
     aws: &[(&str, String)],
     n: usize,
 ) -> Daemon {
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique(name);
-    let mut d = start_with_aws_env(dir.path(), &group, &proxy.url(), aws);
-    let file = dir.path().join("prestop.log");
+    let mut s = Shipping::with_aws_env(proxy, region, name, aws);
     // In a few pieces, so that several calls are made.
     let want = lines(name, n);
     for chunk in want.chunks(n.div_ceil(3)) {
-        append(&file, chunk);
-        let before = read_back_in(moto, region, &group, STREAM).len();
-        d.expect(Duration::from_secs(20), "records did not arrive", || {
-            read_back_in(moto, region, &group, STREAM).len() >= before + chunk.len()
-        });
+        s.ship(chunk, 20, "records did not arrive");
     }
-    d.stop(Duration::from_secs(15));
-    assert_exactly_once(
-        &count_messages(&read_back_in(moto, region, &group, STREAM)),
-        &want,
-    );
-    assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
+    s.stop();
+    s.assert_all_shipped(&want);
     proxy.assert_no_invalid_requests();
-    d
+    s.d
+}
+
+/// Every request `proxy` took was signed with `key` for `region`, and at least three were (one
+/// for each piece [`ships_through`] writes).
+fn assert_signed_only_with(proxy: &Proxy, key: &str, region: &str) {
+    let stats = proxy.stats();
+    for (field, only) in [("signed_by", key), ("signed_in", region)] {
+        let counts = stats[field].as_object().unwrap();
+        assert_eq!(
+            counts.keys().collect::<Vec<_>>(),
+            [only],
+            "{field}: {stats:#}"
+        );
+        assert!(counts[only].as_u64().unwrap() >= 3, "{field}: {stats:#}");
+    }
+}
+
+/// A file holding `token` as the kubelet projects a service account token: no final newline
+/// (the SDK sends the file as it is), in a folder of its own.
+fn projected_token(token: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, token).unwrap();
+    (dir, file)
 }
 
 /// IRSA: the projected token goes to STS's AssumeRoleWithWebIdentity (the XML answer's key
@@ -1351,10 +1311,7 @@ fn ships_through(
 #[test]
 fn web_identity_credentials_come_from_sts_once() {
     let Some(moto) = moto() else { return };
-    let token_dir = tempfile::tempdir().unwrap();
-    let token_file = token_dir.path().join("token");
-    // As the kubelet projects it: no final newline (the SDK sends the file as it is).
-    std::fs::write(&token_file, "eyJ.projected.token").unwrap();
+    let (_token_dir, token_file) = projected_token("eyJ.projected.token");
     let sts = CredServer::start(|_| {
         (
             200,
@@ -1413,9 +1370,7 @@ fn web_identity_credentials_come_from_sts_once() {
 #[test]
 fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry() {
     let Some(moto) = moto() else { return };
-    let token_dir = tempfile::tempdir().unwrap();
-    let token_file = token_dir.path().join("eks-pod-identity-token");
-    std::fs::write(&token_file, "pod-identity-token").unwrap();
+    let (_token_dir, token_file) = projected_token("pod-identity-token");
     // The first answer expires in 12 s, inside the cache's margin within 2 to 7 s; the next
     // ones hold an hour, with another key.
     let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -1442,12 +1397,10 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
         ),
     });
     let proxy = Proxy::start_with_keys(&moto, "first:testing,second:testing");
-    let dir = tempfile::tempdir().unwrap();
-    let group = unique("hooklog-podid");
-    let mut d = start_with_aws_env(
-        dir.path(),
-        &group,
-        &proxy.url(),
+    let mut s = Shipping::with_aws_env(
+        &proxy,
+        "us-east-1",
+        "hooklog-podid",
         &[
             (
                 "AWS_CONTAINER_CREDENTIALS_FULL_URI",
@@ -1459,7 +1412,6 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
             ),
         ],
     );
-    let file = dir.path().join("prestop.log");
     let mut want = Vec::new();
     let started = std::time::Instant::now();
     // A record every 300 ms until the second key has signed a call (at most 20 s).
@@ -1468,18 +1420,16 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
             started.elapsed() < Duration::from_secs(20),
             "never refreshed: {:#?} {:#?}",
             server.seen(),
-            d.stderr.lines()
+            s.d.stderr.lines()
         );
         let line = lines(&format!("refresh{}", want.len()), 1);
-        append(&file, &line);
+        s.write(&line);
         want.extend(line);
         std::thread::sleep(Duration::from_millis(300));
     }
-    d.expect(Duration::from_secs(20), "records did not arrive", || {
-        read_back(&moto, &group, STREAM).len() >= want.len()
-    });
-    d.stop(Duration::from_secs(15));
-    assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
+    s.await_shipped(want.len(), 20, "records did not arrive");
+    s.stop();
+    assert_exactly_once(&count_messages(&s.shipped()), &want);
     proxy.assert_no_invalid_requests();
     assert!(proxy.stats()["signed_by"]["first"].as_u64().unwrap_or(0) >= 1);
     let seen = server.seen();
@@ -1489,9 +1439,9 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
         "{seen:#?}"
     );
     assert!(
-        !d.stderr.contains("cannot get credentials"),
+        !s.d.stderr.contains("cannot get credentials"),
         "{:#?}",
-        d.stderr.lines()
+        s.d.stderr.lines()
     );
 }
 
@@ -1501,47 +1451,53 @@ fn container_credentials_are_fetched_with_the_token_and_refreshed_before_expiry(
 #[test]
 fn a_profile_s_keys_and_region_come_from_the_shared_files() {
     let Some(moto) = moto() else { return };
+    ships_as_profile(
+        &moto,
+        "hooklog",
+        (
+            "[default]\nregion = us-east-1\n\n[profile hooklog]\nregion = eu-west-3\n",
+            Some(
+                "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
+                 [hooklog]\naws_access_key_id = profilekey\naws_secret_access_key = profilesecret\n",
+            ),
+        ),
+        ("profilekey", "profilesecret"),
+        "eu-west-3",
+    );
+}
+
+/// Ships as `profile` of the shared files (the `config` file's text, and the `credentials`
+/// file's, if any), with no `AWS_REGION`, no key in the environment and no instance metadata,
+/// through a proxy that takes `key`'s signatures only: every call must be signed with it for
+/// `region`.
+fn ships_as_profile(
+    moto: &str,
+    profile: &str,
+    (config, credentials): (&str, Option<&str>),
+    (key, secret): (&str, &str),
+    region: &str,
+) {
     let files = tempfile::tempdir().unwrap();
-    let credentials = files.path().join("credentials");
-    let config = files.path().join("config");
-    std::fs::write(
-        &credentials,
-        "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
-         [hooklog]\naws_access_key_id = profilekey\naws_secret_access_key = profilesecret\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &config,
-        "[default]\nregion = us-east-1\n\n[profile hooklog]\nregion = eu-west-3\n",
-    )
-    .unwrap();
-    let proxy = Proxy::start_with_keys(&moto, "profilekey:profilesecret");
+    std::fs::write(files.path().join("config"), config).unwrap();
+    if let Some(credentials) = credentials {
+        std::fs::write(files.path().join("credentials"), credentials).unwrap();
+    }
+    let proxy = Proxy::start_with_keys(moto, &format!("{key}:{secret}"));
+    let path = |name: &str| files.path().join(name).display().to_string();
     ships_through(
         &proxy,
-        &moto,
-        "eu-west-3",
-        "hooklog-profile",
+        region,
+        &format!("hooklog-{profile}"),
         &[
             ("AWS_REGION", String::new()),
-            (
-                "AWS_SHARED_CREDENTIALS_FILE",
-                credentials.display().to_string(),
-            ),
-            ("AWS_CONFIG_FILE", config.display().to_string()),
-            ("AWS_PROFILE", "hooklog".into()),
+            ("AWS_SHARED_CREDENTIALS_FILE", path("credentials")),
+            ("AWS_CONFIG_FILE", path("config")),
+            ("AWS_PROFILE", profile.into()),
             ("AWS_EC2_METADATA_DISABLED", "true".into()),
         ],
         60,
     );
-    let stats = proxy.stats();
-    assert_eq!(
-        stats["signed_by"],
-        serde_json::json!({"profilekey": stats["signed_by"]["profilekey"]})
-    );
-    assert_eq!(
-        stats["signed_in"],
-        serde_json::json!({"eu-west-3": stats["signed_in"]["eu-west-3"]})
-    );
+    assert_signed_only_with(&proxy, key, region);
 }
 
 /// `credential_process` in the profile: the command's JSON (version 1) signs every call, and it
@@ -1550,7 +1506,6 @@ fn a_profile_s_keys_and_region_come_from_the_shared_files() {
 fn credential_process_credentials_sign_every_call() {
     let Some(moto) = moto() else { return };
     let files = tempfile::tempdir().unwrap();
-    let config = files.path().join("config");
     let script = files.path().join("creds.sh");
     let runs = files.path().join("runs");
     std::fs::write(
@@ -1563,45 +1518,17 @@ fn credential_process_credentials_sign_every_call() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "[profile proc]\nregion = ap-southeast-2\ncredential_process = {}\n",
-            script.display()
-        ),
-    )
-    .unwrap();
-    let proxy = Proxy::start_with_keys(&moto, "prockey:procsecret");
-    ships_through(
-        &proxy,
+    let config = format!(
+        "[profile proc]\nregion = ap-southeast-2\ncredential_process = {}\n",
+        script.display()
+    );
+    // No credentials file: the process is the profile's only source.
+    ships_as_profile(
         &moto,
+        "proc",
+        (&config, None),
+        ("prockey", "procsecret"),
         "ap-southeast-2",
-        "hooklog-process",
-        &[
-            ("AWS_REGION", String::new()),
-            ("AWS_CONFIG_FILE", config.display().to_string()),
-            (
-                "AWS_SHARED_CREDENTIALS_FILE",
-                files.path().join("none").display().to_string(),
-            ),
-            ("AWS_PROFILE", "proc".into()),
-            ("AWS_EC2_METADATA_DISABLED", "true".into()),
-        ],
-        60,
-    );
-    let stats = proxy.stats();
-    assert!(
-        stats["signed_by"]["prockey"].as_u64().unwrap() >= 3,
-        "{stats:#}"
-    );
-    assert_eq!(
-        stats["signed_by"].as_object().unwrap().len(),
-        1,
-        "{stats:#}"
-    );
-    assert!(
-        stats["signed_in"]["ap-southeast-2"].as_u64().unwrap() >= 3,
-        "{stats:#}"
     );
     let runs = std::fs::read_to_string(&runs).unwrap();
     assert_eq!(runs.lines().count(), 1, "one run for an hour's credentials");
@@ -1656,31 +1583,25 @@ fn a_credential_source_that_never_answers_does_not_hold_the_sidecar_past_its_gra
     );
     for (name, aws) in cases {
         let proxy = Proxy::start(&moto);
-        let dir = tempfile::tempdir().unwrap();
-        let group = unique("hooklog-silent");
-        let mut d = start_with_aws_env(dir.path(), &group, &proxy.url(), &aws);
+        let mut s = Shipping::with_aws_env(&proxy, "us-east-1", "hooklog-silent", &aws);
         let want = lines(name, 20);
-        append(&dir.path().join("prestop.log"), &want);
+        s.write(&want);
         // Read by the daemon (its checkpoint-free pipeline has them once they are in the sink).
         std::thread::sleep(Duration::from_millis(500));
         let stop = std::time::Instant::now();
-        d.terminate();
-        let st = d.wait_exit(Duration::from_secs(15));
+        s.exits_cleanly(15, name);
         let took = stop.elapsed();
-        assert!(st.success(), "{name}: exit {st}; {:#?}", d.stderr.lines());
         assert!(
             took < Duration::from_millis(4_500),
             "{name}: {took:?} after SIGTERM with --grace 3s; {:#?}",
-            d.stderr.lines()
+            s.d.stderr.lines()
         );
         assert!(
-            d.stdout.lines().len() >= want.len(),
+            s.d.stdout.lines().len() >= want.len(),
             "{name}: {:#?}",
-            d.stderr.lines()
+            s.d.stderr.lines()
         );
-        assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
-        assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
-        assert!(!d.stderr.contains("panicked"));
+        fell_back_unsigned(&s, &proxy, name, &want);
     }
 }
 
@@ -1719,7 +1640,6 @@ fn instance_metadata_supplies_the_region_and_credentials_through_an_imdsv2_sessi
     let proxy = Proxy::start(&moto);
     ships_through(
         &proxy,
-        &moto,
         "eu-north-1",
         "hooklog-imds",
         &[
@@ -1728,16 +1648,8 @@ fn instance_metadata_supplies_the_region_and_credentials_through_an_imdsv2_sessi
         ],
         60,
     );
-    let stats = proxy.stats();
-    assert_eq!(
-        stats["signed_in"].as_object().unwrap().len(),
-        1,
-        "{stats:#}"
-    );
-    assert!(
-        stats["signed_in"]["eu-north-1"].as_u64().unwrap() >= 3,
-        "{stats:#}"
-    );
+    // The key is the role's, from metadata_json.
+    assert_signed_only_with(&proxy, "testing", "eu-north-1");
     let seen = server.seen();
     assert!(
         seen.iter().all(|s| s.method == "PUT"
@@ -1757,6 +1669,14 @@ fn instance_metadata_supplies_the_region_and_credentials_through_an_imdsv2_sessi
     );
 }
 
+/// The `name` case's records, every `want` and the summary, came out on stdout exactly once, none
+/// was signed (so none went through `proxy`), and nothing panicked.
+fn fell_back_unsigned(s: &Shipping, proxy: &Proxy, name: &str, want: &[String]) {
+    assert!(!s.d.stderr.contains("panicked"), "{name}");
+    s.assert_all_on_stdout(want);
+    assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
+}
+
 /// A source that answers badly (an error, garbage, credentials already expired): one clear
 /// warning, no panic, no busy loop (the fetches follow the sink's backoff), and the records
 /// still come out, on stdout at the shutdown.
@@ -1772,18 +1692,16 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
     for (name, answer) in cases {
         let proxy = Proxy::start(&moto);
         let server = CredServer::start(move |_| answer.clone());
-        let dir = tempfile::tempdir().unwrap();
-        let group = unique("hooklog-badcreds");
-        let mut d = start_with_aws_env(
-            dir.path(),
-            &group,
-            &proxy.url(),
+        let mut s = Shipping::with_aws_env(
+            &proxy,
+            "us-east-1",
+            "hooklog-badcreds",
             &[("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url("/creds"))],
         );
         let want = lines(name, 20);
-        append(&dir.path().join("prestop.log"), &want);
-        d.expect(Duration::from_secs(10), "the credentials warning", || {
-            d.stderr.contains("cannot get credentials")
+        s.write(&want);
+        s.d.expect(Duration::from_secs(10), "the credentials warning", || {
+            s.d.stderr.contains("cannot get credentials")
         });
         // Three seconds of retrying: the backoff spaces the fetches (100 ms, then doubling; the
         // SDK's three tries of a call each ask the source, its backoff between them). A busy
@@ -1792,20 +1710,14 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
         std::thread::sleep(Duration::from_secs(3));
         let fetches = server.seen().len() - before;
         assert!(fetches <= 20, "{name}: {fetches} fetches in 3 s");
-        d.terminate();
-        let st = d.wait_exit(Duration::from_secs(15));
-        assert!(
-            st.success(),
-            "{name}: exit {st}; stderr: {:#?}",
-            d.stderr.lines()
-        );
-        let warnings = d.stderr.count("cannot get credentials");
-        assert_eq!(warnings, 1, "{name}: {:#?}", d.stderr.lines());
+        s.exits_cleanly(15, name);
+        let warnings = s.d.stderr.count("cannot get credentials");
+        assert_eq!(warnings, 1, "{name}: {:#?}", s.d.stderr.lines());
         // ...and no retry warning repeating it.
         assert!(
-            !d.stderr.contains("cloudwatch call failed"),
+            !s.d.stderr.contains("cloudwatch call failed"),
             "{name}: {:#?}",
-            d.stderr.lines()
+            s.d.stderr.lines()
         );
         let detail = match name {
             "expired" => "expired at",
@@ -1814,16 +1726,14 @@ fn a_bad_credential_answer_is_one_warning_and_no_busy_loop() {
             _ => "`SecretAccessKey` in response but it was missing",
         };
         assert!(
-            d.stderr
+            s.d.stderr
                 .lines()
                 .iter()
                 .any(|l| l.contains("cannot get credentials") && l.contains(detail)),
             "{name}: the warning says why ({detail}): {:#?}",
-            d.stderr.lines()
+            s.d.stderr.lines()
         );
-        assert!(!d.stderr.contains("panicked"));
-        assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
-        assert_eq!(proxy.stats()["put_ok"], 0, "{name}: nothing was signed");
+        fell_back_unsigned(&s, &proxy, name, &want);
     }
 }
 
@@ -1841,36 +1751,29 @@ fn an_https_endpoint_is_trusted_through_ssl_cert_file_and_only_then() {
         ("AWS_SECRET_ACCESS_KEY", "testing".to_string()),
     ];
     for trusted in [true, false] {
-        let group = unique("hooklog-tls");
         let mut aws = keys.to_vec();
         if trusted {
             aws.push(("SSL_CERT_FILE", tls.ca.display().to_string()));
         }
-        let work = tempfile::tempdir().unwrap();
-        let mut d = start_with_aws_env(work.path(), &group, &proxy.url(), &aws);
+        let mut s = Shipping::with_aws_env(&proxy, "us-east-1", "hooklog-tls", &aws);
         let want = lines(if trusted { "tls" } else { "untrusted" }, 50);
-        append(&work.path().join("prestop.log"), &want);
         if trusted {
-            d.expect(
-                Duration::from_secs(20),
-                "records did not arrive over TLS",
-                || read_back(&moto, &group, STREAM).len() >= want.len(),
-            );
+            s.ship(&want, 20, "records did not arrive over TLS");
         } else {
-            d.expect(Duration::from_secs(10), "the TLS failure", || {
-                d.stderr
+            s.write(&want);
+            s.d.expect(Duration::from_secs(10), "the TLS failure", || {
+                s.d.stderr
                     .lines()
                     .iter()
                     .any(|l| l.contains("retrying") && l.contains("invalid peer certificate"))
             });
         }
-        d.stop(Duration::from_secs(15));
+        s.stop();
         if trusted {
-            assert_exactly_once(&count_messages(&read_back(&moto, &group, STREAM)), &want);
-            assert!(d.stdout.lines().is_empty(), "{:?}", d.stdout.lines());
+            s.assert_all_shipped(&want);
         } else {
-            assert!(read_back(&moto, &group, STREAM).is_empty());
-            assert_exactly_once(&count_messages(&d.stdout.lines()), &want);
+            assert!(s.shipped().is_empty());
+            s.assert_all_on_stdout(&want);
         }
     }
     proxy.assert_no_invalid_requests();
@@ -1902,10 +1805,8 @@ fn a_sidecar_injected_for_cloudwatch_starts_and_ships_its_summary_with_emf() {
         a.to_string()
     };
     let podinfo = pod.path().join("etc/hooklog-podinfo");
-    std::fs::create_dir_all(&podinfo).unwrap();
+    crate::util::podinfo::write(&podinfo, "app=\"api\"\n", "");
     std::fs::create_dir_all(pod.path().join("hooklog")).unwrap();
-    std::fs::write(podinfo.join("labels"), "app=\"api\"\n").unwrap();
-    std::fs::write(podinfo.join("annotations"), "").unwrap();
     let args: Vec<String> = sidecar["args"]
         .as_array()
         .unwrap()

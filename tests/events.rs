@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::util::apiserver::Api;
+use crate::util::events::{
+    NOT_POSTED, not_posted_warning, rbac_unknown_findings, run_events, serviceaccount_mount,
+};
 use crate::util::{Daemon, hook, hooklog, pod_dir, wait_until};
 
 /// Slack for a loaded 2-core machine on top of what hooklog itself allows.
@@ -35,11 +38,15 @@ struct PodTier<'a> {
     api: &'a Api,
     ns: String,
     uid: String,
+    /// The pod's folder: the service account mount, the file hooklog follows.
+    dir: tempfile::TempDir,
     sa_dir: PathBuf,
+    /// The pod's `prestop.log`, which hooklog follows and the hooks write.
+    file: PathBuf,
 }
 
 impl<'a> PodTier<'a> {
-    fn new(api: &'a Api, name: &str, dir: &Path, with_role: bool) -> PodTier<'a> {
+    fn new(api: &'a Api, name: &str, with_role: bool) -> PodTier<'a> {
         let ns = format!("ev-{name}-{}", std::process::id());
         let ok = |method: &str, path: &str, body: &Value| {
             let (status, v) = api.call(method, path, Some(body));
@@ -88,21 +95,24 @@ impl<'a> PodTier<'a> {
             &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                     "spec": {"audiences": ["https://kubernetes.default.svc"], "expirationSeconds": 3600}}),
         );
-        let sa_dir = dir.join("serviceaccount");
-        std::fs::create_dir_all(&sa_dir).unwrap();
-        std::fs::write(
-            sa_dir.join("token"),
-            answer["status"]["token"].as_str().unwrap(),
-        )
-        .unwrap();
-        std::fs::write(sa_dir.join("ca.crt"), &api.ca_pem).unwrap();
-        std::fs::write(sa_dir.join("namespace"), &ns).unwrap();
+        let token = answer["status"]["token"].as_str().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sa_dir = serviceaccount_mount(dir.path(), &api.ca_pem, token, &ns);
         PodTier {
             api,
             ns,
             uid,
+            file: dir.path().join("prestop.log"),
+            dir,
             sa_dir,
         }
+    }
+
+    /// The pod's first Event, once it shows (within `within`); `d`'s stderr if none does.
+    fn first_event(&self, d: &Daemon, within: Duration) -> Value {
+        let shown = wait_until(within, || !self.events().is_empty());
+        assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+        self.events().remove(0)
     }
 
     /// The pod's Events through the core v1 API, selected by the pod's uid as `kubectl
@@ -120,25 +130,14 @@ impl<'a> PodTier<'a> {
         v["items"].as_array().cloned().unwrap_or_default()
     }
 
-    /// `hooklog run --events` for this pod.
-    fn daemon(&self, file: &Path, extra: &[&str]) -> Daemon {
-        let port = self.api.port.to_string();
-        let sa = self.sa_dir.to_str().unwrap();
-        let mut args = vec![
-            "--file",
-            file.to_str().unwrap(),
-            "--events",
-            "--serviceaccount-dir",
-            sa,
-            "--linger",
-            "100ms",
-        ];
-        args.extend_from_slice(extra);
-        Daemon::start(
-            &args,
+    /// `hooklog run --events` for this pod, following its file.
+    fn daemon(&self, extra: &[&str]) -> Daemon {
+        run_events(
+            &self.file,
+            &self.sa_dir,
+            self.api.port,
+            &[&["--linger", "100ms"], extra].concat(),
             &[
-                ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
-                ("KUBERNETES_SERVICE_PORT", &port),
                 ("POD_NAME", POD),
                 ("POD_NAMESPACE", &self.ns),
                 ("POD_UID", &self.uid),
@@ -156,35 +155,35 @@ impl Drop for PodTier<'_> {
     }
 }
 
+/// SIGTERM, the exit within `within` (whatever its status), and the summary, last.
+fn summary_at_exit(d: &mut Daemon, within: Duration) -> Value {
+    d.terminate();
+    d.wait_exit(within);
+    d.summary()
+}
+
 /// The warnings of hooklog's stderr that say an Event was not posted.
 fn not_posted_warnings(d: &Daemon) -> usize {
-    d.stderr.count("event not posted")
+    d.stderr.count(NOT_POSTED)
 }
 
 #[test]
 fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last_output() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = PodTier::new(&api, "failed", dir.path(), true);
-    let file = dir.path().join("prestop.log");
-    let termination = dir.path().join("termination-log");
-    let mut d = t.daemon(
-        &file,
-        &["--termination-message-path", termination.to_str().unwrap()],
-    );
+    let t = PodTier::new(&api, "failed", true);
+    let file = &t.file;
+    let termination = t.dir.path().join("termination-log");
+    let mut d = t.daemon(&["--termination-message-path", termination.to_str().unwrap()]);
     // An ok hook posts nothing; a failed one posts at once, before any signal.
-    assert!(hook(&file, "app", "echo fine").success());
+    assert!(hook(file, "app", "echo fine").success());
     let st = hook(
-        &file,
+        file,
         "envoy",
         "echo 'draining listeners'; echo 'upstream cluster gone' >&2; exit 3",
     );
     assert_eq!(st.code(), Some(3));
-    let shown = wait_until(EVENT_SHOWS, || !t.events().is_empty());
-    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
-    let events = t.events();
-    assert_eq!(events.len(), 1, "{events:#?}");
-    let e = &events[0];
+    let e = &t.first_event(&d, EVENT_SHOWS);
+    assert_eq!(t.events().len(), 1, "{:#?}", t.events());
     assert_eq!(e["type"], "Warning");
     assert_eq!(e["reason"], "PreStopHookFailed");
     assert_eq!(e["involvedObject"]["kind"], "Pod");
@@ -206,7 +205,7 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     );
 
     // The same outcome again is the same Event's series, not a second Event.
-    let st = hook(&file, "envoy", "echo 'second try'; exit 3");
+    let st = hook(file, "envoy", "echo 'second try'; exit 3");
     assert_eq!(st.code(), Some(3));
     let series = wait_until(EVENT_SHOWS, || {
         let (_, v) = api.call(
@@ -219,9 +218,7 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
     assert!(series, "no series; stderr {:#?}", d.stderr.lines());
     assert_eq!(t.events().len(), 1);
 
-    d.terminate();
-    d.wait_exit(Duration::from_secs(20));
-    let summary = d.summary();
+    let summary = summary_at_exit(&mut d, Duration::from_secs(20));
     assert_eq!(
         summary["events"],
         json!({"posted": 2, "not_posted": 0, "pending": 0}),
@@ -237,49 +234,35 @@ fn a_failed_hook_leaves_a_warning_event_on_its_pod_with_its_exit_status_and_last
 #[test]
 fn a_hook_that_prints_10_mb_gives_an_event_within_the_note_limit_ending_with_its_last_line() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = PodTier::new(&api, "big", dir.path(), true);
-    let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(&file, &[]);
+    let t = PodTier::new(&api, "big", true);
+    let mut d = t.daemon(&[]);
     // 10 MB of lines, one line of 200 KB among them, then the last words; and a timeout.
     let st = hook(
-        &file,
+        &t.file,
         "envoy",
         "yes 'flushing the request log to s3, chunk after chunk' | head -c 10000000; \
          head -c 200000 /dev/zero | tr '\\0' y; echo; echo 'THE LAST LINE'; exit 1",
     );
     assert_eq!(st.code(), Some(1));
-    let shown = wait_until(Duration::from_secs(60), || !t.events().is_empty());
-    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
-    let e = &t.events()[0];
+    let e = &t.first_event(&d, Duration::from_secs(60));
     let message = e["message"].as_str().unwrap();
     // events.k8s.io/v1's note limit (NoteLengthLimit, k8s.io/kubernetes/pkg/apis/core/validation/events.go).
     assert!(message.len() <= 1024, "{} bytes", message.len());
     assert!(message.len() > 900, "the note is not filled: {message}");
     assert!(message.ends_with("\nTHE LAST LINE"), "{message}");
-    d.terminate();
-    d.wait_exit(Duration::from_secs(30));
-    assert_eq!(d.summary()["events"]["posted"], 1);
+    let summary = summary_at_exit(&mut d, Duration::from_secs(30));
+    assert_eq!(summary["events"]["posted"], 1);
 }
 
 #[test]
 fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = PodTier::new(&api, "missing", dir.path(), true);
-    let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(
-        &file,
-        &["--peers", "api-server", "--announce-timeout", "300ms"],
-    );
-    d.terminate();
-    d.wait_exit(Duration::from_secs(20));
-    let summary = d.summary();
+    let t = PodTier::new(&api, "missing", true);
+    let mut d = t.daemon(&["--peers", "api-server", "--announce-timeout", "300ms"]);
+    let summary = summary_at_exit(&mut d, Duration::from_secs(20));
     // Counted as pending when the summary was written: it is not waited for.
     assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
-    let shown = wait_until(EVENT_SHOWS, || !t.events().is_empty());
-    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
-    let e = &t.events()[0];
+    let e = &t.first_event(&d, EVENT_SHOWS);
     assert_eq!(e["reason"], "PreStopHookMissing");
     assert!(
         e["message"]
@@ -293,15 +276,10 @@ fn a_missing_hook_is_posted_at_the_summary_which_comes_out_first() {
 #[test]
 fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = PodTier::new(&api, "forbidden", dir.path(), false);
-    let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(
-        &file,
-        &["--peers", "api-server", "--announce-timeout", "300ms"],
-    );
+    let t = PodTier::new(&api, "forbidden", false);
+    let mut d = t.daemon(&["--peers", "api-server", "--announce-timeout", "300ms"]);
     for _ in 0..3 {
-        assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
+        assert_eq!(hook(&t.file, "envoy", "exit 3").code(), Some(3));
     }
     d.expect(
         EVENT_SHOWS,
@@ -332,12 +310,7 @@ fn without_the_role_a_403_costs_one_call_is_warned_once_and_counted() {
 /// A service account mount for a server that is not the tier: any CA, any token.
 fn fake_mount(dir: &Path) -> PathBuf {
     let certs = crate::util::webhook::Certs::make(dir, "no-such-apiserver");
-    let sa = dir.join("serviceaccount");
-    std::fs::create_dir_all(&sa).unwrap();
-    std::fs::write(sa.join("ca.crt"), certs.ca_pem).unwrap();
-    std::fs::write(sa.join("token"), "not-a-token").unwrap();
-    std::fs::write(sa.join("namespace"), "shop").unwrap();
-    sa
+    serviceaccount_mount(dir, &certs.ca_pem, "not-a-token", "shop")
 }
 
 /// `hooklog run --events` against `port` on 127.0.0.1, a missing peer (posted at the summary)
@@ -346,13 +319,7 @@ fn fake_mount(dir: &Path) -> PathBuf {
 fn run_against(port: u16, dir: &Path, extra: &[&str]) -> (Daemon, Duration, Duration) {
     let sa = fake_mount(dir);
     let file = dir.join("prestop.log");
-    let port = port.to_string();
-    let mut args = vec![
-        "--file",
-        file.to_str().unwrap(),
-        "--events",
-        "--serviceaccount-dir",
-        sa.to_str().unwrap(),
+    let flags = [
         "--linger",
         "50ms",
         "--peers",
@@ -360,15 +327,12 @@ fn run_against(port: u16, dir: &Path, extra: &[&str]) -> (Daemon, Duration, Dura
         "--announce-timeout",
         "100ms",
     ];
-    args.extend_from_slice(extra);
-    let mut d = Daemon::start(
-        &args,
-        &[
-            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
-            ("KUBERNETES_SERVICE_PORT", &port),
-            ("POD_NAME", POD),
-            ("POD_UID", "0f1e2d3c"),
-        ],
+    let mut d = run_events(
+        &file,
+        &sa,
+        port,
+        &[&flags[..], extra].concat(),
+        &[("POD_NAME", POD), ("POD_UID", "0f1e2d3c")],
     );
     let signalled = Instant::now();
     d.terminate();
@@ -441,12 +405,7 @@ fn a_server_that_never_answers_is_tried_within_the_grace_and_never_delays_the_su
         let summary = d.summary();
         assert_eq!(summary["events"]["pending"], 1, "{summary:#}");
         assert_eq!(not_posted_warnings(&d), 1, "{:#?}", d.stderr.lines());
-        let warning = d
-            .stderr
-            .lines()
-            .into_iter()
-            .find(|l| l.contains("event not posted"))
-            .unwrap();
+        let warning = not_posted_warning(&d);
         assert!(warning.contains("no answer within"), "{warning}");
     }
     drop(held); // The thread ends with the process.
@@ -507,11 +466,7 @@ fn events_without_an_api_server_change_nothing_in_the_records() {
         .filter(|l| l.contains("no event will be posted"))
         .count();
     assert_eq!(warned, 1, "{:#?}", runs[1].2);
-    let again = runs[1]
-        .2
-        .iter()
-        .filter(|l| l.contains("event not posted"))
-        .count();
+    let again = runs[1].2.iter().filter(|l| l.contains(NOT_POSTED)).count();
     assert_eq!(again, 0, "{:#?}", runs[1].2);
 }
 
@@ -578,23 +533,8 @@ fn inject_events_adds_the_flag_names_the_rbac_and_check_warns_until_it_is_there(
             String::from_utf8(out.stderr).unwrap(),
         )
     };
-    let check = |text: &str, extra: &str| {
-        let path = dir.path().join("injected.yaml");
-        std::fs::write(&path, format!("{text}{extra}")).unwrap();
-        let out = hooklog()
-            .args(["check", "--format", "json"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["rule"] == "sidecar-events-rbac-unknown")
-            .cloned()
-            .collect::<Vec<_>>()
-    };
+    let check =
+        |text: &str, extra: &str| rbac_unknown_findings(dir.path(), &format!("{text}{extra}"), &[]);
     let (plain, plain_report) = inject(false);
     let (with, report) = inject(true);
     assert!(!plain.contains("--events") && !plain_report.contains("rbac"));
@@ -739,26 +679,21 @@ fn inject_events_on_an_injected_file_adds_the_flag_as_a_first_inject_would() {
 #[test]
 fn the_token_is_read_again_for_every_call_as_the_kubelet_rotates_it() {
     let Some(api) = Api::from_env() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let t = PodTier::new(&api, "token", dir.path(), true);
-    let file = dir.path().join("prestop.log");
-    let mut d = t.daemon(&file, &[]);
-    assert_eq!(hook(&file, "envoy", "exit 3").code(), Some(3));
-    let shown = wait_until(EVENT_SHOWS, || t.events().len() == 1);
-    assert!(shown, "no Event; stderr {:#?}", d.stderr.lines());
+    let t = PodTier::new(&api, "token", true);
+    let mut d = t.daemon(&[]);
+    assert_eq!(hook(&t.file, "envoy", "exit 3").code(), Some(3));
+    t.first_event(&d, EVENT_SHOWS);
     // The kubelet replaces a projected token's file (atomically, by a rename); here with one the
     // API server does not know: the next call uses it and is refused.
     let token = t.sa_dir.join("token");
     let tmp = t.sa_dir.join(".token.tmp");
     std::fs::write(&tmp, "not-a-token-the-api-server-knows").unwrap();
     std::fs::rename(&tmp, &token).unwrap();
-    assert_eq!(hook(&file, "app", "exit 4").code(), Some(4));
+    assert_eq!(hook(&t.file, "app", "exit 4").code(), Some(4));
     d.expect(EVENT_SHOWS, "the refused call's warning", || {
         not_posted_warnings(&d) == 1
     });
-    d.terminate();
-    d.wait_exit(Duration::from_secs(20));
-    let summary = d.summary();
+    let summary = summary_at_exit(&mut d, Duration::from_secs(20));
     assert_eq!(summary["events"]["posted"], 1, "{summary:#}");
     assert_eq!(summary["events"]["not_posted"], 1, "{summary:#}");
     assert!(

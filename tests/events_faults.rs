@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::util::events::{NOT_POSTED, not_posted_warning, run_events, serviceaccount_mount};
 use crate::util::http::{read_request, respond_json};
 use crate::util::webhook::Certs;
 use crate::util::{Daemon, hook, wait_until};
@@ -117,32 +118,13 @@ impl StandIn {
 
     /// `hooklog run --events` against the stand-in with `extra` flags.
     fn daemon(&self, dir: &Path, file: &Path, extra: &[&str]) -> Daemon {
-        let sa = dir.join("serviceaccount");
-        std::fs::create_dir_all(&sa).unwrap();
-        std::fs::write(sa.join("ca.crt"), &self.ca_pem).unwrap();
-        std::fs::write(sa.join("token"), "a-token").unwrap();
-        std::fs::write(sa.join("namespace"), "shop").unwrap();
-        let mut args = vec![
-            "--file",
-            file.to_str().unwrap(),
-            "--events",
-            "--serviceaccount-dir",
-            sa.to_str().unwrap(),
-            "--linger",
-            "100ms",
-            "--announce-timeout",
-            "200ms",
-        ];
-        args.extend_from_slice(extra);
-        let port = self.port.to_string();
-        Daemon::start(
-            &args,
-            &[
-                ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
-                ("KUBERNETES_SERVICE_PORT", &port),
-                ("POD_NAME", "checkout-7d9f-x2x4b"),
-                ("POD_UID", "0f1e2d3c"),
-            ],
+        let sa = serviceaccount_mount(dir, &self.ca_pem, "a-token", "shop");
+        run_events(
+            file,
+            &sa,
+            self.port,
+            &[&["--linger", "100ms", "--announce-timeout", "200ms"], extra].concat(),
+            &[("POD_NAME", "checkout-7d9f-x2x4b"), ("POD_UID", "0f1e2d3c")],
         )
     }
 }
@@ -395,7 +377,7 @@ fn a_403_ends_the_calls_at_once_warned_once_and_every_event_counted() {
         "{events:#}"
     );
     assert_eq!(api.calls().len(), 1, "{:#?}", api.calls());
-    let warned = d.stderr.count("event not posted");
+    let warned = d.stderr.count(NOT_POSTED);
     assert_eq!(warned, 1, "{:#?}", d.stderr.lines());
 }
 
@@ -414,12 +396,7 @@ fn an_api_server_down_for_the_whole_grace_costs_the_grace_and_no_more() {
     assert!(took < Duration::from_millis(3000 + 1200), "{took:?}");
     let events = d.summary()["events"].clone();
     assert_eq!(events["posted"], 0, "{events:#}");
-    let warning = d
-        .stderr
-        .lines()
-        .into_iter()
-        .find(|l| l.contains("event not posted"))
-        .unwrap_or_default();
+    let warning = not_posted_warning(&d);
     assert!(warning.contains("tries"), "{warning}");
 }
 

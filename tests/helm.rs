@@ -11,15 +11,15 @@
 //! Cold cost: `pip install helm-python-sdk` (a 75 MB wheel, libhelm 85 MB unpacked), 4 s here;
 //! then each Helm call loads libhelm, about 0.3 s.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Map, Value, json};
 
+use crate::util::events::rbac_unknown_findings;
 use crate::util::manifests::yaml_documents;
 use crate::util::webhook::{Certs, IMAGE, Webhook, patched, pod_review};
-use crate::util::{hooklog, hooklog_bin, in_ci};
+use crate::util::{hooklog, hooklog_bin, in_ci, output_with_input};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -55,21 +55,12 @@ fn helm_available() -> bool {
 
 /// One request to tests/support/helm.py: `Ok(answer)` or `Err(Helm's message)`.
 pub fn helm(request: &Value, env: &[(&str, &std::ffi::OsStr)]) -> Result<Value, String> {
-    let mut child = Command::new("python3")
-        .arg(root().join("tests/support/helm.py"))
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_input(
+        Command::new("python3")
+            .arg(root().join("tests/support/helm.py"))
+            .envs(env.iter().copied()),
+        request.to_string().as_bytes(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     match out.status.code() {
         Some(0) => Ok(serde_json::from_slice(&out.stdout).expect("helm.py answers JSON")),
@@ -160,6 +151,73 @@ fn env_of(docs: &[Value], namespace: &str) -> Vec<(String, String)> {
             (e["name"].as_str().unwrap().to_string(), value)
         })
         .collect()
+}
+
+/// `hooklog webhook` as the chart's Deployment runs it in `namespace`, with nothing of the
+/// test's environment but PATH: its container's args and env, the Secret's mount (the TLS files
+/// the env names) as `certs`' files, on a port of its own (127.0.0.1:0) and logging at info.
+fn chart_webhook(docs: &[Value], namespace: &str, certs: Option<&Certs>) -> Command {
+    let mut cmd = hooklog();
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap());
+    cmd.args(
+        webhook_container(docs)["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    );
+    for (k, v) in env_of(docs, namespace) {
+        let v = match (k.as_str(), certs) {
+            ("HOOKLOG_TLS_CERT_FILE", Some(c)) => c.cert_file.to_str().unwrap().to_string(),
+            ("HOOKLOG_TLS_KEY_FILE", Some(c)) => c.key_file.to_str().unwrap().to_string(),
+            _ => v,
+        };
+        cmd.env(k, v);
+    }
+    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "info");
+    cmd
+}
+
+/// The chart's webhook as [`chart_webhook`] runs it in the release's namespace `hooklog`,
+/// serving with a certificate of its own where the Secret's mount would be.
+struct ChartWebhook {
+    w: Webhook,
+    certs: Certs,
+    _dir: tempfile::TempDir,
+}
+
+impl ChartWebhook {
+    fn serving(docs: &[Value]) -> ChartWebhook {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = Certs::make(dir.path(), "hooklog chart CA");
+        ChartWebhook {
+            w: Webhook::spawn(chart_webhook(docs, "hooklog", Some(&certs))),
+            certs,
+            _dir: dir,
+        }
+    }
+
+    /// An opted-in pod through the webhook: the pod, and the pod patched as it answers.
+    fn opted_in_pod(&self) -> (Value, Value) {
+        let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
+        let review = pod_review("u1", "shop", &pod);
+        let answer = self.w.review(&self.certs.ca_pem, "/mutate", &review);
+        let got = patched(&pod, &answer);
+        (pod, got)
+    }
+}
+
+/// The native sidecar (the init container `hooklog`) of `pod`.
+fn native_sidecar(pod: &Value) -> Value {
+    pod["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "hooklog")
+        .cloned()
+        .unwrap_or_else(|| panic!("no sidecar: {pod:#}"))
 }
 
 /// The images k8s/webhook/webhook.yaml names: the two values the chart requires.
@@ -271,13 +329,38 @@ fn is_cert_manager(doc: &Value) -> bool {
         .is_some_and(|v| v.starts_with("cert-manager.io/"))
 }
 
+/// Manifests a test keeps, for one `kubernetes-validate --strict` of them all at its end.
+struct Strictly {
+    dir: tempfile::TempDir,
+    files: Vec<PathBuf>,
+}
+
+impl Strictly {
+    fn new() -> Strictly {
+        Strictly {
+            dir: tempfile::tempdir().unwrap(),
+            files: Vec::new(),
+        }
+    }
+
+    /// Keeps `doc` as `name`.yaml.
+    fn keep(&mut self, name: &str, doc: &Value) {
+        let file = self.dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+        self.files.push(file);
+    }
+
+    fn validate(self) {
+        crate::util::manifests::validate_strictly(&self.files);
+    }
+}
+
 #[test]
 fn every_manifest_of_a_matrix_of_values_validates_strictly() {
     if !helm_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
+    let mut strictly = Strictly::new();
     for (i, (what, values)) in matrix().into_iter().enumerate() {
         let docs = render(&values, "hooklog", "hooklog").unwrap_or_else(|e| panic!("{what}: {e}"));
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
@@ -307,15 +390,12 @@ fn every_manifest_of_a_matrix_of_values_validates_strictly() {
         );
         check_wiring(what, &values, &docs);
         for (j, doc) in docs.iter().enumerate() {
-            if is_cert_manager(doc) {
-                continue;
+            if !is_cert_manager(doc) {
+                strictly.keep(&format!("{i}-{j}"), doc);
             }
-            let file = dir.path().join(format!("{i}-{j}.yaml"));
-            std::fs::write(&file, serde_json::to_string_pretty(doc).unwrap()).unwrap();
-            files.push(file);
         }
     }
-    crate::util::manifests::validate_strictly(&files);
+    strictly.validate();
 }
 
 /// What each value must change in the rendered objects, read back from them.
@@ -594,8 +674,6 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
     if !helm_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog chart CA");
     let sidecar = "ghcr.io/acme/hooklog-sidecar";
     let docs = render(
         &json!({
@@ -608,32 +686,7 @@ fn the_rendered_webhook_starts_with_the_charts_environment_and_writes_the_sideca
         "hooklog",
     )
     .unwrap();
-    let container = webhook_container(&docs);
-    let mut cmd = hooklog();
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap());
-    cmd.args(
-        container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap()),
-    );
-    for (k, v) in env_of(&docs, "hooklog") {
-        // The Secret's mount, as the kubelet would make it: this test's files.
-        let v = match k.as_str() {
-            "HOOKLOG_TLS_CERT_FILE" => certs.cert_file.to_str().unwrap().to_string(),
-            "HOOKLOG_TLS_KEY_FILE" => certs.key_file.to_str().unwrap().to_string(),
-            _ => v,
-        };
-        cmd.env(k, v);
-    }
-    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
-        .env("RUST_LOG", "info");
-    let w = Webhook::spawn(cmd);
-    let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
-    let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
-    let got = patched(&pod, &answer);
+    let (_, got) = ChartWebhook::serving(&docs).opted_in_pod();
     let images: Vec<&str> = got["spec"]["containers"]
         .as_array()
         .unwrap()
@@ -770,7 +823,7 @@ fn kube(api: &crate::util::apiserver::Api) -> Value {
 
 #[test]
 fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injected() {
-    use crate::util::apiserver::{Api, Tier, has_hooklog, pod};
+    use crate::util::apiserver::{Api, Tier, pod};
     let Some(api) = Api::from_env() else { return };
     if !helm_available() {
         return;
@@ -861,34 +914,15 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
         json!({"hooklog.dev/emf": "true", "hooklog.dev/memory-limit": "96Mi"});
     let (status, ns) = api.call("PUT", &ns_path, Some(&ns));
     assert_eq!(status, 200, "{ns:#}");
-    let mut cmd = hooklog();
-    cmd.args(
-        webhook_container(&docs)["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap()),
-    );
-    for (k, v) in env_of(&docs, &namespace) {
-        cmd.env(k, v);
-    }
-    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
-        .env("HOOKLOG_SERVICEACCOUNT_DIR", &sa)
+    let mut cmd = chart_webhook(&docs, &namespace, None);
+    cmd.env("HOOKLOG_SERVICEACCOUNT_DIR", &sa)
         .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-        .env("KUBERNETES_SERVICE_PORT", api.port.to_string())
-        .env("RUST_LOG", "info");
+        .env("KUBERNETES_SERVICE_PORT", api.port.to_string());
     let w = Webhook::spawn(cmd);
-    assert!(
-        w.log().iter().any(|l| l.contains("sidecar=Classic")),
-        "sidecar auto on 1.20: {:#?}",
-        w.log()
-    );
-    assert!(
-        w.log()
-            .iter()
-            .any(|l| l.contains("namespace settings read") && l.contains("annotated=")),
-        "the chart's RBAC lets the webhook list namespaces: {:#?}",
-        w.log()
+    w.assert_logged(&["sidecar=Classic"], "sidecar auto on 1.20");
+    w.assert_logged(
+        &["namespace settings read", "annotated="],
+        "the chart's RBAC lets the webhook list namespaces",
     );
 
     // `helm upgrade` to the webhook's port: the caBundle the webhook wrote is not the chart's,
@@ -902,17 +936,12 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
     assert_eq!(upgraded["revision"], 2, "{upgraded:#}");
     t.wait_active();
 
-    let (status, stored) = t.create(&t.ns_in, &pod("web"), false);
-    assert_eq!(status, 201, "{stored:#}");
-    assert!(has_hooklog(&stored), "{stored:#}");
+    let stored = t.admit("web", "through the chart's webhook");
     // As `hooklog inject --sidecar classic` makes the same pod, both as the API server defaults
     // them (tests/apiserver.rs does the same with its own configuration); the namespace's
     // settings as inject's flags.
-    let (status, plain) = t.create(&t.ns_out, &pod("web"), true);
-    assert_eq!(status, 201, "{plain:#}");
-    assert!(!has_hooklog(&plain));
-    let mut by_inject = crate::util::webhook::injected(
-        &plain,
+    let want = t.as_inject_makes(
+        &pod("web"),
         &[
             "--sidecar",
             "classic",
@@ -920,17 +949,6 @@ fn helm_installs_the_chart_into_an_api_server_and_opted_in_pods_are_stored_injec
             "--sidecar-memory-limit=96Mi",
         ],
     );
-    for k in [
-        "uid",
-        "creationTimestamp",
-        "resourceVersion",
-        "managedFields",
-        "selfLink",
-    ] {
-        by_inject["metadata"].as_object_mut().unwrap().remove(k);
-    }
-    let (status, want) = t.create(&t.ns_out, &by_inject, true);
-    assert_eq!(status, 201, "{want:#}");
     assert_eq!(stored["spec"], want["spec"]);
 
     drop(w);
@@ -976,8 +994,7 @@ fn the_webhook_policy_keeps_its_word() {
     if !helm_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
+    let mut strictly = Strictly::new();
     let fail = json!({"webhook": {"failurePolicy": "Fail", "excludedNamespaces": ["ci"]}});
     for kube in ["v1.29.0", "v1.30.0", "v1.36.0"] {
         let docs = render_for(&fail, "hooklog", "tools", Some(kube)).unwrap();
@@ -1008,9 +1025,7 @@ fn the_webhook_policy_keeps_its_word() {
                 ),
             "{w:#}"
         );
-        let file = dir.path().join(format!("config-{kube}.yaml"));
-        std::fs::write(&file, serde_json::to_string_pretty(config).unwrap()).unwrap();
-        files.push(file);
+        strictly.keep(&format!("config-{kube}"), config);
     }
 
     let cidrs = ["10.0.0.0/19", "10.0.32.0/19"];
@@ -1032,9 +1047,7 @@ fn the_webhook_policy_keeps_its_word() {
         ingress[0]["ports"],
         json!([{"protocol": "TCP", "port": webhook_container(&docs)["ports"][0]["containerPort"]}])
     );
-    let file = dir.path().join("networkpolicy.yaml");
-    std::fs::write(&file, serde_json::to_string_pretty(policy).unwrap()).unwrap();
-    files.push(file);
+    strictly.keep("networkpolicy", policy);
     assert!(
         render(&json!({}), "hooklog", "hooklog")
             .unwrap()
@@ -1065,7 +1078,7 @@ fn the_webhook_policy_keeps_its_word() {
         "hooklog",
     )
     .unwrap();
-    crate::util::manifests::validate_strictly(&files);
+    strictly.validate();
 }
 
 /// Issue 37: `events.enabled` makes the webhook inject `run --events` (HOOKLOG_INJECT_EVENTS)
@@ -1118,21 +1131,20 @@ fn events_enabled_renders_the_flag_and_the_least_cluster_role_that_the_docs_bind
     let binding = &text[start..end];
     let dir = tempfile::tempdir().unwrap();
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  containers:\n    - name: web\n      image: nginx:1.25\n      lifecycle: {preStop: {exec: {command: [sh, -c, \"sleep 1\"]}}}\n";
-    std::fs::write(dir.path().join("pod.yaml"), pod).unwrap();
-    let injected = hooklog()
-        .args([
+    let injected = crate::util::manifests::run(
+        &[
             "inject",
             "--events",
             "--image",
             "registry.example.com/hooklog:0.1.0",
-        ])
-        .arg(dir.path().join("pod.yaml"))
-        .output()
-        .unwrap();
+            "-",
+        ],
+        Some(pod),
+    );
     assert!(
         injected.status.success(),
         "{}",
-        String::from_utf8_lossy(&injected.stderr)
+        crate::util::text(&injected.stderr)
     );
     let role_yaml = serde_json::to_string(role).unwrap();
     let check = |with_binding: bool| {
@@ -1143,18 +1155,7 @@ fn events_enabled_renders_the_flag_and_the_least_cluster_role_that_the_docs_bind
         if with_binding {
             all.push_str(&format!("---\n{binding}"));
         }
-        std::fs::write(dir.path().join("all.yaml"), &all).unwrap();
-        let out = hooklog()
-            .args(["check", "--offline", "--format", "json"])
-            .arg(dir.path().join("all.yaml"))
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["rule"] == "sidecar-events-rbac-unknown")
+        !rbac_unknown_findings(dir.path(), &all, &["--offline"]).is_empty()
     };
     assert!(check(false), "without the binding, check warns");
     assert!(!check(true), "with the docs' binding, the grant is found");
@@ -1180,8 +1181,6 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     if !helm_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog chart CA");
     let mut values = sidecar_settings_values();
     values["tls"] = json!({"mode": "secret", "secretName": "tls", "caBundle": "eA=="});
     values["sidecar"]["mode"] = json!("native");
@@ -1202,37 +1201,8 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
     ] {
         assert!(env.iter().any(|(k, _)| k == var), "{var} not set: {env:?}");
     }
-    let mut cmd = hooklog();
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap());
-    cmd.args(
-        webhook_container(&docs)["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap()),
-    );
-    for (k, v) in env {
-        let v = match k.as_str() {
-            "HOOKLOG_TLS_CERT_FILE" => certs.cert_file.to_str().unwrap().to_string(),
-            "HOOKLOG_TLS_KEY_FILE" => certs.key_file.to_str().unwrap().to_string(),
-            _ => v,
-        };
-        cmd.env(k, v);
-    }
-    cmd.env("HOOKLOG_WEBHOOK_LISTEN", "127.0.0.1:0")
-        .env("RUST_LOG", "info");
-    let w = Webhook::spawn(cmd);
-    let pod = crate::util::webhook::web_pod(json!({"hooklog.dev/inject": "enabled"}));
-    let answer = w.review(&certs.ca_pem, "/mutate", &pod_review("u1", "shop", &pod));
-    let got = patched(&pod, &answer);
-    let by_webhook = got["spec"]["initContainers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "hooklog")
-        .cloned()
-        .unwrap_or_else(|| panic!("no sidecar: {got:#}"));
+    let (pod, got) = ChartWebhook::serving(&docs).opted_in_pod();
+    let by_webhook = native_sidecar(&got);
     let args: Vec<&str> = by_webhook["args"]
         .as_array()
         .unwrap()
@@ -1301,13 +1271,7 @@ fn the_charts_sidecar_values_configure_every_injected_pod_as_annotations_do() {
         .documents[0]
         .value
         .clone();
-    let by_inject = injected["spec"]["initContainers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "hooklog")
-        .cloned()
-        .unwrap();
+    let by_inject = native_sidecar(&injected);
     // The env's order: the chart renders a map, sorted by name; so does the annotation here.
     assert_eq!(by_webhook, by_inject);
 }

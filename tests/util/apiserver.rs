@@ -7,7 +7,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::webhook::request;
+use super::webhook::{Certs, Webhook, injected, request};
 use super::{in_ci, wait_until};
 
 /// How long the API server may take to start calling a webhook configuration just created (its
@@ -169,6 +169,39 @@ impl<'a> Tier<'a> {
         )
     }
 
+    /// Creates `pod(name)` in the opted-in namespace and checks it was stored injected; `what`
+    /// says which admission failed.
+    pub fn admit(&self, name: &str, what: &str) -> Value {
+        let (status, stored) = self.create(&self.ns_in, &pod(name), false);
+        assert_eq!(status, 201, "{what}: {stored:#}");
+        assert!(has_hooklog(&stored), "{what}: {stored:#}");
+        stored
+    }
+
+    /// `pod` as `hooklog inject ARGS` makes it, both as the API server defaults them: the pod where
+    /// nobody injects (dry run, in the opted-out namespace), inject of that, and inject's output
+    /// dry run in turn (the API server defaults what a webhook adds too). What the webhook's pod
+    /// must be stored as.
+    pub fn as_inject_makes(&self, pod: &Value, args: &[&str]) -> Value {
+        let (status, plain) = self.create(&self.ns_out, pod, true);
+        assert_eq!(status, 201, "{plain:#}");
+        assert!(!has_hooklog(&plain), "{plain:#}");
+        let mut by_inject = injected(&plain, args);
+        // What the API server set on the dry run, which it refuses to be given.
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "resourceVersion",
+            "managedFields",
+            "selfLink",
+        ] {
+            by_inject["metadata"].as_object_mut().unwrap().remove(k);
+        }
+        let (status, want) = self.create(&self.ns_out, &by_inject, true);
+        assert_eq!(status, 201, "{want:#}");
+        want
+    }
+
     /// Waits until a dry-run pod in the opted-in namespace comes back injected: the API server
     /// calls the configuration now.
     pub fn wait_active(&self) {
@@ -198,6 +231,29 @@ impl Drop for Tier<'_> {
                 .call("DELETE", &format!("/api/v1/namespaces/{ns}"), None);
         }
     }
+}
+
+/// A tier named after `name` with `webhook` (made with a CA of its own, in a folder of its own)
+/// registered for it under `failure_policy`, and called by the API server already: the folder,
+/// the certificates, the webhook and the tier, in the order a test drops them last to first.
+pub fn registered<'a>(
+    api: &'a Api,
+    name: &str,
+    failure_policy: &str,
+    webhook: impl FnOnce(&Certs, &std::path::Path) -> Webhook,
+) -> (tempfile::TempDir, Certs, Webhook, Tier<'a>) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = webhook(&certs, dir.path());
+    let t = Tier::new(api, name);
+    t.register(&t.configuration(w.port, &[&certs.ca_pem], failure_policy));
+    t.wait_active();
+    (dir, certs, w, t)
+}
+
+/// `hooklog webhook --sidecar classic` with `certs`, for [`registered`].
+pub fn classic_webhook(certs: &Certs, _dir: &std::path::Path) -> Webhook {
+    Webhook::start(certs, &["--sidecar", "classic"])
 }
 
 /// A pod as a user writes it, with a preStop for hooklog to wire.

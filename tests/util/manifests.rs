@@ -68,8 +68,9 @@ pub fn validator_input(yaml: &str) -> String {
     out
 }
 
-/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does.
-pub fn validate_strictly(files: &[PathBuf]) {
+/// `kubernetes-validate --strict` against every version from 1.29 on, as tests/k8s.rs does;
+/// returns what it printed (every line a pass).
+pub fn validate_strictly(files: &[PathBuf]) -> String {
     let versions = validator_versions();
     let mut cmd = Command::new("python3");
     cmd.args(["-m", "kubernetes_validate", "--strict"]);
@@ -95,6 +96,7 @@ pub fn validate_strictly(files: &[PathBuf]) {
         "the validator said more than passed: {not_passed:#?}"
     );
     eprintln!("validated {} files against {versions:?}", files.len());
+    stdout
 }
 
 /// Validates `instance` against a JSON schema with python's jsonschema (kubernetes-validate

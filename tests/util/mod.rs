@@ -3,15 +3,19 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
+//! (`binaries`), `hooklog run --events` and its service account mount (`events`), HTTP
+//! stand-ins (`http`), a pod's Downward API volume (`podinfo`), the go-yaml oracle (`goyaml`),
+//! podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod binaries;
+pub mod events;
 pub mod goyaml;
 pub mod http;
 pub mod manifests;
 pub mod markdown;
+pub mod podinfo;
 pub mod podman;
 pub mod registry;
 pub mod settings;

@@ -531,3 +531,17 @@ impl KeepAlive {
         Ok((status, out, keep))
     }
 }
+
+impl Webhook {
+    /// Whether a line of the webhook's log holds every one of `words`.
+    pub fn logged(&self, words: &[&str]) -> bool {
+        self.log()
+            .iter()
+            .any(|l| words.iter().all(|w| l.contains(w)))
+    }
+
+    /// Fails the test, saying `why` with the webhook's log, unless it [`Webhook::logged`] `words`.
+    pub fn assert_logged(&self, words: &[&str], why: &str) {
+        assert!(self.logged(words), "{why}: {:#?}", self.log());
+    }
+}
