@@ -1663,9 +1663,13 @@ fn instance_metadata_supplies_the_region_and_credentials_through_an_imdsv2_sessi
         .filter(|s| s.path == "/latest/meta-data/iam/security-credentials/hooklog-node-role")
         .count();
     assert_eq!(creds, 1, "one fetch for six hours' credentials: {seen:#?}");
-    assert!(
-        seen.iter()
-            .any(|s| s.path == "/latest/meta-data/placement/region")
+    let regions = seen
+        .iter()
+        .filter(|s| s.path == "/latest/meta-data/placement/region")
+        .count();
+    assert_eq!(
+        regions, 1,
+        "the region asked once, at start, and the client takes it: {seen:#?}"
     );
 }
 
