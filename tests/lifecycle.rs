@@ -47,6 +47,8 @@ struct Settings {
     peers: &'static [&'static str],
     /// `--native-sidecar`.
     native: bool,
+    /// The pod's grace period: the simulated kubelet's SIGKILL comes this long after the deletion.
+    pod_grace: Duration,
 }
 
 impl Default for Settings {
@@ -57,6 +59,26 @@ impl Default for Settings {
             announce: ANNOUNCE,
             peers: &[],
             native: false,
+            pod_grace: POD_GRACE,
+        }
+    }
+}
+
+impl Settings {
+    /// The default settings, with `--peers`.
+    fn peers(peers: &'static [&'static str]) -> Settings {
+        Settings {
+            peers,
+            ..Settings::default()
+        }
+    }
+
+    /// [`LONG_GRACE`] as hooklog's `--grace`, the kubelet's SIGKILL [`POD_GRACE`] after it.
+    fn long_grace(self) -> Settings {
+        Settings {
+            grace: LONG_GRACE,
+            pod_grace: LONG_GRACE + POD_GRACE,
+            ..self
         }
     }
 }
@@ -199,6 +221,9 @@ enum SidecarTerm {
     AfterMainsExit,
 }
 
+/// SIGTERM while the hooks run.
+const DURING_THE_HOOKS: SidecarTerm = SidecarTerm::After(Duration::from_millis(300));
+
 /// What the kubelet saw.
 struct Ended {
     /// When the sidecar got SIGTERM.
@@ -247,8 +272,10 @@ fn sigterm(daemon: &Daemon) -> Instant {
     at
 }
 
-/// Deletes the pod: runs its containers' preStop hooks and signals, in the kubelet's order.
-fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm, pod_grace: Duration) -> Ended {
+/// Deletes the pod: runs its containers' preStop hooks and signals, in the kubelet's order, and
+/// SIGKILLs what is left at the pod's grace deadline (`Settings::pod_grace`).
+fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm) -> Ended {
+    let pod_grace = pod.settings.pod_grace;
     // The containers' main processes; each appends its `term_line` on SIGTERM.
     let mut running: Vec<Running> = specs
         .iter()
@@ -446,6 +473,26 @@ fn line(container: &'static str, via: Via, text: &str) -> Line {
     }
 }
 
+/// A line of `container`'s hook on its stdout.
+fn stdout(container: &'static str, text: &str) -> Line {
+    line(container, Via::Stdout, text)
+}
+
+/// A line of `container`'s hook on its stderr.
+fn stderr(container: &'static str, text: &str) -> Line {
+    line(container, Via::Stderr, text)
+}
+
+/// A line `container` appended to the shared file.
+fn plain(container: &'static str, text: &str) -> Line {
+    line(container, Via::Plain, text)
+}
+
+/// A record `container` wrote with `hooklog emit`.
+fn emitted(container: &'static str, text: &str) -> Line {
+    line(container, Via::Emit, text)
+}
+
 /// A peer's expected outcome in the summary.
 struct Outcome {
     name: &'static str,
@@ -453,12 +500,46 @@ struct Outcome {
     exit_code: Option<i64>,
 }
 
-fn outcome(name: &'static str, outcome: &'static str, exit_code: Option<i64>) -> Outcome {
+/// `name`'s hook exited 0.
+fn ok(name: &'static str) -> Outcome {
+    Outcome {
+        name,
+        outcome: "ok",
+        exit_code: Some(0),
+    }
+}
+
+/// `name`'s hook exited with `code`.
+fn failed(name: &'static str, code: i64) -> Outcome {
+    Outcome {
+        name,
+        outcome: "failed",
+        exit_code: Some(code),
+    }
+}
+
+/// An outcome without an exit code: `missing`, `unfinished`, `timed_out`.
+fn without_exit(name: &'static str, outcome: &'static str) -> Outcome {
     Outcome {
         name,
         outcome,
-        exit_code,
+        exit_code: None,
     }
+}
+
+/// `name` never reported a hook.
+fn missing(name: &'static str) -> Outcome {
+    without_exit(name, "missing")
+}
+
+/// `name`'s hook still ran when hooklog left.
+fn unfinished(name: &'static str) -> Outcome {
+    without_exit(name, "unfinished")
+}
+
+/// The wrapper's `--timeout` ended `name`'s hook.
+fn timed_out(name: &'static str) -> Outcome {
+    without_exit(name, "timed_out")
 }
 
 fn event(r: &Value) -> &str {
@@ -650,6 +731,16 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
     summary
 }
 
+/// hooklog left promptly once nothing was left to wait for: within its quiet period (and a
+/// margin for the machine).
+fn assert_left_promptly(ended: &Ended) {
+    assert!(
+        ended.daemon_took < LINGER + Duration::from_millis(500),
+        "took {:?}",
+        ended.daemon_took
+    );
+}
+
 fn finished(pod: &Pod, name: &str) -> Value {
     pod.daemon
         .records()
@@ -661,16 +752,13 @@ fn finished(pod: &Pod, name: &str) -> Value {
 /// Incident 1: Envoy on distroless, preStop `sleep 5`, and no sleep in the image.
 #[test]
 fn distroless_hook_whose_command_is_missing_is_failed_127() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").exec(&["sleep-not-here", "5"]),
         Spec::new("api-server")
             .sh("echo 'draining api-server'; \"$HL\" sleep 0.3; echo 'api-server drained'"),
     ];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(127));
     assert!(
         ended.hooks["envoy"].stderr.contains("sleep-not-here"),
@@ -678,17 +766,14 @@ fn distroless_hook_whose_command_is_missing_is_failed_127() {
         ended.hooks["envoy"].stderr
     );
     let lines = [
-        line("api-server", Via::Stdout, "draining api-server"),
-        line("api-server", Via::Stdout, "api-server drained"),
+        stdout("api-server", "draining api-server"),
+        stdout("api-server", "api-server drained"),
     ];
     let summary = check(
         &pod,
         &ended,
         &lines,
-        &[
-            outcome("envoy", "failed", Some(127)),
-            outcome("api-server", "ok", Some(0)),
-        ],
+        &[failed("envoy", 127), ok("api-server")],
     );
     let f = finished(&pod, "envoy");
     assert_eq!(f["outcome"], "failed");
@@ -710,10 +795,7 @@ fn distroless_hook_whose_command_is_missing_is_failed_127() {
 /// Incident 2: the heap dump upload fails half-way; every line it printed is there, then failed.
 #[test]
 fn hook_failing_half_way_reports_every_line_then_failed() {
-    let mut pod = Pod::start(Settings {
-        peers: &["api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["api-server"]));
     let script = "echo 'heap dump written to /tmp/heap.hprof'; \
                   echo 'uploading to s3://dumps/api-server/heap.hprof'; \
                   echo 'upload: 10% done'; \
@@ -721,32 +803,21 @@ fn hook_failing_half_way_reports_every_line_then_failed() {
                   exit 1; \
                   echo 'never printed'";
     let specs = [Spec::new("api-server").sh(script)];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["api-server"].status.code(), Some(1));
     let lines = [
-        line(
+        stdout("api-server", "heap dump written to /tmp/heap.hprof"),
+        stdout(
             "api-server",
-            Via::Stdout,
-            "heap dump written to /tmp/heap.hprof",
-        ),
-        line(
-            "api-server",
-            Via::Stdout,
             "uploading to s3://dumps/api-server/heap.hprof",
         ),
-        line("api-server", Via::Stdout, "upload: 10% done"),
-        line(
+        stdout("api-server", "upload: 10% done"),
+        stderr(
             "api-server",
-            Via::Stderr,
             "upload failed: An error occurred (AccessDenied) when calling the PutObject operation",
         ),
     ];
-    check(
-        &pod,
-        &ended,
-        &lines,
-        &[outcome("api-server", "failed", Some(1))],
-    );
+    check(&pod, &ended, &lines, &[failed("api-server", 1)]);
     // The wrapper passes the output through too (the kubelet keeps it for the event).
     assert!(
         ended.hooks["api-server"]
@@ -762,19 +833,14 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
     let grace = Duration::from_secs(2);
     let mut pod = Pod::start(Settings {
         grace,
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
+        pod_grace: Duration::from_millis(3500),
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: draining listeners'; exec \"$HL\" sleep 30"),
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        Duration::from_millis(3500),
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert!(ended.hooks["envoy"].killed_by_kubelet);
     // It waited for the hook as long as it could: up to its grace minus the flush reserve.
     assert!(
@@ -788,17 +854,14 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
         ended.daemon_took
     );
     let lines = [
-        line("envoy", Via::Stdout, "envoy: draining listeners"),
-        line("api-server", Via::Stdout, "api-server: bye"),
+        stdout("envoy", "envoy: draining listeners"),
+        stdout("api-server", "api-server: bye"),
     ];
     let summary = check(
         &pod,
         &ended,
         &lines,
-        &[
-            outcome("envoy", "unfinished", None),
-            outcome("api-server", "ok", Some(0)),
-        ],
+        &[unfinished("envoy"), ok("api-server")],
     );
     assert!(
         summary["message"]
@@ -813,22 +876,13 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
 /// shortly after the announce window, not at its grace ([`LONG_GRACE`]).
 #[test]
 fn expected_peer_that_never_reports_is_missing() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]).long_grace());
     // envoy has no preStop at all (or one that never calls hooklog).
     let specs = [
         Spec::new("envoy"),
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        LONG_GRACE + POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert!(
         ended.daemon_took >= ANNOUNCE,
         "left after {:?}, before the announce window closed",
@@ -839,15 +893,8 @@ fn expected_peer_that_never_reports_is_missing() {
         "left {:?} after SIGTERM, announce window {ANNOUNCE:?}",
         ended.daemon_took
     );
-    check(
-        &pod,
-        &ended,
-        &[line("api-server", Via::Stdout, "api-server: bye")],
-        &[
-            outcome("envoy", "missing", None),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    let lines = [stdout("api-server", "api-server: bye")];
+    check(&pod, &ended, &lines, &[missing("envoy"), ok("api-server")]);
 }
 
 /// SIGTERM before the hooks: one announces itself well after the SIGTERM (and after a linger)
@@ -855,28 +902,20 @@ fn expected_peer_that_never_reports_is_missing() {
 #[test]
 fn sigterm_before_the_hooks_waits_for_a_late_announcer() {
     let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
         announce: Duration::from_secs(2),
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let mut late =
         Spec::new("envoy").sh("echo 'envoy: late but here'; \"$HL\" sleep 0.8; echo 'envoy: done'");
     late.hook_delay = LINGER * 3;
     let specs = [late, Spec::new("api-server").sh("echo 'api-server: bye'")];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: late but here"),
-            line("envoy", Via::Stdout, "envoy: done"),
-            line("api-server", Via::Stdout, "api-server: bye"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
+    let lines = [
+        stdout("envoy", "envoy: late but here"),
+        stdout("envoy", "envoy: done"),
+        stdout("api-server", "api-server: bye"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
 }
 
 /// SIGTERM before the hooks, without `--peers`, to a pod that has been quiet for a while: a hook
@@ -895,48 +934,34 @@ fn sigterm_before_the_hooks_without_peers_waits_for_one_announcing_within_the_li
     // quiet period must still start at the SIGTERM, not at the last line. This sleep sets up
     // that precondition; it waits for nothing.
     std::thread::sleep(pod.settings.linger * 2);
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: started late"),
-            line("envoy", Via::Stdout, "envoy: done"),
-        ],
-        &[outcome("envoy", "ok", Some(0))],
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
+    let lines = [
+        stdout("envoy", "envoy: started late"),
+        stdout("envoy", "envoy: done"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy")]);
 }
 
 /// SIGTERM while the hooks run.
 #[test]
 fn sigterm_during_the_hooks_waits_for_them() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 1.2; echo 'envoy: drained'"),
         Spec::new("api-server").sh("echo 'api-server: draining'; \"$HL\" sleep 0.6; echo 'api-server: drained' >&2; exit 3"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(Duration::from_millis(300)),
-        POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, DURING_THE_HOOKS);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+        stdout("api-server", "api-server: draining"),
+        stderr("api-server", "api-server: drained"),
+    ];
     check(
         &pod,
         &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-            line("api-server", Via::Stdout, "api-server: draining"),
-            line("api-server", Via::Stderr, "api-server: drained"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "failed", Some(3)),
-        ],
+        &lines,
+        &[ok("envoy"), failed("api-server", 3)],
     );
     assert!(
         ended.daemon_exit_at >= ended.hooks["envoy"].ended_at + LINGER - Duration::from_millis(50),
@@ -949,28 +974,15 @@ fn sigterm_during_the_hooks_waits_for_them() {
 /// ([`REPORT_EVERY_IN_DAEMON`]) nor the grace.
 #[test]
 fn a_hook_finishing_during_the_wait_ends_it_then_not_at_the_grace() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy"]).long_grace());
     let specs =
         [Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 1; echo 'envoy: drained'")];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(Duration::from_millis(300)),
-        LONG_GRACE + POD_GRACE,
-    );
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-        ],
-        &[outcome("envoy", "ok", Some(0))],
-    );
+    let ended = delete_pod(&mut pod, &specs, DURING_THE_HOOKS);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy")]);
     // The bound tells a wait woken by the finish from one woken by the next report.
     assert!(LINGER + SLACK < REPORT_EVERY_IN_DAEMON);
     let after_hook = ended
@@ -991,10 +1003,7 @@ const REPORT_EVERY_IN_DAEMON: Duration = Duration::from_secs(5);
 /// SIGTERM after the hooks ended (the containers still shutting down): hooklog leaves promptly.
 #[test]
 fn sigterm_after_the_hooks_leaves_promptly() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: quick'"),
         Spec::new("api-server").sh("echo 'api-server: quick'"),
@@ -1003,7 +1012,6 @@ fn sigterm_after_the_hooks_leaves_promptly() {
         &mut pod,
         &specs,
         SidecarTerm::After(Duration::from_millis(1500)),
-        POD_GRACE,
     );
     for h in ended.hooks.values() {
         assert!(
@@ -1011,61 +1019,37 @@ fn sigterm_after_the_hooks_leaves_promptly() {
             "a hook was still running at SIGTERM"
         );
     }
-    assert!(
-        ended.daemon_took < LINGER + Duration::from_millis(500),
-        "took {:?}",
-        ended.daemon_took
-    );
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: quick"),
-            line("api-server", Via::Stdout, "api-server: quick"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    assert_left_promptly(&ended);
+    let lines = [
+        stdout("envoy", "envoy: quick"),
+        stdout("api-server", "api-server: quick"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
 }
 
 /// The native-sidecar order: SIGTERM only after every main container exited.
 #[test]
 fn native_sidecar_gets_sigterm_last_and_leaves_promptly() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let mut envoy =
         Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 0.5; echo 'envoy: drained'");
     envoy.term_line = Some("envoy: main process got SIGTERM".into());
     let mut api = Spec::new("api-server").exec(&["/bin/false"]);
     api.term_line = Some("api-server: main process got SIGTERM".into());
     let specs = [envoy, api];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AfterMainsExit, POD_GRACE);
-    assert!(
-        ended.daemon_took < LINGER + Duration::from_millis(500),
-        "took {:?}",
-        ended.daemon_took
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AfterMainsExit);
+    assert_left_promptly(&ended);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+        plain("envoy", "envoy: main process got SIGTERM"),
+        plain("api-server", "api-server: main process got SIGTERM"),
+    ];
     check(
         &pod,
         &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-            line("envoy", Via::Plain, "envoy: main process got SIGTERM"),
-            line(
-                "api-server",
-                Via::Plain,
-                "api-server: main process got SIGTERM",
-            ),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "failed", Some(1)),
-        ],
+        &lines,
+        &[ok("envoy"), failed("api-server", 1)],
     );
 }
 
@@ -1080,36 +1064,23 @@ fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
     let mut pod = Pod::start(Settings {
         grace: Duration::from_secs(15),
         announce: Duration::from_secs(5),
-        peers: &["envoy", "api-server"],
         native: true,
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: drained'"),
         // No hook that reports: `missing`, without waiting for it to announce.
         Spec::new("api-server"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(POD_GRACE - window),
-        POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::After(POD_GRACE - window));
     // Exited 0 by itself (checked below), so before the kubelet's SIGKILL.
     assert!(
         ended.daemon_took < window,
         "took {:?} with a {window:?} window",
         ended.daemon_took
     );
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: drained")],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "missing", None),
-        ],
-    );
+    let lines = [stdout("envoy", "envoy: drained")];
+    check(&pod, &ended, &lines, &[ok("envoy"), missing("api-server")]);
 }
 
 /// Lines written after the sidecar got SIGTERM, by every route, all come out: the hooks write
@@ -1118,9 +1089,8 @@ fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
 #[test]
 fn lines_written_after_sigterm_all_come_out() {
     let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
         linger: Duration::from_millis(800),
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     const N: usize = 200;
     let burst = |name: &str| {
@@ -1140,45 +1110,24 @@ fn lines_written_after_sigterm_all_come_out() {
         Spec::new("api-server").sh(&format!("{}; \"$HL\" sleep 0.5", burst("api-server")));
     api.term_line = Some("api-server: shutting down after the last hook".into());
     let specs = [envoy, api];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     let mut lines = vec![
-        line("envoy", Via::Plain, "envoy: shutting down after the hook"),
-        line(
+        plain("envoy", "envoy: shutting down after the hook"),
+        plain(
             "api-server",
-            Via::Plain,
             "api-server: shutting down after the last hook",
         ),
     ];
     for name in ["envoy", "api-server"] {
         for i in 0..N {
-            lines.push(line(name, Via::Plain, &format!("{name} file line {i}")));
-            lines.push(line(name, Via::Stdout, &format!("{name} stdout line {i}")));
+            lines.push(plain(name, &format!("{name} file line {i}")));
+            lines.push(stdout(name, &format!("{name} stdout line {i}")));
         }
-        lines.push(line(
-            name,
-            Via::Emit,
-            &format!("{name}: emitted via the socket"),
-        ));
-        lines.push(line(
-            name,
-            Via::Emit,
-            &format!("{name}: emitted via the file"),
-        ));
-        lines.push(line(
-            name,
-            Via::Stderr,
-            &format!("{name}: last stderr line"),
-        ));
+        lines.push(emitted(name, &format!("{name}: emitted via the socket")));
+        lines.push(emitted(name, &format!("{name}: emitted via the file")));
+        lines.push(stderr(name, &format!("{name}: last stderr line")));
     }
-    check(
-        &pod,
-        &ended,
-        &lines,
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
     let records = pod.daemon.records();
     let emitted = records
         .iter()
@@ -1196,20 +1145,13 @@ fn lines_written_after_sigterm_all_come_out() {
 /// `--timeout` on the wrapper: the command is killed, the hook is `timed_out`, exit 124.
 #[test]
 fn wrapper_timeout_is_timed_out_124_in_the_summary() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy"]));
     let mut envoy = Spec::new("envoy").sh("echo \"$$\" > \"$SHARED_DIR/envoy.pid\"; echo 'envoy: waiting for ever'; exec \"$HL\" sleep 60");
     envoy.hook_flags = vec!["--timeout".into(), "700ms".into()];
-    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(124));
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: waiting for ever")],
-        &[outcome("envoy", "timed_out", None)],
-    );
+    let lines = [stdout("envoy", "envoy: waiting for ever")];
+    check(&pod, &ended, &lines, &[timed_out("envoy")]);
     let f = finished(&pod, "envoy");
     assert_eq!(f["signal"], "SIGTERM", "{f}");
     let pid: i32 = std::fs::read_to_string(pod.dir.path().join("envoy.pid"))
@@ -1226,23 +1168,13 @@ fn wrapper_timeout_is_timed_out_124_in_the_summary() {
 /// The socket is down: the wrappers fall back to the shared file, which hooklog follows.
 #[test]
 fn socket_down_falls_back_to_the_file() {
-    let mut pod = Pod::start_with(
-        Settings {
-            peers: &["envoy"],
-            ..Settings::default()
-        },
-        false,
-    );
+    let mut pod = Pod::start_with(Settings::peers(&["envoy"]), false);
     let mut envoy = Spec::new("envoy").sh("echo 'envoy: via the file'; \"$HL\" sleep 0.3; exit 7");
     envoy.dead_socket = true;
-    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(7));
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: via the file")],
-        &[outcome("envoy", "failed", Some(7))],
-    );
+    let lines = [stdout("envoy", "envoy: via the file")];
+    check(&pod, &ended, &lines, &[failed("envoy", 7)]);
     for r in pod
         .daemon
         .records()
@@ -1261,12 +1193,8 @@ fn socket_down_falls_back_to_the_file() {
 /// up to where hooklog stopped reading.
 #[test]
 fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        // Far above the cap, so that waiting for the grace instead shows.
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    // A grace far above the cap, so that waiting for the grace instead shows.
+    let mut pod = Pod::start(Settings::peers(&["envoy"]).long_grace());
     let mut chatty = pod
         .command("sh")
         .arg("-c")
@@ -1276,12 +1204,7 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
         .spawn()
         .unwrap();
     let specs = [Spec::new("envoy").sh("echo 'envoy: bye'")];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        LONG_GRACE + POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     kill_group(chatty.id());
     let _ = chatty.wait();
     assert!(ended.daemon_status.success(), "{}", ended.daemon_status);
