@@ -195,36 +195,14 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     }
     text.push_str(&finished("app", "ok"));
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--peers",
-            "app",
-            "--grace",
-            "10s",
-            "--linger",
-            "100ms",
-            "--max-line-bytes",
-            "2048",
-        ],
-        &POD_ENV,
-    );
-    d.wait_records(301, Duration::from_secs(20));
-    d.stop(Duration::from_secs(15));
+    let (d, s) = summary_under_a_2048_cap(&file, &["--peers", "app", "--grace", "10s"], 301);
     let records = d.records();
     let summaries: Vec<&Value> = records
         .iter()
         .filter(|r| r["hooklog"]["input"] == "hooklog")
         .collect();
-    assert_eq!(summaries.len(), 1, "{summaries:#?}");
-    let s = summaries[0];
-    assert_eq!(s["event"], "hooks.summary", "split or missing: {s}");
+    assert_eq!(summaries, [&s], "one summary, the last record");
     assert!(s.get("split").is_none(), "{s}");
-    assert!(
-        d.stdout.lines().last().unwrap().len() <= 2048,
-        "summary over the cap"
-    );
     // The real peer counts, and nothing learned past the cap does.
     assert_eq!(s["counts"]["ok"], 1, "{s}");
     assert_eq!(s["counts"]["failed"], 64, "{s}");
@@ -336,14 +314,20 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
         "the regular file read again",
         || d.stdout.contains("\"after\""),
     );
+    assert_refused_once(&mut d, "AWS_SECRET", "symbolic link", "the symlinked file");
+}
+
+/// Stops the sidecar `d`: nothing of `secret` came out, and it warned of what it refused
+/// (`warning`) once, not at every poll. `case` names the case in a failure.
+fn assert_refused_once(d: &mut Daemon, secret: &str, warning: &str, case: &str) {
     d.stop(Duration::from_secs(10));
     let out = d.stdout.lines().join("\n");
     assert!(
-        !out.contains("AWS_SECRET"),
-        "the secret was shipped:\n{out}"
+        !out.contains(secret),
+        "{case}: {secret} was shipped:\n{out}"
     );
-    let warnings = d.stderr.count("symbolic link");
-    assert_eq!(warnings, 1, "{:#?}", d.stderr.lines());
+    let warnings = d.stderr.count(warning);
+    assert_eq!(warnings, 1, "{case}: {:#?}", d.stderr.lines());
 }
 
 /// Issue 17, case 9: symlinks planted before hooklog starts. The checkpoint's path pointed at a
@@ -497,31 +481,23 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         text.push_str(&finished(&name, "failed"));
     }
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--podinfo",
-            podinfo.to_str().unwrap(),
-            "--max-line-bytes",
-            "2048",
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
-        &POD_ENV,
-    );
-    d.wait_records(40, Duration::from_secs(10));
-    d.stop(Duration::from_secs(10));
-    let last = d.stdout.lines().last().unwrap().clone();
-    assert!(last.len() <= 2048, "{} bytes", last.len());
-    let s: Value = serde_json::from_str(&last).unwrap();
-    assert_eq!(s["event"], "hooks.summary", "{s}");
+    let podinfo = podinfo.to_str().unwrap();
+    let (_, s) = summary_under_a_2048_cap(&file, &["--podinfo", podinfo, "--grace", "5s"], 40);
     assert_eq!(s["counts"]["failed"], 40, "{s}");
     let listed = s["peers"].as_object().unwrap().len() as u64;
     assert_eq!(listed + s["peers_omitted"].as_u64().unwrap(), 40, "{s}");
     assert!(s["message"].as_str().unwrap().contains("more)"), "{s}");
+}
+
+/// A sidecar with `--max-line-bytes 2048` and `args` that reads the `n` records already in
+/// `file`, stopped; and its summary ([`summary_of`]: the last record, whole, within the cap).
+fn summary_under_a_2048_cap(file: &Path, args: &[&str], n: usize) -> (Daemon, Value) {
+    let args = [args, &["--linger", "100ms", "--max-line-bytes", "2048"]].concat();
+    let mut d = Daemon::follow(file, None, &args, &POD_ENV);
+    d.wait_records(n, Duration::from_secs(20));
+    d.stop(Duration::from_secs(15));
+    let s = summary_of(&d, 2048 + 1);
+    (d, s)
 }
 
 /// A real `hooklog hook` for container `app` reporting to `sock` and `file`, running `script`.
@@ -551,6 +527,13 @@ fn summary_of(d: &Daemon, cap: usize) -> Value {
     v
 }
 
+/// A sidecar following the shared `file` and `sock` that expects the one peer `app` (grace 10 s,
+/// a short quiet period).
+fn app_sidecar(file: &Path, sock: &Path) -> Daemon {
+    let args = ["--peers", "app", "--grace", "10s", "--linger", "200ms"];
+    Daemon::follow(file, Some(sock), &args, &POD_ENV)
+}
+
 /// Issue 25.1: a peer writes `hook.finished` for `app` with a made-up `run_id` and
 /// `started_ms` = now while the real hook runs. On main the daemon stopped waiting, left 0.5 s
 /// later and reported `app` ok though the real hook exits 1. Now it waits for the real finish.
@@ -563,12 +546,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, wrong key",
     ] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
-            &POD_ENV,
-        );
+        let mut d = app_sidecar(&file, &sock);
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
         d.expect(Duration::from_secs(10), "the real hook.started", || {
             d.stdout.contains("\"hook.started\"")
@@ -888,14 +866,13 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             .unwrap()
             .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
             .unwrap();
-        d.stop(Duration::from_secs(10));
-        let out = d.stdout.lines().join("\n");
-        assert!(
-            !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
-            "depth {depth}: {out}"
+        let case = format!("depth {depth}");
+        assert_refused_once(
+            &mut d,
+            "SECRET-OF-THE-OTHER-FOLDER",
+            "folder on the way",
+            &case,
         );
-        let warnings = d.stderr.count("folder on the way");
-        assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
     }
 }
 
@@ -908,12 +885,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
-            &POD_ENV,
-        );
+        let mut d = app_sidecar(&file, &sock);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let dribblers: Vec<_> = (0..65)

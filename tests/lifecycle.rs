@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use crate::util::wrapper::wrapper;
 use crate::util::{Daemon, POD_ENV, append, hooklog, pod_dir, wait_until};
 
 /// hooklog's `--grace` in most scenarios: short, so the suite stays fast.
@@ -1285,19 +1286,13 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
         &["--peers", "envoy", "--grace", "10s", "--linger", "300ms"],
         &POD_ENV,
     );
-    let st = hooklog()
-        .args([
-            "hook",
-            "--hook-name",
-            "postStart",
-            "--container",
-            "envoy",
-            "--socket",
-            s,
-        ])
-        .args(["--", "true"])
-        .status()
-        .unwrap();
+    let st = wrapper(
+        "envoy",
+        &["--hook-name", "postStart", "--socket", s],
+        &["true"],
+    )
+    .status()
+    .unwrap();
     assert!(st.success());
     assert!(wait_until(Duration::from_secs(5), || daemon
         .records()
@@ -1305,11 +1300,13 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
         == 2));
     daemon.terminate();
     std::thread::sleep(Duration::from_millis(500)); // The preStop announces a moment after SIGTERM.
-    let out = hooklog()
-        .args(["hook", "--container", "envoy", "--socket", s])
-        .args(["--", "sh", "-c", "echo draining; sleep 1; echo drained"])
-        .output()
-        .unwrap();
+    let out = wrapper(
+        "envoy",
+        &["--socket", s],
+        &["sh", "-c", "echo draining; sleep 1; echo drained"],
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(daemon.wait_exit(Duration::from_secs(15)).success());
     let records = daemon.records();
@@ -1342,18 +1339,7 @@ fn with_emf_the_summary_is_still_the_last_record() {
         &["--peers", "envoy", "--emf", "--linger", "200ms"],
         &POD_ENV,
     );
-    let st = hooklog()
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--socket",
-            s,
-            "--",
-            "sh",
-            "-c",
-            "exit 3",
-        ])
+    let st = wrapper("envoy", &["--socket", s], &["sh", "-c", "exit 3"])
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(3));
@@ -1431,6 +1417,36 @@ fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
     );
 }
 
+/// Starts `container`'s wrapped hook `sh -c SCRIPT` reporting to the socket `sock`, and waits
+/// until the script has made the file `ready`.
+fn running_hook(container: &str, sock: &Path, script: &str, ready: &Path) -> Child {
+    let hook = wrapper(
+        container,
+        &["--socket", sock.to_str().unwrap()],
+        &["sh", "-c", script],
+    )
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    hook
+}
+
+/// A sidecar following the shared `file` alone, with a short quiet period and `args`.
+fn follow_quietly(file: &Path, args: &[&str]) -> Daemon {
+    let args = [["--linger", "200ms"].as_slice(), args].concat();
+    Daemon::follow(file, None, &args, &POD_ENV)
+}
+
+/// Runs `container`'s wrapped hook `CMD...` reporting to the shared `file`, to its success.
+fn hook_via_file(container: &str, file: &Path, cmd: &[&str]) {
+    let st = wrapper(container, &["--file", file.to_str().unwrap()], cmd)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{container}'s hook: {st}");
+}
+
 /// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook
 /// (which started with a run id) still runs: the daemon keeps waiting, and the summary reports
 /// the hook's true end.
@@ -1444,15 +1460,8 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
         &["--peers", "envoy", "--grace", "20s", "--linger", "200ms"],
         &POD_ENV,
     );
-    let mut hook = hooklog()
-        .args(["hook", "--container", "envoy", "--socket"])
-        .arg(&sock)
-        .args(["--", "sh", "-c"])
-        .arg(format!("touch {}; sleep 2; exit 3", ready.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    let script = format!("touch {}; sleep 2; exit 3", ready.display());
+    let mut hook = running_hook("envoy", &sock, &script, &ready);
     daemon.expect(Duration::from_secs(10), "hook.started came out", || {
         daemon
             .records()
@@ -1479,7 +1488,7 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
+    let mut daemon = follow_quietly(&file, &[]);
     let forged = [
         r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
         r#"{"event":"hooks.metrics","container":"app"}"#,
@@ -1490,14 +1499,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
         r#"{"event":"hook.anything","container_name":"app"}"#,
     ];
     append(&file, &(forged.join("\n") + "\n"));
-    let st = hooklog()
-        .args(["hook", "--container", "envoy", "--file"])
-        .arg(&file)
-        .args(["--", "echo", "real"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    hook_via_file("envoy", &file, &["echo", "real"]);
     // Events hooklog does not own are left alone.
     append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
     daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
@@ -1531,7 +1533,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
     let (_dir, file, _) = pod_dir();
     std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
+    let mut daemon = follow_quietly(&file, &[]);
     append(
         &file,
         "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
@@ -1577,14 +1579,7 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
         ready.display()
     );
     assert!(script.len() > 9000);
-    let mut hook = hooklog()
-        .args(["hook", "--container", "app", "--socket"])
-        .arg(&sock)
-        .args(["--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    let mut hook = running_hook("app", &sock, &script, &ready);
     daemon.expect(Duration::from_secs(10), "the hook's start came out", || {
         daemon.stdout.len() > 0
     });
@@ -1633,27 +1628,9 @@ fn large_pod_annotations_leave_every_record_whole() {
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--podinfo",
-            podinfo.to_str().unwrap(),
-            "--peers",
-            "app",
-            "--linger",
-            "200ms",
-        ],
-        &POD_ENV,
-    );
-    let st = hooklog()
-        .args(["hook", "--container", "app", "--file"])
-        .arg(&file)
-        .args(["--", "echo", "drained"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let podinfo = podinfo.to_str().unwrap();
+    let mut daemon = follow_quietly(&file, &["--podinfo", podinfo, "--peers", "app"]);
+    hook_via_file("app", &file, &["echo", "drained"]);
     daemon.wait_records(3, Duration::from_secs(10));
     daemon.stop(Duration::from_secs(15));
     let records = daemon.records();

@@ -3,7 +3,8 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
+//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`),
+//! the summary's word on a peer (`summary`), the hook wrapper's command (`wrapper`).
 #![allow(dead_code)]
 
 pub mod apiserver;
@@ -15,7 +16,9 @@ pub mod markdown;
 pub mod podman;
 pub mod registry;
 pub mod settings;
+pub mod summary;
 pub mod webhook;
+pub mod wrapper;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
