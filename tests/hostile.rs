@@ -429,26 +429,19 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
         };
         c.write_all(line.as_bytes()).unwrap();
     };
-    let is_socket = || {
+    // Waits until a socket is at the path again (`what`), then sends it `line`, the `n`th record.
+    let bound_again = |what: &str, line: &str, n: usize| {
         use std::os::unix::fs::FileTypeExt;
-        std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        d.expect(Duration::from_secs(15), what, || {
+            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        });
+        send(line);
+        d.wait_records(n, Duration::from_secs(10));
     };
     std::fs::remove_file(&sock).unwrap();
-    d.expect(
-        Duration::from_secs(15),
-        "the deleted socket bound again",
-        is_socket,
-    );
-    send("after delete\n");
-    d.wait_records(1, Duration::from_secs(10));
+    bound_again("the deleted socket bound again", "after delete\n", 1);
     plant_symlink(&victim, &sock);
-    d.expect(
-        Duration::from_secs(15),
-        "the symlink replaced by a socket",
-        is_socket,
-    );
-    send("after symlink\n");
-    d.wait_records(2, Duration::from_secs(10));
+    bound_again("the symlink replaced by a socket", "after symlink\n", 2);
     d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let rebound = d.stderr.count("bound it again");
