@@ -547,6 +547,11 @@ fn event(r: &Value) -> &str {
     r["event"].as_str().unwrap_or("")
 }
 
+/// The events of `records`, in order (`""` for a record without one).
+fn events<'r>(records: impl IntoIterator<Item = &'r Value>) -> Vec<&'r str> {
+    records.into_iter().map(event).collect()
+}
+
 /// The checks every scenario makes. Returns the summary record.
 fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Value {
     let stderr = pod.daemon.stderr.lines();
@@ -1279,13 +1284,9 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
 /// the container's preStop (found in review: hooklog used to leave at once and lose the preStop).
 #[test]
 fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
-    let (_dir, _, sock) = pod_dir();
+    let (_dir, sock, mut daemon) =
+        listening(&["--peers", "envoy", "--grace", "10s", "--linger", "300ms"]);
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::listen(
-        &sock,
-        &["--peers", "envoy", "--grace", "10s", "--linger", "300ms"],
-        &POD_ENV,
-    );
     let st = wrapper(
         "envoy",
         &["--hook-name", "postStart", "--socket", s],
@@ -1332,13 +1333,8 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
 /// With `--emf`, per-peer metric records come before the summary, which stays the last record.
 #[test]
 fn with_emf_the_summary_is_still_the_last_record() {
-    let (_dir, _, sock) = pod_dir();
+    let (_dir, sock, mut daemon) = listening(&["--peers", "envoy", "--emf", "--linger", "200ms"]);
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::listen(
-        &sock,
-        &["--peers", "envoy", "--emf", "--linger", "200ms"],
-        &POD_ENV,
-    );
     let st = wrapper("envoy", &["--socket", s], &["sh", "-c", "exit 3"])
         .status()
         .unwrap();
@@ -1353,13 +1349,27 @@ fn with_emf_the_summary_is_still_the_last_record() {
     assert_eq!(metrics["container"], "envoy", "{metrics}");
 }
 
+/// The pod's folder, its file holding the line `before`, and a sidecar (quiet period 100 ms)
+/// following it that has read that line.
+fn reading_a_line() -> (tempfile::TempDir, PathBuf, Daemon) {
+    let (dir, file, _) = pod_dir();
+    std::fs::write(&file, "before\n").unwrap();
+    let daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
+    daemon.wait_records(1, Duration::from_secs(10));
+    (dir, file, daemon)
+}
+
+/// The pod's folder, its socket, and a sidecar listening on it alone with `args`.
+fn listening(args: &[&str]) -> (tempfile::TempDir, PathBuf, Daemon) {
+    let (dir, _, sock) = pod_dir();
+    let daemon = Daemon::listen(&sock, args, &POD_ENV);
+    (dir, sock, daemon)
+}
+
 /// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
 /// 0, and write its `hooks.summary` last.
 fn daemon_stops_cleanly_on(sig: &str) {
-    let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
-    daemon.wait_records(1, Duration::from_secs(10));
+    let (_dir, _, mut daemon) = reading_a_line();
     daemon.signal(sig);
     let st = daemon.wait_exit(Duration::from_secs(15));
     assert!(st.success(), "SIG{sig}: {st:?}");
@@ -1390,10 +1400,7 @@ fn run_on_sigquit_ends_with_its_summary() {
 /// it with its summary.
 #[test]
 fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
-    let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
-    daemon.wait_records(1, Duration::from_secs(10));
+    let (_dir, file, mut daemon) = reading_a_line();
     for sig in ["USR1", "USR2", "PIPE"] {
         daemon.signal(sig);
     }
@@ -1432,8 +1439,10 @@ fn running_hook(container: &str, sock: &Path, script: &str, ready: &Path) -> Chi
     hook
 }
 
-/// A sidecar following the shared `file` alone, with a short quiet period and `args`.
+/// A sidecar following the shared `file` (made empty) alone, with a short quiet period and
+/// `args`.
 fn follow_quietly(file: &Path, args: &[&str]) -> Daemon {
+    std::fs::write(file, "").unwrap();
     let args = [["--linger", "200ms"].as_slice(), args].concat();
     Daemon::follow(file, None, &args, &POD_ENV)
 }
@@ -1487,7 +1496,6 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 #[test]
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     let mut daemon = follow_quietly(&file, &[]);
     let forged = [
         r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
@@ -1508,10 +1516,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
         records.iter().partition(|r| r["hooklog"]["forged"] == true);
     assert_eq!(marked.len(), forged.len(), "{records:#?}");
-    let real: Vec<&str> = unmarked
-        .iter()
-        .map(|r| r["event"].as_str().unwrap_or(""))
-        .collect();
+    let real = events(unmarked.iter().copied());
     assert_eq!(
         real,
         [
@@ -1532,7 +1537,6 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 #[test]
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
     let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     let mut daemon = follow_quietly(&file, &[]);
     append(
         &file,
@@ -1555,24 +1559,19 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
 /// summary names its true outcome (it said `missing`, the start being split text).
 #[test]
 fn a_long_hook_command_still_gives_a_parsed_hook_started() {
-    let (dir, _, sock) = pod_dir();
+    let (dir, sock, mut daemon) = listening(&[
+        "--peers",
+        "app",
+        "--max-line-bytes",
+        "2048",
+        "--announce-timeout",
+        "300ms",
+        "--grace",
+        "20s",
+        "--linger",
+        "200ms",
+    ]);
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::listen(
-        &sock,
-        &[
-            "--peers",
-            "app",
-            "--max-line-bytes",
-            "2048",
-            "--announce-timeout",
-            "300ms",
-            "--grace",
-            "20s",
-            "--linger",
-            "200ms",
-        ],
-        &POD_ENV,
-    );
     let script = format!(
         "# {}\ntouch {}; sleep 2; echo drained",
         "a \"quoted\" drain step; ".repeat(400),
@@ -1607,7 +1606,6 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
 #[test]
 fn large_pod_annotations_leave_every_record_whole() {
     let (dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     let podinfo = dir.path().join("podinfo");
     std::fs::create_dir(&podinfo).unwrap();
     std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
@@ -1634,10 +1632,7 @@ fn large_pod_annotations_leave_every_record_whole() {
     daemon.wait_records(3, Duration::from_secs(10));
     daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
-    let events: Vec<&str> = records
-        .iter()
-        .map(|r| r["event"].as_str().unwrap_or(""))
-        .collect();
+    let events = events(&records);
     assert_eq!(
         events,
         [

@@ -492,3 +492,14 @@ pub const POD_ENV: [(&str, &str); 5] = [
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+impl Daemon {
+    /// Fails the test unless a line hooklog wrote to its stderr so far contains `what`.
+    pub fn assert_said(&self, what: &str) {
+        assert!(
+            self.stderr.contains(what),
+            "hooklog's stderr does not say {what:?}: {:#?}",
+            self.stderr.lines()
+        );
+    }
+}
