@@ -517,10 +517,10 @@ fn summary_of(d: &Daemon, cap: usize) -> Value {
 }
 
 /// A sidecar following the shared `file` and `sock` that expects the one peer `app` (grace 10 s,
-/// a short quiet period).
-fn app_sidecar(file: &Path, sock: &Path) -> Daemon {
-    let args = ["--peers", "app", "--grace", "10s", "--linger", "200ms"];
-    Daemon::follow(file, Some(sock), &args, &POD_ENV)
+/// a short quiet period), with `extra` flags.
+fn app_sidecar(file: &Path, sock: &Path, extra: &[&str]) -> Daemon {
+    let peer = ["--peers", "app", "--grace", "10s", "--linger", "200ms"];
+    Daemon::follow(file, Some(sock), &[&peer, extra].concat(), &POD_ENV)
 }
 
 /// Issue 25.1: a peer writes `hook.finished` for `app` with a made-up `run_id` and
@@ -535,7 +535,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, wrong key",
     ] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = app_sidecar(&file, &sock);
+        let mut d = app_sidecar(&file, &sock, &[]);
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
         d.expect(Duration::from_secs(10), "the real hook.started", || {
             d.stdout.contains("\"hook.started\"")
@@ -626,23 +626,9 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         )
         .unwrap();
         let cap_s = cap.to_string();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &[
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-                "--max-line-bytes",
-                &cap_s,
-                "--podinfo",
-                podinfo.to_str().unwrap(),
-            ],
-            &POD_ENV,
-        );
+        let podinfo = podinfo.to_str().unwrap();
+        let extra = ["--max-line-bytes", &cap_s, "--podinfo", podinfo];
+        let mut d = app_sidecar(&file, &sock, &extra);
         let mut hook = spawn_hook(&sock, &file, &[], &long_command);
         assert!(hook.wait().unwrap().code() == Some(3));
         d.expect(Duration::from_secs(10), "hook.finished", || {
@@ -874,7 +860,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = app_sidecar(&file, &sock);
+        let mut d = app_sidecar(&file, &sock, &[]);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let dribblers: Vec<_> = (0..65)

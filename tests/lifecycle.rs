@@ -238,6 +238,17 @@ struct Ended {
     hooks: BTreeMap<&'static str, HookEnd>,
 }
 
+impl Ended {
+    /// hooklog left after its SIGTERM within `bounds`; `what` says why those.
+    fn assert_left_within(&self, bounds: std::ops::Range<Duration>, what: &str) {
+        assert!(
+            bounds.contains(&self.daemon_took),
+            "hooklog left {:?} after SIGTERM, outside {bounds:?} ({what})",
+            self.daemon_took
+        );
+    }
+}
+
 struct HookEnd {
     status: ExitStatus,
     ended_at: Instant,
@@ -570,12 +581,7 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
         ended.daemon_took,
         dump()
     );
-    assert!(
-        ended.daemon_took < pod.settings.grace + SLACK,
-        "hooklog took {:?} after SIGTERM, grace is {:?}",
-        ended.daemon_took,
-        pod.settings.grace
-    );
+    ended.assert_left_within(Duration::ZERO..pod.settings.grace + SLACK, "its grace");
     // ... and not before a hook it saw finish had ended.
     for (name, h) in &ended.hooks {
         if !h.killed_by_kubelet {
@@ -740,10 +746,9 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
 /// hooklog left promptly once nothing was left to wait for: within its quiet period (and a
 /// margin for the machine).
 fn assert_left_promptly(ended: &Ended) {
-    assert!(
-        ended.daemon_took < LINGER + Duration::from_millis(500),
-        "took {:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        Duration::ZERO..LINGER + Duration::from_millis(500),
+        "promptly: its quiet period",
     );
 }
 
@@ -849,15 +854,9 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert!(ended.hooks["envoy"].killed_by_kubelet);
     // It waited for the hook as long as it could: up to its grace minus the flush reserve.
-    assert!(
-        ended.daemon_took >= grace / 2,
-        "hooklog gave up on a running hook after {:?}",
-        ended.daemon_took
-    );
-    assert!(
-        ended.daemon_took < grace + SLACK,
-        "hooklog took {:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        grace / 2..grace + SLACK,
+        "not giving up on the running hook early, nor past its grace",
     );
     let lines = [
         stdout("envoy", "envoy: draining listeners"),
@@ -889,15 +888,9 @@ fn expected_peer_that_never_reports_is_missing() {
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
-    assert!(
-        ended.daemon_took >= ANNOUNCE,
-        "left after {:?}, before the announce window closed",
-        ended.daemon_took
-    );
-    assert!(
-        ended.daemon_took < ANNOUNCE + LINGER + Duration::from_millis(700),
-        "left {:?} after SIGTERM, announce window {ANNOUNCE:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        ANNOUNCE..ANNOUNCE + LINGER + Duration::from_millis(700),
+        "once the announce window closed, and soon after",
     );
     let lines = [stdout("api-server", "api-server: bye")];
     check(&pod, &ended, &lines, &[missing("envoy"), ok("api-server")]);
@@ -1080,11 +1073,7 @@ fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
     ];
     let ended = delete_pod(&mut pod, &specs, SidecarTerm::After(POD_GRACE - window));
     // Exited 0 by itself (checked below), so before the kubelet's SIGKILL.
-    assert!(
-        ended.daemon_took < window,
-        "took {:?} with a {window:?} window",
-        ended.daemon_took
-    );
+    ended.assert_left_within(Duration::ZERO..window, "the kubelet's window");
     let lines = [stdout("envoy", "envoy: drained")];
     check(&pod, &ended, &lines, &[ok("envoy"), missing("api-server")]);
 }
@@ -1215,10 +1204,9 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
     let _ = chatty.wait();
     assert!(ended.daemon_status.success(), "{}", ended.daemon_status);
     let cap = pod.settings.linger * 4;
-    assert!(
-        ended.daemon_took < cap + SLACK,
-        "hooklog took {:?} with a chatty container; the cap is {cap:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        Duration::ZERO..cap + SLACK,
+        "with a chatty container: the quiet period's cap",
     );
     let records = pod.daemon.records();
     assert_eq!(event(records.last().unwrap()), "hooks.summary");
