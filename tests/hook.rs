@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::wrapper::{PidFile, alive, wrapper};
-use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, pod_dir, wait_until};
+use crate::util::{Daemon, POD_ENV, assert_usage_error, hooklog, hooklog_bin, pod_dir, wait_until};
 
 /// Records in a JSON-lines file (or stream).
 fn json_lines(text: &str) -> Vec<Value> {
@@ -444,8 +444,7 @@ fn sleep_takes_the_forms_pods_use() {
         child.wait().unwrap();
     }
     let out = hooklog().args(["sleep", "banana"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(64), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("banana"));
+    assert_usage_error(&out, "banana", "sleep banana");
 }
 
 #[test]

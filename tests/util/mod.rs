@@ -503,3 +503,14 @@ impl Daemon {
         );
     }
 }
+
+/// The command was refused as misused: exit 64 (EX_USAGE), its stderr saying `says`; `case`
+/// names the call in a failure.
+pub fn assert_usage_error(out: &std::process::Output, says: &str, case: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{case}: {stderr}");
+    assert!(
+        stderr.contains(says),
+        "{case}: not saying {says:?}: {stderr}"
+    );
+}
