@@ -13,7 +13,8 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::{
-    Daemon, POD_ENV, assert_usage_error, hooklog, pod_dir, spawn_piped, status_kb, wait_until,
+    Daemon, POD_ENV, assert_contains_all, assert_usage_error, hooklog, pod_dir, spawn_piped,
+    status_kb, wait_until,
 };
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
@@ -971,17 +972,16 @@ fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
         cmd
     };
     let out = command(&[]).output().unwrap();
+    assert_usage_error(&out, "needs an AWS region", "no region");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    for source in [
+    let sources = [
         "AWS_REGION",
         "AWS_DEFAULT_REGION",
         "profile \"default\"",
         ".aws/config",
-    ] {
-        assert!(err.contains(source), "{source}: {err}");
-    }
+    ];
+    assert_contains_all(&err, &sources);
     assert!(!file.exists(), "nothing is made before the refusal");
     // The profile's region: it starts (and stops at SIGTERM).
     let config = dir.path().join("aws-config");

@@ -514,3 +514,10 @@ pub fn assert_usage_error(out: &std::process::Output, says: &str, case: &str) {
         "{case}: not saying {says:?}: {stderr}"
     );
 }
+
+/// Fails the test unless `text` holds every one of `parts`, naming the first it lacks.
+pub fn assert_contains_all(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
+}
