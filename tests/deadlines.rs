@@ -18,7 +18,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, open_append, pod_dir, spawn_piped, wait_until};
+use crate::util::{
+    Daemon, POD_ENV, assert_usage_error, hooklog, open_append, pod_dir, spawn_piped, wait_until,
+};
 
 /// A listener with a short accept queue, as a stuck daemon at `--max-connections` has one.
 fn listen_with_backlog(path: &Path, backlog: i32) -> OwnedFd {
@@ -500,9 +502,7 @@ fn numbers_past_their_bounds_are_usage_errors_not_crashes() {
             .args([flag, value])
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(64), "{flag} {value}: {stderr}");
-        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+        assert_usage_error(&out, flag, &format!("{flag} {value}"));
     }
     let out = hooklog()
         .args([

@@ -3,12 +3,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin, pod_dir, wait_until};
+use crate::util::wrapper::{PidFile, alive, wrapper};
+use crate::util::{Daemon, POD_ENV, assert_usage_error, hooklog, hooklog_bin, pod_dir, wait_until};
 
 /// Records in a JSON-lines file (or stream).
 fn json_lines(text: &str) -> Vec<Value> {
@@ -27,12 +28,7 @@ fn events(records: &[Value]) -> Vec<&str> {
 
 /// Runs `hooklog hook --container envoy FLAGS -- CMD...`.
 fn hook(flags: &[&str], cmd: &[&str]) -> Output {
-    hooklog()
-        .args(["hook", "--container", "envoy"])
-        .args(flags)
-        .arg("--")
-        .args(cmd)
-        .stdin(Stdio::null())
+    wrapper("envoy", flags, cmd)
         .output()
         .expect("run hooklog hook")
 }
@@ -50,34 +46,16 @@ fn hook_via(sock: &Path, file: &Path, cmd: &[&str]) -> Output {
     )
 }
 
-/// True while the process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name.
-            let state = stat
-                .rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .chars()
-                .next();
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
-
-fn read_pid(path: &Path) -> i32 {
-    let ok = wait_until(Duration::from_secs(5), || {
-        std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n'))
-    });
-    assert!(ok, "{} was not written", path.display());
-    std::fs::read_to_string(path)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+/// Starts envoy's wrapped hook `sh -c SCRIPT`, reporting to `file` (its stdout discarded).
+fn spawn_hook(file: &Path, script: &str) -> Child {
+    wrapper(
+        "envoy",
+        &["--file", file.to_str().unwrap()],
+        &["sh", "-c", script],
+    )
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap()
 }
 
 #[test]
@@ -177,14 +155,14 @@ fn hook_not_executable_exits_126() {
 #[test]
 fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
     let (dir, file, _) = pod_dir();
-    let pid_file = dir.path().join("child.pid");
+    let pid_file = PidFile::new(dir.path(), "child.pid");
     let started = Instant::now();
     let out = hook(
         &["--file", file.to_str().unwrap(), "--timeout", "500ms"],
         &[
             "sh",
             "-c",
-            &format!("sleep 30 & echo $! > {}; wait", pid_file.display()),
+            &format!("sleep 30 & {}; wait", pid_file.echo("$!")),
         ],
     );
     let took = started.elapsed();
@@ -200,7 +178,7 @@ fn hook_timeout_kills_the_command_and_its_children_and_exits_124() {
     assert_eq!(f["outcome"], "timed_out", "{f}");
     assert!(f["exit_code"].is_null(), "{f}");
     assert_eq!(f["signal"], "SIGTERM", "{f}");
-    let grandchild = read_pid(&pid_file);
+    let grandchild = pid_file.read();
     assert!(
         wait_until(Duration::from_secs(3), || !alive(grandchild)),
         "the command's child (sleep 30, pid {grandchild}) survived the timeout"
@@ -217,25 +195,23 @@ fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() 
     for (grace, timeout) in [(4u64, "2s"), (20, "18s")] {
         let (_dir, file, _) = pod_dir();
         let started = Instant::now();
-        let mut wrapper = hooklog()
-            .args(["hook", "--container", "envoy", "--file"])
-            .arg(&file)
-            .args(["--timeout", timeout, "--", "sh", "-c"])
-            .arg("trap '' TERM; while :; do sleep 0.1; done")
+        let file_flags = ["--file", file.to_str().unwrap(), "--timeout", timeout];
+        let script = "trap '' TERM; while :; do sleep 0.1; done";
+        let mut child = wrapper("envoy", &file_flags, &["sh", "-c", script])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let kill_at = started + Duration::from_secs(grace);
         let ended = wait_until(Duration::from_secs(grace), || {
-            matches!(wrapper.try_wait(), Ok(Some(_)))
+            matches!(child.try_wait(), Ok(Some(_)))
         });
         // The kubelet's kill, at the grace deadline, if the wrapper is still there.
         if !ended {
             std::thread::sleep(kill_at.saturating_duration_since(Instant::now()));
-            let _ = wrapper.kill();
+            let _ = child.kill();
         }
-        let status = wrapper.wait().unwrap();
+        let status = child.wait().unwrap();
         let records = json_lines(&std::fs::read_to_string(&file).unwrap_or_default());
         let finished = records
             .iter()
@@ -262,10 +238,10 @@ fn a_hook_that_ignores_sigterm_is_reported_timed_out_before_the_kubelets_kill() 
 #[test]
 fn hook_timeout_escalates_to_sigkill() {
     let (dir, file, _) = pod_dir();
-    let pid_file = dir.path().join("sh.pid");
+    let pid_file = PidFile::new(dir.path(), "sh.pid");
     let script = format!(
-        "trap '' TERM; echo $$ > {}; while :; do sleep 0.1; done",
-        pid_file.display()
+        "trap '' TERM; {}; while :; do sleep 0.1; done",
+        pid_file.echo("$$")
     );
     let out = hook(
         &["--file", file.to_str().unwrap(), "--timeout", "300ms"],
@@ -276,28 +252,18 @@ fn hook_timeout_escalates_to_sigkill() {
     let f = records.last().unwrap();
     assert_eq!(f["outcome"], "timed_out", "{f}");
     assert_eq!(f["signal"], "SIGKILL", "{f}");
-    assert!(!alive(read_pid(&pid_file)));
+    assert!(!alive(pid_file.read()));
 }
 
 #[test]
 fn hook_forwards_sigterm_to_the_command() {
     let (dir, file, _) = pod_dir();
     let ready = dir.path().join("ready");
-    let mut child = hooklog()
-        .args(["hook", "--container", "envoy", "--file"])
-        .arg(&file)
-        .arg("--")
-        .args([
-            "sh",
-            "-c",
-            &format!(
-                "trap 'echo got TERM; exit 9' TERM; touch {}; while :; do sleep 0.05; done",
-                ready.display()
-            ),
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let script = format!(
+        "trap 'echo got TERM; exit 9' TERM; touch {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut child = spawn_hook(&file, &script);
     assert!(wait_until(Duration::from_secs(5), || ready.exists()));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -319,16 +285,9 @@ fn hook_forwards_sigterm_to_the_command() {
 /// 128+N as a shell would.
 fn hook_forwards(sig: nix::sys::signal::Signal) {
     let (dir, file, _) = pod_dir();
-    let pid_file = dir.path().join("command.pid");
-    let mut child = hooklog()
-        .args(["hook", "--container", "envoy", "--file"])
-        .arg(&file)
-        .args(["--", "sh", "-c"])
-        .arg(format!("echo $$ > {}; exec sleep 30", pid_file.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let command = read_pid(&pid_file);
+    let pid_file = PidFile::new(dir.path(), "command.pid");
+    let mut child = spawn_hook(&file, &format!("{}; exec sleep 30", pid_file.echo("$$")));
+    let command = pid_file.read();
     // `exec` has replaced the shell once the command's name says `sleep`.
     assert!(wait_until(Duration::from_secs(5), || {
         std::fs::read_to_string(format!("/proc/{command}/comm")).is_ok_and(|c| c.trim() == "sleep")
@@ -485,8 +444,7 @@ fn sleep_takes_the_forms_pods_use() {
         child.wait().unwrap();
     }
     let out = hooklog().args(["sleep", "banana"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(64), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("banana"));
+    assert_usage_error(&out, "banana", "sleep banana");
 }
 
 #[test]

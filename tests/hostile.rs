@@ -12,7 +12,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::util::{Daemon, POD_ENV, hooklog, pod_dir, spawn_piped, status_kb, wait_until};
+use crate::util::{
+    Daemon, POD_ENV, assert_contains_all, assert_usage_error, hooklog, pod_dir, spawn_piped,
+    status_kb, wait_until,
+};
 
 /// `hooklog run ARGS` with stdout and stderr piped, not yet read.
 fn spawn_run(args: &[&str]) -> Child {
@@ -195,36 +198,14 @@ fn three_hundred_forged_names_leave_one_whole_summary_that_keeps_the_real_peer()
     }
     text.push_str(&finished("app", "ok"));
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--peers",
-            "app",
-            "--grace",
-            "10s",
-            "--linger",
-            "100ms",
-            "--max-line-bytes",
-            "2048",
-        ],
-        &POD_ENV,
-    );
-    d.wait_records(301, Duration::from_secs(20));
-    d.stop(Duration::from_secs(15));
+    let (d, s) = summary_under_a_2048_cap(&file, &["--peers", "app", "--grace", "10s"], 301);
     let records = d.records();
     let summaries: Vec<&Value> = records
         .iter()
         .filter(|r| r["hooklog"]["input"] == "hooklog")
         .collect();
-    assert_eq!(summaries.len(), 1, "{summaries:#?}");
-    let s = summaries[0];
-    assert_eq!(s["event"], "hooks.summary", "split or missing: {s}");
+    assert_eq!(summaries, [&s], "one summary, the last record");
     assert!(s.get("split").is_none(), "{s}");
-    assert!(
-        d.stdout.lines().last().unwrap().len() <= 2048,
-        "summary over the cap"
-    );
     // The real peer counts, and nothing learned past the cap does.
     assert_eq!(s["counts"]["ok"], 1, "{s}");
     assert_eq!(s["counts"]["failed"], 64, "{s}");
@@ -336,14 +317,20 @@ fn a_symlink_swapped_in_for_the_file_is_never_followed() {
         "the regular file read again",
         || d.stdout.contains("\"after\""),
     );
+    assert_refused_once(&mut d, "AWS_SECRET", "symbolic link", "the symlinked file");
+}
+
+/// Stops the sidecar `d`: nothing of `secret` came out, and it warned of what it refused
+/// (`warning`) once, not at every poll. `case` names the case in a failure.
+fn assert_refused_once(d: &mut Daemon, secret: &str, warning: &str, case: &str) {
     d.stop(Duration::from_secs(10));
     let out = d.stdout.lines().join("\n");
     assert!(
-        !out.contains("AWS_SECRET"),
-        "the secret was shipped:\n{out}"
+        !out.contains(secret),
+        "{case}: {secret} was shipped:\n{out}"
     );
-    let warnings = d.stderr.count("symbolic link");
-    assert_eq!(warnings, 1, "{:#?}", d.stderr.lines());
+    let warnings = d.stderr.count(warning);
+    assert_eq!(warnings, 1, "{case}: {:#?}", d.stderr.lines());
 }
 
 /// Issue 17, case 9: symlinks planted before hooklog starts. The checkpoint's path pointed at a
@@ -389,11 +376,7 @@ fn symlinks_planted_before_start_are_not_followed() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let out = d.stdout.lines().join("\n");
     assert!(!out.contains("precious"), "{out}");
-    assert!(
-        d.stderr.contains("symbolic link"),
-        "{:#?}",
-        d.stderr.lines()
-    );
+    d.assert_said("symbolic link");
 }
 
 /// Issue 17: as a native sidecar hooklog does not wait for peer hooks (they are over when the
@@ -445,26 +428,19 @@ fn a_deleted_or_replaced_socket_is_bound_again() {
         };
         c.write_all(line.as_bytes()).unwrap();
     };
-    let is_socket = || {
+    // Waits until a socket is at the path again (`what`), then sends it `line`, the `n`th record.
+    let bound_again = |what: &str, line: &str, n: usize| {
         use std::os::unix::fs::FileTypeExt;
-        std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        d.expect(Duration::from_secs(15), what, || {
+            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        });
+        send(line);
+        d.wait_records(n, Duration::from_secs(10));
     };
     std::fs::remove_file(&sock).unwrap();
-    d.expect(
-        Duration::from_secs(15),
-        "the deleted socket bound again",
-        is_socket,
-    );
-    send("after delete\n");
-    d.wait_records(1, Duration::from_secs(10));
+    bound_again("the deleted socket bound again", "after delete\n", 1);
     plant_symlink(&victim, &sock);
-    d.expect(
-        Duration::from_secs(15),
-        "the symlink replaced by a socket",
-        is_socket,
-    );
-    send("after symlink\n");
-    d.wait_records(2, Duration::from_secs(10));
+    bound_again("the symlink replaced by a socket", "after symlink\n", 2);
     d.stop(Duration::from_secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let rebound = d.stderr.count("bound it again");
@@ -497,31 +473,23 @@ fn the_summary_fits_a_small_line_cap_with_big_annotations_and_many_peers() {
         text.push_str(&finished(&name, "failed"));
     }
     std::fs::write(&file, &text).unwrap();
-    let mut d = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--podinfo",
-            podinfo.to_str().unwrap(),
-            "--max-line-bytes",
-            "2048",
-            "--grace",
-            "5s",
-            "--linger",
-            "100ms",
-        ],
-        &POD_ENV,
-    );
-    d.wait_records(40, Duration::from_secs(10));
-    d.stop(Duration::from_secs(10));
-    let last = d.stdout.lines().last().unwrap().clone();
-    assert!(last.len() <= 2048, "{} bytes", last.len());
-    let s: Value = serde_json::from_str(&last).unwrap();
-    assert_eq!(s["event"], "hooks.summary", "{s}");
+    let podinfo = podinfo.to_str().unwrap();
+    let (_, s) = summary_under_a_2048_cap(&file, &["--podinfo", podinfo, "--grace", "5s"], 40);
     assert_eq!(s["counts"]["failed"], 40, "{s}");
     let listed = s["peers"].as_object().unwrap().len() as u64;
     assert_eq!(listed + s["peers_omitted"].as_u64().unwrap(), 40, "{s}");
     assert!(s["message"].as_str().unwrap().contains("more)"), "{s}");
+}
+
+/// A sidecar with `--max-line-bytes 2048` and `args` that reads the `n` records already in
+/// `file`, stopped; and its summary ([`summary_of`]: the last record, whole, within the cap).
+fn summary_under_a_2048_cap(file: &Path, args: &[&str], n: usize) -> (Daemon, Value) {
+    let args = [args, &["--linger", "100ms", "--max-line-bytes", "2048"]].concat();
+    let mut d = Daemon::follow(file, None, &args, &POD_ENV);
+    d.wait_records(n, Duration::from_secs(20));
+    d.stop(Duration::from_secs(15));
+    let s = summary_of(&d, 2048 + 1);
+    (d, s)
 }
 
 /// A real `hooklog hook` for container `app` reporting to `sock` and `file`, running `script`.
@@ -551,6 +519,13 @@ fn summary_of(d: &Daemon, cap: usize) -> Value {
     v
 }
 
+/// A sidecar following the shared `file` and `sock` that expects the one peer `app` (grace 10 s,
+/// a short quiet period), with `extra` flags.
+fn app_sidecar(file: &Path, sock: &Path, extra: &[&str]) -> Daemon {
+    let peer = ["--peers", "app", "--grace", "10s", "--linger", "200ms"];
+    Daemon::follow(file, Some(sock), &[&peer, extra].concat(), &POD_ENV)
+}
+
 /// Issue 25.1: a peer writes `hook.finished` for `app` with a made-up `run_id` and
 /// `started_ms` = now while the real hook runs. On main the daemon stopped waiting, left 0.5 s
 /// later and reported `app` ok though the real hook exits 1. Now it waits for the real finish.
@@ -563,12 +538,7 @@ fn a_made_up_or_copied_run_id_does_not_end_a_real_hook() {
         "copied run id, wrong key",
     ] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
-            &POD_ENV,
-        );
+        let mut d = app_sidecar(&file, &sock, &[]);
         let mut hook = spawn_hook(&sock, &file, &[], "echo real-output; sleep 2; exit 1");
         d.expect(Duration::from_secs(10), "the real hook.started", || {
             d.stdout.contains("\"hook.started\"")
@@ -659,23 +629,9 @@ fn lifecycle_records_stay_whole_at_every_cap_and_metadata_size() {
         )
         .unwrap();
         let cap_s = cap.to_string();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &[
-                "--peers",
-                "app",
-                "--grace",
-                "10s",
-                "--linger",
-                "200ms",
-                "--max-line-bytes",
-                &cap_s,
-                "--podinfo",
-                podinfo.to_str().unwrap(),
-            ],
-            &POD_ENV,
-        );
+        let podinfo = podinfo.to_str().unwrap();
+        let extra = ["--max-line-bytes", &cap_s, "--podinfo", podinfo];
+        let mut d = app_sidecar(&file, &sock, &extra);
         let mut hook = spawn_hook(&sock, &file, &[], &long_command);
         assert!(hook.wait().unwrap().code() == Some(3));
         d.expect(Duration::from_secs(10), "hook.finished", || {
@@ -758,9 +714,7 @@ fn boolean_variables_take_what_pod_specs_write() {
         .env("HOOKLOG_NATIVE_SIDECAR", "maybe")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("HOOKLOG_NATIVE_SIDECAR"), "{err}");
+    assert_usage_error(&out, "HOOKLOG_NATIVE_SIDECAR", "the value maybe");
 }
 
 /// Issue 25.8: a sidecar configured by the environment (`args: [run]` and `HOOKLOG_*`, the
@@ -888,14 +842,13 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
             .unwrap()
             .write_all(b"SECRET-OF-THE-OTHER-FOLDER again\n")
             .unwrap();
-        d.stop(Duration::from_secs(10));
-        let out = d.stdout.lines().join("\n");
-        assert!(
-            !out.contains("SECRET-OF-THE-OTHER-FOLDER"),
-            "depth {depth}: {out}"
+        let case = format!("depth {depth}");
+        assert_refused_once(
+            &mut d,
+            "SECRET-OF-THE-OTHER-FOLDER",
+            "folder on the way",
+            &case,
         );
-        let warnings = d.stderr.count("folder on the way");
-        assert_eq!(warnings, 1, "depth {depth}: {:#?}", d.stderr.lines());
     }
 }
 
@@ -908,12 +861,7 @@ fn a_parent_folder_swapped_for_a_link_is_never_followed() {
 fn dribbling_connections_do_not_starve_a_socket_only_hook() {
     for (every_ms, whole_lines) in [(500u64, false), (100, false), (300, true)] {
         let (_dir, file, sock) = pod_dir();
-        let mut d = Daemon::follow(
-            &file,
-            Some(&sock),
-            &["--peers", "app", "--grace", "10s", "--linger", "200ms"],
-            &POD_ENV,
-        );
+        let mut d = app_sidecar(&file, &sock, &[]);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let dribblers: Vec<_> = (0..65)
@@ -1024,17 +972,16 @@ fn cloudwatch_without_a_region_is_a_start_up_error_naming_where_it_looked() {
         cmd
     };
     let out = command(&[]).output().unwrap();
+    assert_usage_error(&out, "needs an AWS region", "no region");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    for source in [
+    let sources = [
         "AWS_REGION",
         "AWS_DEFAULT_REGION",
         "profile \"default\"",
         ".aws/config",
-    ] {
-        assert!(err.contains(source), "{source}: {err}");
-    }
+    ];
+    assert_contains_all(&err, &sources);
     assert!(!file.exists(), "nothing is made before the refusal");
     // The profile's region: it starts (and stops at SIGTERM).
     let config = dir.path().join("aws-config");

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use crate::util::in_ci;
 use crate::util::podman::{dockerfile_image, host_arch, podman};
+use crate::util::summary::outcome_of;
 
 /// How long a pod may take to get every container running: image unpack, the install init
 /// container, then the app containers (about 3 s on an idle machine; the rest is for a loaded
@@ -212,17 +213,25 @@ fn hooklog_image(tier: &Tier) -> String {
 /// catches that layout.
 fn old_layout_image(tier: &Tier) -> String {
     let bin = crate::util::binaries::release_bin();
+    binary_image(tier, &bin, "/hooklog", "hooklog-old-layout")
+}
+
+/// An image of `bin` alone at `at`, its entrypoint, imported into the tier's containerd as
+/// `localhost/hooklog-kubelet/REPO:UNIQUE` (built by tests/support/oci-archive.py: no Docker
+/// build); returns its name.
+fn binary_image(tier: &Tier, bin: &Path, at: &str, repo_name: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::copy(&bin, root.join("hooklog")).unwrap();
-    let name = format!("localhost/hooklog-kubelet/hooklog-old-layout:{}", unique());
-    let archive = dir.path().join("old.tar");
+    let inside = root.join(at.trim_start_matches('/'));
+    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+    std::fs::copy(bin, &inside).unwrap();
+    let name = format!("localhost/hooklog-kubelet/{repo_name}:{}", unique());
+    let archive = dir.path().join("image.tar");
     let out = run(Command::new("python3")
         .arg(repo().join("tests/support/oci-archive.py"))
         .arg(&root)
         .arg(&name)
-        .arg(r#"["/hooklog"]"#)
+        .arg(json!([at]).to_string())
         .arg(&archive));
     assert!(
         out.status.success(),
@@ -775,9 +784,10 @@ fn edit_arg(c: &mut Value, flag: &str, to: &str) {
     args[i + 1] = json!(to);
 }
 
-/// Waits until `container` has exited and its stdout holds `hooks.summary`; checks that the
-/// summary is the last record and returns the records and the exit code.
-fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
+/// Waits until hooklog has exited and its stdout holds `hooks.summary`; checks that the summary
+/// is the last record and that hooklog exited 0, and returns the records.
+fn wait_summary(pod: &Pod) -> Vec<Value> {
+    let container = "hooklog";
     let start = Instant::now();
     loop {
         let records = pod.records(container);
@@ -792,7 +802,8 @@ fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
                 &records[at..],
                 pod.log_lines(container, "stderr"),
             );
-            return (records, code);
+            assert_eq!(code, 0, "hooklog's exit code; records {records:#?}");
+            return records;
         }
         // The short facts first and the long ones last: a CI excerpt keeps the head and the
         // tail of a failure and cuts the middle.
@@ -816,6 +827,15 @@ fn wait_summary(pod: &Pod, container: &str) -> (Vec<Value>, i64) {
     }
 }
 
+/// Deletes the pod and waits for hooklog's summary ([`wait_summary`]); returns the records and
+/// how long after the deletion hooklog exited.
+fn delete_and_wait(pod: &Pod) -> (Vec<Value>, Duration) {
+    pod.delete();
+    let deleted = Instant::now();
+    let records = wait_summary(pod);
+    (records, deleted.elapsed())
+}
+
 /// The hook records of one peer: its `hook.finished` record.
 fn finished<'r>(records: &'r [Value], peer: &str) -> &'r Value {
     records
@@ -824,19 +844,42 @@ fn finished<'r>(records: &'r [Value], peer: &str) -> &'r Value {
         .unwrap_or_else(|| panic!("no hook.finished for {peer}: {records:#?}"))
 }
 
-/// k8s/'s classic manifest, as shipped except for what a node without a registry or an API
-/// server needs: local images, no ConfigMap volume (envoy's config: the stand-in envoy reads
-/// none), a shorter grace, sleep and timeouts. The hooks really run: envoy's preStop sleeps
-/// 3 s through the binary the init container installed, and api-server's upload script does not
-/// exist in the busybox image, so its hook fails (exit 127), as a broken hook would.
-#[test]
-fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
-    let Some(tier) = tier() else { return };
-    let hooklog = hooklog_image(&tier);
+/// envoy's preStop really slept inside the kubelet's: its hook took a duration in `ms`.
+fn assert_envoy_slept(records: &[Value], ms: std::ops::Range<u64>) {
+    let envoy = finished(records, "envoy");
+    let took = envoy["duration_ms"].as_u64().unwrap();
+    assert!(ms.contains(&took), "envoy's sleep took {took} ms: {envoy}");
+}
+
+/// Whether a record of `container`'s says `said` (its hook's output, relayed).
+fn said(records: &[Value], container: &str, said: &str) -> bool {
+    records.iter().any(|r| {
+        r["container_name"] == container && r["message"].as_str().is_some_and(|m| m.contains(said))
+    })
+}
+
+/// Waits until hooklog says it is ready (its socket is listening: a hook that starts before
+/// would be reported from the file instead, a different path than the one under test).
+fn assert_ready(pod: &Pod) {
+    let ready = crate::util::wait_until(START_TIMEOUT, || {
+        pod.log_lines("hooklog", "stderr")
+            .iter()
+            .any(|l| l.contains("hooklog ready"))
+    });
+    assert!(
+        ready,
+        "hooklog never said it was ready: {:?}",
+        pod.log_lines("hooklog", "stderr")
+    );
+}
+
+/// k8s/'s classic manifest as the static pod `name`, as shipped except for what a node without a
+/// registry or an API server needs: local images, no ConfigMap volume (envoy's config: the
+/// stand-in envoy reads none), a shorter grace, sleep and timeouts.
+fn classic_pod(tier: &Tier, hooklog: &str, name: &str) -> Value {
     let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[0])).unwrap();
     let deployment = yaml_documents(&yaml).remove(0);
-    let name = format!("classic-{}", std::process::id());
-    let mut pod = pod_from_deployment(&tier, &deployment, &name, &hooklog);
+    let mut pod = pod_from_deployment(tier, &deployment, name, hooklog);
     let spec = &mut pod["spec"];
     for v in spec["volumes"].as_array_mut().unwrap() {
         if v["name"] == "envoy-config" {
@@ -848,61 +891,43 @@ fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
     edit_prestop(envoy, "20s", ENVOY_SLEEP);
     edit_prestop(envoy, "30s", "15s");
     edit_prestop(container(spec, "api-server"), "30s", "15s");
+    pod
+}
 
-    let pod = Pod::create(&tier, pod);
+/// k8s/'s classic manifest ([`classic_pod`]). The hooks really run: envoy's preStop sleeps 3 s
+/// through the binary the init container installed, and api-server's upload script does not
+/// exist in the busybox image, so its hook fails (exit 127), as a broken hook would.
+#[test]
+fn kubelet_runs_the_classic_manifest_and_hooklog_reports_every_hook() {
+    let Some(tier) = tier() else { return };
+    let hooklog = hooklog_image(&tier);
+    let name = format!("classic-{}", std::process::id());
+    let pod = Pod::create(&tier, classic_pod(&tier, &hooklog, &name));
     let took = pod.wait_running(&["hooklog", "api-server", "envoy"]);
     eprintln!("classic pod running after {took:.1?}");
     let install = &pod.latest()["hooklog-install"];
     assert_eq!(install.exit_code, Some(0), "{install:?}");
-    assert!(
-        wait_for_ready(&pod, "hooklog"),
-        "hooklog never said it was ready: {:?}",
-        pod.log_lines("hooklog", "stderr")
-    );
+    assert_ready(&pod);
 
-    pod.delete();
-    let deleted = Instant::now();
-    let (records, exit) = wait_summary(&pod, "hooklog");
-    eprintln!(
-        "classic pod: hooklog exited {exit} after {:.1?}",
-        deleted.elapsed()
-    );
-    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let (records, took) = delete_and_wait(&pod);
+    eprintln!("classic pod: hooklog exited after {took:.1?}");
     let summary = records.last().unwrap();
-    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
+    assert_eq!(outcome_of(summary, "envoy"), ("ok", Some(0)), "{summary}");
     assert_eq!(
-        summary["peers"]["api-server"]["outcome"], "failed",
-        "{summary}"
-    );
-    assert_eq!(
-        summary["peers"]["api-server"]["exit_code"], 127,
+        outcome_of(summary, "api-server"),
+        ("failed", Some(127)),
         "{summary}"
     );
     assert_eq!(summary["counts"]["ok"], 1, "{summary}");
     assert_eq!(summary["counts"]["failed"], 1, "{summary}");
     // envoy's sleep really ran for its 3 s inside the kubelet's preStop.
-    let envoy = finished(&records, "envoy");
-    let ms = envoy["duration_ms"].as_u64().unwrap();
-    assert!(
-        (3000..10_000).contains(&ms),
-        "envoy's hook took {ms} ms: {envoy}"
-    );
+    assert_envoy_slept(&records, 3000..10_000);
     // The Downward API the kubelet filled in.
     assert_eq!(summary["kubernetes"]["namespace_name"], "shop", "{summary}");
     assert_eq!(
         summary["kubernetes"]["labels"]["app"], "api-server",
         "{summary}"
     );
-}
-
-/// Polls hooklog's stderr for its ready line (its socket is listening: a hook that starts
-/// before would be reported from the file instead, a different path than the one under test).
-fn wait_for_ready(pod: &Pod, container: &str) -> bool {
-    crate::util::wait_until(START_TIMEOUT, || {
-        pod.log_lines(container, "stderr")
-            .iter()
-            .any(|l| l.contains("hooklog ready"))
-    })
 }
 
 /// The seed incident (tests/manifests/incidents/distroless-envoy-sleep.yaml) with a checkout app
@@ -916,36 +941,30 @@ fn kubelet_runs_injected_incident_pod_and_summary_names_true_outcomes() {
     let hooklog = hooklog_image(&tier);
     let (pod, took) = run_injected_incident(&tier, &hooklog, ENVOY_SLEEP);
     eprintln!("injected pod running after {took:.1?}");
-    pod.delete();
-    let deleted = Instant::now();
-    let (records, exit) = wait_summary(&pod, "hooklog");
-    eprintln!(
-        "injected pod: hooklog exited {exit} after {:.1?}",
-        deleted.elapsed()
-    );
-    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let (records, took) = delete_and_wait(&pod);
+    eprintln!("injected pod: hooklog exited after {took:.1?}");
     let summary = records.last().unwrap();
-    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
-    assert_eq!(
-        summary["peers"]["checkout"]["outcome"], "failed",
-        "{summary}"
-    );
-    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
-    let envoy = finished(&records, "envoy");
-    let ms = envoy["duration_ms"].as_u64().unwrap();
-    assert!(
-        (3000..10_000).contains(&ms),
-        "envoy's sleep took {ms} ms: {envoy}"
-    );
+    assert_incident_outcomes(summary);
+    assert_envoy_slept(&records, 3000..10_000);
     let checkout = finished(&records, "checkout");
     assert_eq!(checkout["exit_code"], 3, "{checkout}");
     // The hook's own output is in the pod's log stream, attributed to it.
     assert!(
-        records.iter().any(|r| r["container_name"] == "checkout"
-            && r["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("upload failed: AccessDenied"))),
+        said(&records, "checkout", "upload failed: AccessDenied"),
         "checkout's hook output: {records:#?}"
+    );
+}
+
+/// The seed incident's true outcomes in its summary: envoy's sleep ok, checkout's upload failed
+/// with its exit 3.
+fn assert_incident_outcomes(summary: &Value) {
+    assert_eq!(
+        [
+            outcome_of(summary, "envoy"),
+            outcome_of(summary, "checkout")
+        ],
+        [("ok", Some(0)), ("failed", Some(3))],
+        "{summary}"
     );
 }
 
@@ -955,11 +974,7 @@ fn run_injected_incident<'t>(tier: &'t Tier, hooklog: &str, sleep: &str) -> (Pod
     let pod = create_injected_incident(tier, hooklog, "classic", sleep);
     let took = pod.wait_running(&["hooklog", "checkout", "envoy"]);
     assert_eq!(pod.latest()["hooklog-install"].exit_code, Some(0));
-    assert!(
-        wait_for_ready(&pod, "hooklog"),
-        "hooklog never said it was ready: {:?}",
-        pod.log_lines("hooklog", "stderr")
-    );
+    assert_ready(&pod);
     (pod, took)
 }
 
@@ -1039,8 +1054,7 @@ fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
     );
     let old = std::fs::metadata(&log).unwrap();
     std::fs::remove_dir_all(&folder).unwrap();
-    let (records, exit) = wait_summary(&pod, "hooklog");
-    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let records = wait_summary(&pod);
     // The reopen happened: a new file is (or was, if the GC took it again) at the path, and the
     // summary came after it.
     use std::os::unix::fs::MetadataExt;
@@ -1050,10 +1064,8 @@ fn kubelet_reopening_a_stopping_pods_log_loses_no_record() {
         "no second log file: the reopen did not happen, so this tested nothing"
     );
     let summary = records.last().unwrap();
-    assert_eq!(summary["peers"]["envoy"]["outcome"], "ok", "{summary}");
-    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
-    let ms = finished(&records, "envoy")["duration_ms"].as_u64().unwrap();
-    assert!((13_000..20_000).contains(&ms), "envoy's sleep took {ms} ms");
+    assert_incident_outcomes(summary);
+    assert_envoy_slept(&records, 13_000..20_000);
 }
 
 /// Issue 16, item 1: with hooklog's binary at the file `/hooklog` in the image (the layout
@@ -1127,26 +1139,7 @@ fn native_form_under_kubelet_1_20_never_starts_the_app() {
 fn release_image(tier: &Tier) -> String {
     let bin =
         crate::util::binaries::sidecar_bin().unwrap_or_else(crate::util::binaries::release_bin);
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
-    std::fs::copy(&bin, root.join("usr/local/bin/hooklog")).unwrap();
-    let name = format!("localhost/hooklog-kubelet/hooklog-release:{}", unique());
-    let archive = dir.path().join("release.tar");
-    let out = run(Command::new("python3")
-        .arg(repo().join("tests/support/oci-archive.py"))
-        .arg(&root)
-        .arg(&name)
-        .arg(r#"["/usr/local/bin/hooklog"]"#)
-        .arg(&archive));
-    assert!(
-        out.status.success(),
-        "oci-archive.py: {}",
-        text(&out.stderr)
-    );
-    let out = run(tier.ctr().args(["images", "import"]).arg(&archive));
-    assert!(out.status.success(), "ctr import: {}", text(&out.stderr));
-    name
+    binary_image(tier, &bin, "/usr/local/bin/hooklog", "hooklog-release")
 }
 
 /// The host file the kubelet mounted at `container`'s `/dev/termination-log`, opened while the
@@ -1189,44 +1182,21 @@ fn kubelet_events_without_an_api_change_nothing_and_the_termination_message_is_t
     use std::io::{Read, Seek};
     let Some(tier) = tier() else { return };
     let hooklog = release_image(&tier);
-    let yaml = std::fs::read_to_string(repo().join(KUBELET_MANIFESTS[0])).unwrap();
-    let deployment = yaml_documents(&yaml).remove(0);
     let mut runs = Vec::new();
     for events in [false, true] {
         let name = format!("events-{events}-{}", std::process::id());
-        let mut pod = pod_from_deployment(&tier, &deployment, &name, &hooklog);
-        let spec = &mut pod["spec"];
-        for v in spec["volumes"].as_array_mut().unwrap() {
-            if v["name"] == "envoy-config" {
-                *v = json!({"name": "envoy-config", "emptyDir": {}});
-            }
-        }
-        let sidecar = container(spec, "hooklog");
-        edit_arg(sidecar, "--grace", "15s");
+        let mut pod = classic_pod(&tier, &hooklog, &name);
         if events {
-            sidecar["args"]
+            container(&mut pod["spec"], "hooklog")["args"]
                 .as_array_mut()
                 .unwrap()
                 .push(json!("--events"));
         }
-        let envoy = container(spec, "envoy");
-        edit_prestop(envoy, "20s", ENVOY_SLEEP);
-        edit_prestop(envoy, "30s", "15s");
-        edit_prestop(container(spec, "api-server"), "30s", "15s");
-
         let pod = Pod::create(&tier, pod);
         pod.wait_running(&["hooklog", "api-server", "envoy"]);
-        assert!(
-            wait_for_ready(&pod, "hooklog"),
-            "hooklog never said it was ready: {:?}",
-            pod.log_lines("hooklog", "stderr")
-        );
+        assert_ready(&pod);
         let mut message = termination_log(&pod, "hooklog");
-        pod.delete();
-        let deleted = Instant::now();
-        let (records, exit) = wait_summary(&pod, "hooklog");
-        let took = deleted.elapsed();
-        assert_eq!(exit, 0, "{records:#?}");
+        let (records, took) = delete_and_wait(&pod);
         let mut written = String::new();
         message.rewind().unwrap();
         message.read_to_string(&mut written).unwrap();
@@ -1318,14 +1288,8 @@ fn kubelet_runs_the_migrated_tail_workaround_and_every_appended_line_arrives() {
         pod_from_deployment(&tier, &injected, &name, &hooklog),
     );
     pod.wait_running(&["hooklog", "api-server", "envoy"]);
-    assert!(
-        wait_for_ready(&pod, "hooklog"),
-        "hooklog never said it was ready: {:?}",
-        pod.log_lines("hooklog", "stderr")
-    );
-    pod.delete();
-    let (records, exit) = wait_summary(&pod, "hooklog");
-    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    assert_ready(&pod);
+    let (records, _) = delete_and_wait(&pod);
     let summary = records.last().unwrap();
     assert_eq!(summary["counts"]["ok"], 2, "{summary}");
     let from_file: Vec<&Value> = records
@@ -1390,11 +1354,7 @@ fn kubelet_a_peer_of_another_uid_or_root_cannot_replace_the_hooks_binary() {
     let pod = create_injected_incident_with(&tier, &hooklog, "classic", ENVOY_SLEEP, &peers);
     pod.wait_running(&["hooklog", "checkout", "envoy", "peer-uid", "peer-root"]);
     assert_eq!(pod.latest()["hooklog-install"].exit_code, Some(0));
-    assert!(
-        wait_for_ready(&pod, "hooklog"),
-        "hooklog never said it was ready: {:?}",
-        pod.log_lines("hooklog", "stderr")
-    );
+    assert_ready(&pod);
     for name in ["peer-uid", "peer-root"] {
         assert!(
             crate::util::wait_until(START_TIMEOUT, || pod
@@ -1418,34 +1378,22 @@ fn kubelet_a_peer_of_another_uid_or_root_cannot_replace_the_hooks_binary() {
         );
     }
 
-    pod.delete();
-    let (records, exit) = wait_summary(&pod, "hooklog");
-    assert_eq!(exit, 0, "hooklog's exit code; records {records:#?}");
+    let (records, _) = delete_and_wait(&pod);
     let summary = records.last().unwrap();
-    for ok in ["envoy", "peer-uid", "peer-root"] {
-        assert_eq!(summary["peers"][ok]["outcome"], "ok", "{ok}: {summary}");
+    assert_incident_outcomes(summary);
+    for ok in ["peer-uid", "peer-root"] {
+        assert_eq!(outcome_of(summary, ok), ("ok", Some(0)), "{ok}: {summary}");
     }
-    assert_eq!(
-        summary["peers"]["checkout"]["outcome"], "failed",
-        "{summary}"
-    );
-    assert_eq!(summary["peers"]["checkout"]["exit_code"], 3, "{summary}");
     assert_eq!(summary["counts"]["ok"], 3, "{summary}");
-    let envoy = finished(&records, "envoy");
-    let ms = envoy["duration_ms"].as_u64().unwrap();
-    assert!(
-        (3000..10_000).contains(&ms),
-        "envoy's sleep took {ms} ms: {envoy}"
-    );
-    for (name, said) in [
+    assert_envoy_slept(&records, 3000..10_000);
+    for (name, output) in [
         ("checkout", "upload failed: AccessDenied"),
         ("peer-uid", "bye from 4242"),
         ("peer-root", "bye from 0"),
     ] {
         assert!(
-            records.iter().any(|r| r["container_name"] == name
-                && r["message"].as_str().is_some_and(|m| m.contains(said))),
-            "{name}'s hook output {said:?}: {records:#?}"
+            said(&records, name, output),
+            "{name}'s hook output {output:?}: {records:#?}"
         );
     }
 }

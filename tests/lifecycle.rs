@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use crate::util::wrapper::wrapper;
 use crate::util::{Daemon, POD_ENV, append, hooklog, pod_dir, wait_until};
 
 /// hooklog's `--grace` in most scenarios: short, so the suite stays fast.
@@ -47,6 +48,8 @@ struct Settings {
     peers: &'static [&'static str],
     /// `--native-sidecar`.
     native: bool,
+    /// The pod's grace period: the simulated kubelet's SIGKILL comes this long after the deletion.
+    pod_grace: Duration,
 }
 
 impl Default for Settings {
@@ -57,6 +60,26 @@ impl Default for Settings {
             announce: ANNOUNCE,
             peers: &[],
             native: false,
+            pod_grace: POD_GRACE,
+        }
+    }
+}
+
+impl Settings {
+    /// The default settings, with `--peers`.
+    fn peers(peers: &'static [&'static str]) -> Settings {
+        Settings {
+            peers,
+            ..Settings::default()
+        }
+    }
+
+    /// [`LONG_GRACE`] as hooklog's `--grace`, the kubelet's SIGKILL [`POD_GRACE`] after it.
+    fn long_grace(self) -> Settings {
+        Settings {
+            grace: LONG_GRACE,
+            pod_grace: LONG_GRACE + POD_GRACE,
+            ..self
         }
     }
 }
@@ -199,6 +222,9 @@ enum SidecarTerm {
     AfterMainsExit,
 }
 
+/// SIGTERM while the hooks run.
+const DURING_THE_HOOKS: SidecarTerm = SidecarTerm::After(Duration::from_millis(300));
+
 /// What the kubelet saw.
 struct Ended {
     /// When the sidecar got SIGTERM.
@@ -210,6 +236,17 @@ struct Ended {
     daemon_exit_at: Instant,
     /// Each hook's exit status and when it was seen to end; killed ones are marked.
     hooks: BTreeMap<&'static str, HookEnd>,
+}
+
+impl Ended {
+    /// hooklog left after its SIGTERM within `bounds`; `what` says why those.
+    fn assert_left_within(&self, bounds: std::ops::Range<Duration>, what: &str) {
+        assert!(
+            bounds.contains(&self.daemon_took),
+            "hooklog left {:?} after SIGTERM, outside {bounds:?} ({what})",
+            self.daemon_took
+        );
+    }
 }
 
 struct HookEnd {
@@ -247,8 +284,10 @@ fn sigterm(daemon: &Daemon) -> Instant {
     at
 }
 
-/// Deletes the pod: runs its containers' preStop hooks and signals, in the kubelet's order.
-fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm, pod_grace: Duration) -> Ended {
+/// Deletes the pod: runs its containers' preStop hooks and signals, in the kubelet's order, and
+/// SIGKILLs what is left at the pod's grace deadline (`Settings::pod_grace`).
+fn delete_pod(pod: &mut Pod, specs: &[Spec], term: SidecarTerm) -> Ended {
+    let pod_grace = pod.settings.pod_grace;
     // The containers' main processes; each appends its `term_line` on SIGTERM.
     let mut running: Vec<Running> = specs
         .iter()
@@ -446,6 +485,26 @@ fn line(container: &'static str, via: Via, text: &str) -> Line {
     }
 }
 
+/// A line of `container`'s hook on its stdout.
+fn stdout(container: &'static str, text: &str) -> Line {
+    line(container, Via::Stdout, text)
+}
+
+/// A line of `container`'s hook on its stderr.
+fn stderr(container: &'static str, text: &str) -> Line {
+    line(container, Via::Stderr, text)
+}
+
+/// A line `container` appended to the shared file.
+fn plain(container: &'static str, text: &str) -> Line {
+    line(container, Via::Plain, text)
+}
+
+/// A record `container` wrote with `hooklog emit`.
+fn emitted(container: &'static str, text: &str) -> Line {
+    line(container, Via::Emit, text)
+}
+
 /// A peer's expected outcome in the summary.
 struct Outcome {
     name: &'static str,
@@ -453,16 +512,55 @@ struct Outcome {
     exit_code: Option<i64>,
 }
 
-fn outcome(name: &'static str, outcome: &'static str, exit_code: Option<i64>) -> Outcome {
+/// `name`'s hook exited 0.
+fn ok(name: &'static str) -> Outcome {
+    Outcome {
+        name,
+        outcome: "ok",
+        exit_code: Some(0),
+    }
+}
+
+/// `name`'s hook exited with `code`.
+fn failed(name: &'static str, code: i64) -> Outcome {
+    Outcome {
+        name,
+        outcome: "failed",
+        exit_code: Some(code),
+    }
+}
+
+/// An outcome without an exit code: `missing`, `unfinished`, `timed_out`.
+fn without_exit(name: &'static str, outcome: &'static str) -> Outcome {
     Outcome {
         name,
         outcome,
-        exit_code,
+        exit_code: None,
     }
+}
+
+/// `name` never reported a hook.
+fn missing(name: &'static str) -> Outcome {
+    without_exit(name, "missing")
+}
+
+/// `name`'s hook still ran when hooklog left.
+fn unfinished(name: &'static str) -> Outcome {
+    without_exit(name, "unfinished")
+}
+
+/// The wrapper's `--timeout` ended `name`'s hook.
+fn timed_out(name: &'static str) -> Outcome {
+    without_exit(name, "timed_out")
 }
 
 fn event(r: &Value) -> &str {
     r["event"].as_str().unwrap_or("")
+}
+
+/// The events of `records`, in order (`""` for a record without one).
+fn events<'r>(records: impl IntoIterator<Item = &'r Value>) -> Vec<&'r str> {
+    records.into_iter().map(event).collect()
 }
 
 /// The checks every scenario makes. Returns the summary record.
@@ -483,12 +581,7 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
         ended.daemon_took,
         dump()
     );
-    assert!(
-        ended.daemon_took < pod.settings.grace + SLACK,
-        "hooklog took {:?} after SIGTERM, grace is {:?}",
-        ended.daemon_took,
-        pod.settings.grace
-    );
+    ended.assert_left_within(Duration::ZERO..pod.settings.grace + SLACK, "its grace");
     // ... and not before a hook it saw finish had ended.
     for (name, h) in &ended.hooks {
         if !h.killed_by_kubelet {
@@ -650,6 +743,15 @@ fn check(pod: &Pod, ended: &Ended, lines: &[Line], outcomes: &[Outcome]) -> Valu
     summary
 }
 
+/// hooklog left promptly once nothing was left to wait for: within its quiet period (and a
+/// margin for the machine).
+fn assert_left_promptly(ended: &Ended) {
+    ended.assert_left_within(
+        Duration::ZERO..LINGER + Duration::from_millis(500),
+        "promptly: its quiet period",
+    );
+}
+
 fn finished(pod: &Pod, name: &str) -> Value {
     pod.daemon
         .records()
@@ -661,16 +763,13 @@ fn finished(pod: &Pod, name: &str) -> Value {
 /// Incident 1: Envoy on distroless, preStop `sleep 5`, and no sleep in the image.
 #[test]
 fn distroless_hook_whose_command_is_missing_is_failed_127() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").exec(&["sleep-not-here", "5"]),
         Spec::new("api-server")
             .sh("echo 'draining api-server'; \"$HL\" sleep 0.3; echo 'api-server drained'"),
     ];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(127));
     assert!(
         ended.hooks["envoy"].stderr.contains("sleep-not-here"),
@@ -678,17 +777,14 @@ fn distroless_hook_whose_command_is_missing_is_failed_127() {
         ended.hooks["envoy"].stderr
     );
     let lines = [
-        line("api-server", Via::Stdout, "draining api-server"),
-        line("api-server", Via::Stdout, "api-server drained"),
+        stdout("api-server", "draining api-server"),
+        stdout("api-server", "api-server drained"),
     ];
     let summary = check(
         &pod,
         &ended,
         &lines,
-        &[
-            outcome("envoy", "failed", Some(127)),
-            outcome("api-server", "ok", Some(0)),
-        ],
+        &[failed("envoy", 127), ok("api-server")],
     );
     let f = finished(&pod, "envoy");
     assert_eq!(f["outcome"], "failed");
@@ -710,10 +806,7 @@ fn distroless_hook_whose_command_is_missing_is_failed_127() {
 /// Incident 2: the heap dump upload fails half-way; every line it printed is there, then failed.
 #[test]
 fn hook_failing_half_way_reports_every_line_then_failed() {
-    let mut pod = Pod::start(Settings {
-        peers: &["api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["api-server"]));
     let script = "echo 'heap dump written to /tmp/heap.hprof'; \
                   echo 'uploading to s3://dumps/api-server/heap.hprof'; \
                   echo 'upload: 10% done'; \
@@ -721,32 +814,21 @@ fn hook_failing_half_way_reports_every_line_then_failed() {
                   exit 1; \
                   echo 'never printed'";
     let specs = [Spec::new("api-server").sh(script)];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["api-server"].status.code(), Some(1));
     let lines = [
-        line(
+        stdout("api-server", "heap dump written to /tmp/heap.hprof"),
+        stdout(
             "api-server",
-            Via::Stdout,
-            "heap dump written to /tmp/heap.hprof",
-        ),
-        line(
-            "api-server",
-            Via::Stdout,
             "uploading to s3://dumps/api-server/heap.hprof",
         ),
-        line("api-server", Via::Stdout, "upload: 10% done"),
-        line(
+        stdout("api-server", "upload: 10% done"),
+        stderr(
             "api-server",
-            Via::Stderr,
             "upload failed: An error occurred (AccessDenied) when calling the PutObject operation",
         ),
     ];
-    check(
-        &pod,
-        &ended,
-        &lines,
-        &[outcome("api-server", "failed", Some(1))],
-    );
+    check(&pod, &ended, &lines, &[failed("api-server", 1)]);
     // The wrapper passes the output through too (the kubelet keeps it for the event).
     assert!(
         ended.hooks["api-server"]
@@ -762,43 +844,29 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
     let grace = Duration::from_secs(2);
     let mut pod = Pod::start(Settings {
         grace,
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
+        pod_grace: Duration::from_millis(3500),
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: draining listeners'; exec \"$HL\" sleep 30"),
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        Duration::from_millis(3500),
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     assert!(ended.hooks["envoy"].killed_by_kubelet);
     // It waited for the hook as long as it could: up to its grace minus the flush reserve.
-    assert!(
-        ended.daemon_took >= grace / 2,
-        "hooklog gave up on a running hook after {:?}",
-        ended.daemon_took
-    );
-    assert!(
-        ended.daemon_took < grace + SLACK,
-        "hooklog took {:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        grace / 2..grace + SLACK,
+        "not giving up on the running hook early, nor past its grace",
     );
     let lines = [
-        line("envoy", Via::Stdout, "envoy: draining listeners"),
-        line("api-server", Via::Stdout, "api-server: bye"),
+        stdout("envoy", "envoy: draining listeners"),
+        stdout("api-server", "api-server: bye"),
     ];
     let summary = check(
         &pod,
         &ended,
         &lines,
-        &[
-            outcome("envoy", "unfinished", None),
-            outcome("api-server", "ok", Some(0)),
-        ],
+        &[unfinished("envoy"), ok("api-server")],
     );
     assert!(
         summary["message"]
@@ -813,41 +881,19 @@ fn hook_longer_than_grace_is_unfinished_and_hooklog_leaves_at_its_deadline() {
 /// shortly after the announce window, not at its grace ([`LONG_GRACE`]).
 #[test]
 fn expected_peer_that_never_reports_is_missing() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]).long_grace());
     // envoy has no preStop at all (or one that never calls hooklog).
     let specs = [
         Spec::new("envoy"),
         Spec::new("api-server").sh("echo 'api-server: bye'"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        LONG_GRACE + POD_GRACE,
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
+    ended.assert_left_within(
+        ANNOUNCE..ANNOUNCE + LINGER + Duration::from_millis(700),
+        "once the announce window closed, and soon after",
     );
-    assert!(
-        ended.daemon_took >= ANNOUNCE,
-        "left after {:?}, before the announce window closed",
-        ended.daemon_took
-    );
-    assert!(
-        ended.daemon_took < ANNOUNCE + LINGER + Duration::from_millis(700),
-        "left {:?} after SIGTERM, announce window {ANNOUNCE:?}",
-        ended.daemon_took
-    );
-    check(
-        &pod,
-        &ended,
-        &[line("api-server", Via::Stdout, "api-server: bye")],
-        &[
-            outcome("envoy", "missing", None),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    let lines = [stdout("api-server", "api-server: bye")];
+    check(&pod, &ended, &lines, &[missing("envoy"), ok("api-server")]);
 }
 
 /// SIGTERM before the hooks: one announces itself well after the SIGTERM (and after a linger)
@@ -855,28 +901,20 @@ fn expected_peer_that_never_reports_is_missing() {
 #[test]
 fn sigterm_before_the_hooks_waits_for_a_late_announcer() {
     let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
         announce: Duration::from_secs(2),
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let mut late =
         Spec::new("envoy").sh("echo 'envoy: late but here'; \"$HL\" sleep 0.8; echo 'envoy: done'");
     late.hook_delay = LINGER * 3;
     let specs = [late, Spec::new("api-server").sh("echo 'api-server: bye'")];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: late but here"),
-            line("envoy", Via::Stdout, "envoy: done"),
-            line("api-server", Via::Stdout, "api-server: bye"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
+    let lines = [
+        stdout("envoy", "envoy: late but here"),
+        stdout("envoy", "envoy: done"),
+        stdout("api-server", "api-server: bye"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
 }
 
 /// SIGTERM before the hooks, without `--peers`, to a pod that has been quiet for a while: a hook
@@ -895,48 +933,34 @@ fn sigterm_before_the_hooks_without_peers_waits_for_one_announcing_within_the_li
     // quiet period must still start at the SIGTERM, not at the last line. This sleep sets up
     // that precondition; it waits for nothing.
     std::thread::sleep(pod.settings.linger * 2);
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: started late"),
-            line("envoy", Via::Stdout, "envoy: done"),
-        ],
-        &[outcome("envoy", "ok", Some(0))],
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
+    let lines = [
+        stdout("envoy", "envoy: started late"),
+        stdout("envoy", "envoy: done"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy")]);
 }
 
 /// SIGTERM while the hooks run.
 #[test]
 fn sigterm_during_the_hooks_waits_for_them() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 1.2; echo 'envoy: drained'"),
         Spec::new("api-server").sh("echo 'api-server: draining'; \"$HL\" sleep 0.6; echo 'api-server: drained' >&2; exit 3"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(Duration::from_millis(300)),
-        POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, DURING_THE_HOOKS);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+        stdout("api-server", "api-server: draining"),
+        stderr("api-server", "api-server: drained"),
+    ];
     check(
         &pod,
         &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-            line("api-server", Via::Stdout, "api-server: draining"),
-            line("api-server", Via::Stderr, "api-server: drained"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "failed", Some(3)),
-        ],
+        &lines,
+        &[ok("envoy"), failed("api-server", 3)],
     );
     assert!(
         ended.daemon_exit_at >= ended.hooks["envoy"].ended_at + LINGER - Duration::from_millis(50),
@@ -949,28 +973,15 @@ fn sigterm_during_the_hooks_waits_for_them() {
 /// ([`REPORT_EVERY_IN_DAEMON`]) nor the grace.
 #[test]
 fn a_hook_finishing_during_the_wait_ends_it_then_not_at_the_grace() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy"]).long_grace());
     let specs =
         [Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 1; echo 'envoy: drained'")];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(Duration::from_millis(300)),
-        LONG_GRACE + POD_GRACE,
-    );
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-        ],
-        &[outcome("envoy", "ok", Some(0))],
-    );
+    let ended = delete_pod(&mut pod, &specs, DURING_THE_HOOKS);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy")]);
     // The bound tells a wait woken by the finish from one woken by the next report.
     assert!(LINGER + SLACK < REPORT_EVERY_IN_DAEMON);
     let after_hook = ended
@@ -991,10 +1002,7 @@ const REPORT_EVERY_IN_DAEMON: Duration = Duration::from_secs(5);
 /// SIGTERM after the hooks ended (the containers still shutting down): hooklog leaves promptly.
 #[test]
 fn sigterm_after_the_hooks_leaves_promptly() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: quick'"),
         Spec::new("api-server").sh("echo 'api-server: quick'"),
@@ -1003,7 +1011,6 @@ fn sigterm_after_the_hooks_leaves_promptly() {
         &mut pod,
         &specs,
         SidecarTerm::After(Duration::from_millis(1500)),
-        POD_GRACE,
     );
     for h in ended.hooks.values() {
         assert!(
@@ -1011,61 +1018,37 @@ fn sigterm_after_the_hooks_leaves_promptly() {
             "a hook was still running at SIGTERM"
         );
     }
-    assert!(
-        ended.daemon_took < LINGER + Duration::from_millis(500),
-        "took {:?}",
-        ended.daemon_took
-    );
-    check(
-        &pod,
-        &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: quick"),
-            line("api-server", Via::Stdout, "api-server: quick"),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    assert_left_promptly(&ended);
+    let lines = [
+        stdout("envoy", "envoy: quick"),
+        stdout("api-server", "api-server: quick"),
+    ];
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
 }
 
 /// The native-sidecar order: SIGTERM only after every main container exited.
 #[test]
 fn native_sidecar_gets_sigterm_last_and_leaves_promptly() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy", "api-server"]));
     let mut envoy =
         Spec::new("envoy").sh("echo 'envoy: draining'; \"$HL\" sleep 0.5; echo 'envoy: drained'");
     envoy.term_line = Some("envoy: main process got SIGTERM".into());
     let mut api = Spec::new("api-server").exec(&["/bin/false"]);
     api.term_line = Some("api-server: main process got SIGTERM".into());
     let specs = [envoy, api];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AfterMainsExit, POD_GRACE);
-    assert!(
-        ended.daemon_took < LINGER + Duration::from_millis(500),
-        "took {:?}",
-        ended.daemon_took
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AfterMainsExit);
+    assert_left_promptly(&ended);
+    let lines = [
+        stdout("envoy", "envoy: draining"),
+        stdout("envoy", "envoy: drained"),
+        plain("envoy", "envoy: main process got SIGTERM"),
+        plain("api-server", "api-server: main process got SIGTERM"),
+    ];
     check(
         &pod,
         &ended,
-        &[
-            line("envoy", Via::Stdout, "envoy: draining"),
-            line("envoy", Via::Stdout, "envoy: drained"),
-            line("envoy", Via::Plain, "envoy: main process got SIGTERM"),
-            line(
-                "api-server",
-                Via::Plain,
-                "api-server: main process got SIGTERM",
-            ),
-        ],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "failed", Some(1)),
-        ],
+        &lines,
+        &[ok("envoy"), failed("api-server", 1)],
     );
 }
 
@@ -1080,36 +1063,19 @@ fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
     let mut pod = Pod::start(Settings {
         grace: Duration::from_secs(15),
         announce: Duration::from_secs(5),
-        peers: &["envoy", "api-server"],
         native: true,
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     let specs = [
         Spec::new("envoy").sh("echo 'envoy: drained'"),
         // No hook that reports: `missing`, without waiting for it to announce.
         Spec::new("api-server"),
     ];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::After(POD_GRACE - window),
-        POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::After(POD_GRACE - window));
     // Exited 0 by itself (checked below), so before the kubelet's SIGKILL.
-    assert!(
-        ended.daemon_took < window,
-        "took {:?} with a {window:?} window",
-        ended.daemon_took
-    );
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: drained")],
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "missing", None),
-        ],
-    );
+    ended.assert_left_within(Duration::ZERO..window, "the kubelet's window");
+    let lines = [stdout("envoy", "envoy: drained")];
+    check(&pod, &ended, &lines, &[ok("envoy"), missing("api-server")]);
 }
 
 /// Lines written after the sidecar got SIGTERM, by every route, all come out: the hooks write
@@ -1118,9 +1084,8 @@ fn native_sidecar_signalled_with_two_seconds_left_still_writes_the_summary() {
 #[test]
 fn lines_written_after_sigterm_all_come_out() {
     let mut pod = Pod::start(Settings {
-        peers: &["envoy", "api-server"],
         linger: Duration::from_millis(800),
-        ..Settings::default()
+        ..Settings::peers(&["envoy", "api-server"])
     });
     const N: usize = 200;
     let burst = |name: &str| {
@@ -1140,45 +1105,24 @@ fn lines_written_after_sigterm_all_come_out() {
         Spec::new("api-server").sh(&format!("{}; \"$HL\" sleep 0.5", burst("api-server")));
     api.term_line = Some("api-server: shutting down after the last hook".into());
     let specs = [envoy, api];
-    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     let mut lines = vec![
-        line("envoy", Via::Plain, "envoy: shutting down after the hook"),
-        line(
+        plain("envoy", "envoy: shutting down after the hook"),
+        plain(
             "api-server",
-            Via::Plain,
             "api-server: shutting down after the last hook",
         ),
     ];
     for name in ["envoy", "api-server"] {
         for i in 0..N {
-            lines.push(line(name, Via::Plain, &format!("{name} file line {i}")));
-            lines.push(line(name, Via::Stdout, &format!("{name} stdout line {i}")));
+            lines.push(plain(name, &format!("{name} file line {i}")));
+            lines.push(stdout(name, &format!("{name} stdout line {i}")));
         }
-        lines.push(line(
-            name,
-            Via::Emit,
-            &format!("{name}: emitted via the socket"),
-        ));
-        lines.push(line(
-            name,
-            Via::Emit,
-            &format!("{name}: emitted via the file"),
-        ));
-        lines.push(line(
-            name,
-            Via::Stderr,
-            &format!("{name}: last stderr line"),
-        ));
+        lines.push(emitted(name, &format!("{name}: emitted via the socket")));
+        lines.push(emitted(name, &format!("{name}: emitted via the file")));
+        lines.push(stderr(name, &format!("{name}: last stderr line")));
     }
-    check(
-        &pod,
-        &ended,
-        &lines,
-        &[
-            outcome("envoy", "ok", Some(0)),
-            outcome("api-server", "ok", Some(0)),
-        ],
-    );
+    check(&pod, &ended, &lines, &[ok("envoy"), ok("api-server")]);
     let records = pod.daemon.records();
     let emitted = records
         .iter()
@@ -1196,20 +1140,13 @@ fn lines_written_after_sigterm_all_come_out() {
 /// `--timeout` on the wrapper: the command is killed, the hook is `timed_out`, exit 124.
 #[test]
 fn wrapper_timeout_is_timed_out_124_in_the_summary() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        ..Settings::default()
-    });
+    let mut pod = Pod::start(Settings::peers(&["envoy"]));
     let mut envoy = Spec::new("envoy").sh("echo \"$$\" > \"$SHARED_DIR/envoy.pid\"; echo 'envoy: waiting for ever'; exec \"$HL\" sleep 60");
     envoy.hook_flags = vec!["--timeout".into(), "700ms".into()];
-    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(124));
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: waiting for ever")],
-        &[outcome("envoy", "timed_out", None)],
-    );
+    let lines = [stdout("envoy", "envoy: waiting for ever")];
+    check(&pod, &ended, &lines, &[timed_out("envoy")]);
     let f = finished(&pod, "envoy");
     assert_eq!(f["signal"], "SIGTERM", "{f}");
     let pid: i32 = std::fs::read_to_string(pod.dir.path().join("envoy.pid"))
@@ -1226,23 +1163,13 @@ fn wrapper_timeout_is_timed_out_124_in_the_summary() {
 /// The socket is down: the wrappers fall back to the shared file, which hooklog follows.
 #[test]
 fn socket_down_falls_back_to_the_file() {
-    let mut pod = Pod::start_with(
-        Settings {
-            peers: &["envoy"],
-            ..Settings::default()
-        },
-        false,
-    );
+    let mut pod = Pod::start_with(Settings::peers(&["envoy"]), false);
     let mut envoy = Spec::new("envoy").sh("echo 'envoy: via the file'; \"$HL\" sleep 0.3; exit 7");
     envoy.dead_socket = true;
-    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion, POD_GRACE);
+    let ended = delete_pod(&mut pod, &[envoy], SidecarTerm::AtDeletion);
     assert_eq!(ended.hooks["envoy"].status.code(), Some(7));
-    check(
-        &pod,
-        &ended,
-        &[line("envoy", Via::Stdout, "envoy: via the file")],
-        &[outcome("envoy", "failed", Some(7))],
-    );
+    let lines = [stdout("envoy", "envoy: via the file")];
+    check(&pod, &ended, &lines, &[failed("envoy", 7)]);
     for r in pod
         .daemon
         .records()
@@ -1261,12 +1188,8 @@ fn socket_down_falls_back_to_the_file() {
 /// up to where hooklog stopped reading.
 #[test]
 fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
-    let mut pod = Pod::start(Settings {
-        peers: &["envoy"],
-        // Far above the cap, so that waiting for the grace instead shows.
-        grace: LONG_GRACE,
-        ..Settings::default()
-    });
+    // A grace far above the cap, so that waiting for the grace instead shows.
+    let mut pod = Pod::start(Settings::peers(&["envoy"]).long_grace());
     let mut chatty = pod
         .command("sh")
         .arg("-c")
@@ -1276,20 +1199,14 @@ fn chatty_container_does_not_hold_hooklog_past_the_linger_cap() {
         .spawn()
         .unwrap();
     let specs = [Spec::new("envoy").sh("echo 'envoy: bye'")];
-    let ended = delete_pod(
-        &mut pod,
-        &specs,
-        SidecarTerm::AtDeletion,
-        LONG_GRACE + POD_GRACE,
-    );
+    let ended = delete_pod(&mut pod, &specs, SidecarTerm::AtDeletion);
     kill_group(chatty.id());
     let _ = chatty.wait();
     assert!(ended.daemon_status.success(), "{}", ended.daemon_status);
     let cap = pod.settings.linger * 4;
-    assert!(
-        ended.daemon_took < cap + SLACK,
-        "hooklog took {:?} with a chatty container; the cap is {cap:?}",
-        ended.daemon_took
+    ended.assert_left_within(
+        Duration::ZERO..cap + SLACK,
+        "with a chatty container: the quiet period's cap",
     );
     let records = pod.daemon.records();
     assert_eq!(event(records.last().unwrap()), "hooks.summary");
@@ -1355,26 +1272,16 @@ fn blocked_stdout_does_not_hold_hooklog_past_its_grace() {
 /// the container's preStop (found in review: hooklog used to leave at once and lose the preStop).
 #[test]
 fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
-    let (_dir, _, sock) = pod_dir();
+    let (_dir, sock, mut daemon) =
+        listening(&["--peers", "envoy", "--grace", "10s", "--linger", "300ms"]);
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::listen(
-        &sock,
-        &["--peers", "envoy", "--grace", "10s", "--linger", "300ms"],
-        &POD_ENV,
-    );
-    let st = hooklog()
-        .args([
-            "hook",
-            "--hook-name",
-            "postStart",
-            "--container",
-            "envoy",
-            "--socket",
-            s,
-        ])
-        .args(["--", "true"])
-        .status()
-        .unwrap();
+    let st = wrapper(
+        "envoy",
+        &["--hook-name", "postStart", "--socket", s],
+        &["true"],
+    )
+    .status()
+    .unwrap();
     assert!(st.success());
     assert!(wait_until(Duration::from_secs(5), || daemon
         .records()
@@ -1382,11 +1289,13 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
         == 2));
     daemon.terminate();
     std::thread::sleep(Duration::from_millis(500)); // The preStop announces a moment after SIGTERM.
-    let out = hooklog()
-        .args(["hook", "--container", "envoy", "--socket", s])
-        .args(["--", "sh", "-c", "echo draining; sleep 1; echo drained"])
-        .output()
-        .unwrap();
+    let out = wrapper(
+        "envoy",
+        &["--socket", s],
+        &["sh", "-c", "echo draining; sleep 1; echo drained"],
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(daemon.wait_exit(Duration::from_secs(15)).success());
     let records = daemon.records();
@@ -1412,25 +1321,9 @@ fn a_wrapped_poststart_hook_does_not_count_as_the_peers_prestop() {
 /// With `--emf`, per-peer metric records come before the summary, which stays the last record.
 #[test]
 fn with_emf_the_summary_is_still_the_last_record() {
-    let (_dir, _, sock) = pod_dir();
+    let (_dir, sock, mut daemon) = listening(&["--peers", "envoy", "--emf", "--linger", "200ms"]);
     let s = sock.to_str().unwrap();
-    let mut daemon = Daemon::listen(
-        &sock,
-        &["--peers", "envoy", "--emf", "--linger", "200ms"],
-        &POD_ENV,
-    );
-    let st = hooklog()
-        .args([
-            "hook",
-            "--container",
-            "envoy",
-            "--socket",
-            s,
-            "--",
-            "sh",
-            "-c",
-            "exit 3",
-        ])
+    let st = wrapper("envoy", &["--socket", s], &["sh", "-c", "exit 3"])
         .status()
         .unwrap();
     assert_eq!(st.code(), Some(3));
@@ -1444,13 +1337,27 @@ fn with_emf_the_summary_is_still_the_last_record() {
     assert_eq!(metrics["container"], "envoy", "{metrics}");
 }
 
+/// The pod's folder, its file holding the line `before`, and a sidecar (quiet period 100 ms)
+/// following it that has read that line.
+fn reading_a_line() -> (tempfile::TempDir, PathBuf, Daemon) {
+    let (dir, file, _) = pod_dir();
+    std::fs::write(&file, "before\n").unwrap();
+    let daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
+    daemon.wait_records(1, Duration::from_secs(10));
+    (dir, file, daemon)
+}
+
+/// The pod's folder, its socket, and a sidecar listening on it alone with `args`.
+fn listening(args: &[&str]) -> (tempfile::TempDir, PathBuf, Daemon) {
+    let (dir, _, sock) = pod_dir();
+    let daemon = Daemon::listen(&sock, args, &POD_ENV);
+    (dir, sock, daemon)
+}
+
 /// Sends `sig` to a running daemon: it must end through its shutdown phases as on SIGTERM, exit
 /// 0, and write its `hooks.summary` last.
 fn daemon_stops_cleanly_on(sig: &str) {
-    let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
-    daemon.wait_records(1, Duration::from_secs(10));
+    let (_dir, _, mut daemon) = reading_a_line();
     daemon.signal(sig);
     let st = daemon.wait_exit(Duration::from_secs(15));
     assert!(st.success(), "SIG{sig}: {st:?}");
@@ -1481,10 +1388,7 @@ fn run_on_sigquit_ends_with_its_summary() {
 /// it with its summary.
 #[test]
 fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
-    let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "before\n").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "100ms"], &POD_ENV);
-    daemon.wait_records(1, Duration::from_secs(10));
+    let (_dir, file, mut daemon) = reading_a_line();
     for sig in ["USR1", "USR2", "PIPE"] {
         daemon.signal(sig);
     }
@@ -1508,6 +1412,38 @@ fn run_ignores_sigusr1_sigusr2_and_sigpipe() {
     );
 }
 
+/// Starts `container`'s wrapped hook `sh -c SCRIPT` reporting to the socket `sock`, and waits
+/// until the script has made the file `ready`.
+fn running_hook(container: &str, sock: &Path, script: &str, ready: &Path) -> Child {
+    let hook = wrapper(
+        container,
+        &["--socket", sock.to_str().unwrap()],
+        &["sh", "-c", script],
+    )
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    hook
+}
+
+/// A sidecar following the shared `file` (made empty) alone, with a short quiet period and
+/// `args`.
+fn follow_quietly(file: &Path, args: &[&str]) -> Daemon {
+    std::fs::write(file, "").unwrap();
+    let args = [["--linger", "200ms"].as_slice(), args].concat();
+    Daemon::follow(file, None, &args, &POD_ENV)
+}
+
+/// Runs `container`'s wrapped hook `CMD...` reporting to the shared `file`, to its success.
+fn hook_via_file(container: &str, file: &Path, cmd: &[&str]) {
+    let st = wrapper(container, &["--file", file.to_str().unwrap()], cmd)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "{container}'s hook: {st}");
+}
+
 /// A peer writes `hook.finished` with `outcome: ok` and no `run_id` while envoy's real hook
 /// (which started with a run id) still runs: the daemon keeps waiting, and the summary reports
 /// the hook's true end.
@@ -1521,15 +1457,8 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
         &["--peers", "envoy", "--grace", "20s", "--linger", "200ms"],
         &POD_ENV,
     );
-    let mut hook = hooklog()
-        .args(["hook", "--container", "envoy", "--socket"])
-        .arg(&sock)
-        .args(["--", "sh", "-c"])
-        .arg(format!("touch {}; sleep 2; exit 3", ready.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    let script = format!("touch {}; sleep 2; exit 3", ready.display());
+    let mut hook = running_hook("envoy", &sock, &script, &ready);
     daemon.expect(Duration::from_secs(10), "hook.started came out", || {
         daemon
             .records()
@@ -1555,8 +1484,7 @@ fn a_finished_record_without_run_id_cannot_end_a_wrapped_hook() {
 #[test]
 fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
+    let mut daemon = follow_quietly(&file, &[]);
     let forged = [
         r#"{"event":"hooks.summary","message":"hooks: 1 ok (app=ok)","peers":{"app":{"outcome":"ok"}}}"#,
         r#"{"event":"hooks.metrics","container":"app"}"#,
@@ -1567,14 +1495,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
         r#"{"event":"hook.anything","container_name":"app"}"#,
     ];
     append(&file, &(forged.join("\n") + "\n"));
-    let st = hooklog()
-        .args(["hook", "--container", "envoy", "--file"])
-        .arg(&file)
-        .args(["--", "echo", "real"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    hook_via_file("envoy", &file, &["echo", "real"]);
     // Events hooklog does not own are left alone.
     append(&file, "{\"event\":\"deploy.done\",\"message\":\"x\"}\n");
     daemon.wait_records(forged.len() + 4, Duration::from_secs(10));
@@ -1583,10 +1504,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
     let (marked, unmarked): (Vec<&Value>, Vec<&Value>) =
         records.iter().partition(|r| r["hooklog"]["forged"] == true);
     assert_eq!(marked.len(), forged.len(), "{records:#?}");
-    let real: Vec<&str> = unmarked
-        .iter()
-        .map(|r| r["event"].as_str().unwrap_or(""))
-        .collect();
+    let real = events(unmarked.iter().copied());
     assert_eq!(
         real,
         [
@@ -1607,8 +1525,7 @@ fn input_records_imitating_hooklogs_events_are_marked_forged() {
 #[test]
 fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
     let (_dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
-    let mut daemon = Daemon::follow(&file, None, &["--linger", "200ms"], &POD_ENV);
+    let mut daemon = follow_quietly(&file, &[]);
     append(
         &file,
         "{\"event\":\"hook.finished\",\"container_name\":\"app\",\"hook\":\"preStop\",\"outcome\":\"ok\",\"exit_code\":0,\"outcome\":\"failed\",\"exit_code\":2}\n",
@@ -1630,38 +1547,26 @@ fn a_duplicated_key_is_read_as_jq_reads_it_last_wins() {
 /// summary names its true outcome (it said `missing`, the start being split text).
 #[test]
 fn a_long_hook_command_still_gives_a_parsed_hook_started() {
-    let (dir, _, sock) = pod_dir();
+    let (dir, sock, mut daemon) = listening(&[
+        "--peers",
+        "app",
+        "--max-line-bytes",
+        "2048",
+        "--announce-timeout",
+        "300ms",
+        "--grace",
+        "20s",
+        "--linger",
+        "200ms",
+    ]);
     let ready = dir.path().join("ready");
-    let mut daemon = Daemon::listen(
-        &sock,
-        &[
-            "--peers",
-            "app",
-            "--max-line-bytes",
-            "2048",
-            "--announce-timeout",
-            "300ms",
-            "--grace",
-            "20s",
-            "--linger",
-            "200ms",
-        ],
-        &POD_ENV,
-    );
     let script = format!(
         "# {}\ntouch {}; sleep 2; echo drained",
         "a \"quoted\" drain step; ".repeat(400),
         ready.display()
     );
     assert!(script.len() > 9000);
-    let mut hook = hooklog()
-        .args(["hook", "--container", "app", "--socket"])
-        .arg(&sock)
-        .args(["--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || ready.exists()));
+    let mut hook = running_hook("app", &sock, &script, &ready);
     daemon.expect(Duration::from_secs(10), "the hook's start came out", || {
         daemon.stdout.len() > 0
     });
@@ -1689,7 +1594,6 @@ fn a_long_hook_command_still_gives_a_parsed_hook_started() {
 #[test]
 fn large_pod_annotations_leave_every_record_whole() {
     let (dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     let podinfo = dir.path().join("podinfo");
     std::fs::create_dir(&podinfo).unwrap();
     std::fs::write(podinfo.join("labels"), "app=\"api-server\"\n").unwrap();
@@ -1710,34 +1614,13 @@ fn large_pod_annotations_leave_every_record_whole() {
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::follow(
-        &file,
-        None,
-        &[
-            "--podinfo",
-            podinfo.to_str().unwrap(),
-            "--peers",
-            "app",
-            "--linger",
-            "200ms",
-        ],
-        &POD_ENV,
-    );
-    let st = hooklog()
-        .args(["hook", "--container", "app", "--file"])
-        .arg(&file)
-        .args(["--", "echo", "drained"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let podinfo = podinfo.to_str().unwrap();
+    let mut daemon = follow_quietly(&file, &["--podinfo", podinfo, "--peers", "app"]);
+    hook_via_file("app", &file, &["echo", "drained"]);
     daemon.wait_records(3, Duration::from_secs(10));
     daemon.stop(Duration::from_secs(15));
     let records = daemon.records();
-    let events: Vec<&str> = records
-        .iter()
-        .map(|r| r["event"].as_str().unwrap_or(""))
-        .collect();
+    let events = events(&records);
     assert_eq!(
         events,
         [

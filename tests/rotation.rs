@@ -64,6 +64,17 @@ fn write_lines(f: &mut std::fs::File, tag: &str, from: usize, n: usize, rate: u6
     out
 }
 
+/// hooklog following `file`, with the defaults otherwise.
+fn start(file: &Path) -> Daemon {
+    Daemon::start(&["--file", file.to_str().unwrap()], &[])
+}
+
+/// Waits until `n` lines came out of `d` (`what`), then stops it ([`stop`]).
+fn stop_after(d: Daemon, n: usize, what: &str) -> Daemon {
+    d.expect(T, what, || d.stdout.len() >= n);
+    stop(d)
+}
+
 /// SIGTERMs `d` and checks that it exits 0 within [`PROMPT_EXIT`] (it has no peers to wait for)
 /// and ends its output with the summary.
 fn stop(mut d: Daemon) -> Daemon {
@@ -83,7 +94,7 @@ fn stop(mut d: Daemon) -> Daemon {
 #[test]
 fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
     let (dir, file, _) = pod_dir();
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let d = start(&file);
     let mut old = open_append(&file);
     let mut want = write_lines(&mut old, "before", 0, 2_000, 5_000);
     std::fs::rename(&file, dir.path().join("prestop.log.1")).unwrap();
@@ -93,8 +104,7 @@ fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
     want.extend(write_lines(&mut old, "after-rename", 0, 10_000, 5_000));
     drop(old);
     want.extend(other.join().unwrap());
-    d.expect(T, "every line read", || d.stdout.len() >= want.len());
-    let d = stop(d);
+    let d = stop_after(d, want.len(), "every line read");
     let got = lines(&d);
     exactly_once(&got, &want);
     // Each writer's lines in order.
@@ -115,14 +125,13 @@ fn a_writer_that_keeps_writing_the_renamed_file_loses_nothing() {
 #[test]
 fn a_writer_that_keeps_writing_a_deleted_file_loses_nothing() {
     let (_dir, file, _) = pod_dir();
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let d = start(&file);
     let mut f = open_append(&file);
     let mut want = write_lines(&mut f, "before-rm", 0, 500, 5_000);
     std::fs::remove_file(&file).unwrap();
     want.extend(write_lines(&mut f, "deleted", 0, 5_000, 5_000));
     drop(f);
-    d.expect(T, "every line read", || d.stdout.len() >= want.len());
-    let d = stop(d);
+    let d = stop_after(d, want.len(), "every line read");
     exactly_once(&lines(&d), &want);
 }
 
@@ -131,7 +140,7 @@ fn two_rotations_in_quick_succession_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
     let file = p("prestop.log");
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let d = start(&file);
     let mut a = open_append(&file);
     let mut want = write_lines(&mut a, "a", 0, 300, 10_000);
     std::fs::rename(&file, p("prestop.log.1")).unwrap();
@@ -148,8 +157,7 @@ fn two_rotations_in_quick_succession_lose_nothing() {
         want.extend(write_lines(&mut b, "b", 100 + round * 100, 100, 20_000));
         want.extend(write_lines(&mut c, "c", round * 100, 100, 20_000));
     }
-    d.expect(T, "every line read", || d.stdout.len() >= want.len());
-    let d = stop(d);
+    let d = stop_after(d, want.len(), "every line read");
     exactly_once(&lines(&d), &want);
 }
 
@@ -172,53 +180,48 @@ fn a_rotation_during_shutdown_loses_nothing() {
     assert_eq!(d.records().last().unwrap()["event"], "hooks.summary");
 }
 
-/// Starts hooklog on `file` until `n` lines came out, and stops it.
-fn run_until(file: &Path, n: usize) -> Vec<String> {
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "lines read", || d.stdout.len() >= n);
-    lines(&stop(d))
+/// Starts hooklog on `file` until `n` lines came out (`what`), and stops it ([`stop_after`]).
+fn run_until(file: &Path, n: usize, what: &str) -> Daemon {
+    stop_after(start(file), n, what)
 }
 
-/// A folder whose `prestop.log` holds ten lines `old N` that a hooklog run delivered and
-/// checkpointed before it stopped.
-fn ten_lines_delivered() -> (tempfile::TempDir, PathBuf) {
+/// A folder whose `prestop.log` holds the `n` lines `TAG 1` to `TAG n` that a hooklog run
+/// delivered and checkpointed before it stopped.
+fn delivered(tag: &str, n: usize) -> (tempfile::TempDir, PathBuf) {
     let (dir, file, _) = pod_dir();
     sh(
         dir.path(),
-        "for i in $(seq 1 10); do echo \"old $i\"; done > prestop.log",
+        &format!("for i in $(seq 1 {n}); do echo \"{tag} $i\"; done > prestop.log"),
     );
-    assert_eq!(run_until(&file, 10).len(), 10);
+    assert_eq!(
+        lines(&run_until(&file, n, "lines read")),
+        numbered(tag, 1..=n)
+    );
     (dir, file)
+}
+
+/// The lines `TAG i` for each i of `range`.
+fn numbered(tag: &str, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+    range.map(|i| format!("{tag} {i}")).collect()
 }
 
 #[test]
 fn a_file_truncated_and_refilled_past_the_offset_while_down_is_read_from_its_start() {
-    let (dir, file) = ten_lines_delivered();
+    let (dir, file) = delivered("old", 10);
     // Same inode, truncated and refilled well past the old offset.
     sh(
         dir.path(),
         "for i in $(seq 1 40); do echo \"new $i\"; done > prestop.log",
     );
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "the new file read", || d.stdout.len() >= 40);
-    let d = stop(d);
-    let want: Vec<String> = (1..=40).map(|i| format!("new {i}")).collect();
-    assert_eq!(lines(&d), want);
-    assert!(
-        d.stderr.contains("content replaced"),
-        "the replacement is flagged: {:?}",
-        d.stderr.lines()
-    );
+    let d = run_until(&file, 40, "the new file read");
+    assert_eq!(lines(&d), numbered("new", 1..=40));
+    // The replacement is flagged.
+    d.assert_said("content replaced");
 }
 
 #[test]
 fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start() {
-    let (dir, file, _) = pod_dir();
-    sh(
-        dir.path(),
-        "for i in $(seq 1 10); do echo \"aaa $i\"; done > prestop.log",
-    );
-    assert_eq!(run_until(&file, 10).len(), 10);
+    let (dir, file) = delivered("aaa", 10);
     let before = std::fs::metadata(&file).unwrap();
     sh(
         dir.path(),
@@ -226,11 +229,8 @@ fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start()
     );
     let after = std::fs::metadata(&file).unwrap();
     assert_eq!((before.len(), before.ino()), (after.len(), after.ino()));
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "the new content read", || d.stdout.len() >= 10);
-    let d = stop(d);
-    let want: Vec<String> = (1..=10).map(|i| format!("bbb {i}")).collect();
-    assert_eq!(lines(&d), want);
+    let d = run_until(&file, 10, "the new content read");
+    assert_eq!(lines(&d), numbered("bbb", 1..=10));
 }
 
 /// Found by the torture test: a file truncated and refilled, then rotated away, all while
@@ -238,18 +238,15 @@ fn a_file_refilled_with_the_same_length_but_other_bytes_is_read_from_its_start()
 /// got the freed inode, and its lines were never read. Its birth time says it is the same file.
 #[test]
 fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
-    let (dir, file) = ten_lines_delivered();
+    let (dir, file) = delivered("old", 10);
     sh(
         dir.path(),
         "for i in $(seq 1 40); do echo \"refill $i\"; done > prestop.log; \
          mv prestop.log prestop.log.1; \
          for i in $(seq 1 5); do echo \"next $i\"; done > prestop.log",
     );
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "both files read", || d.stdout.len() >= 45);
-    let d = stop(d);
-    let mut want: Vec<String> = (1..=40).map(|i| format!("refill {i}")).collect();
-    want.extend((1..=5).map(|i| format!("next {i}")));
+    let d = run_until(&file, 45, "both files read");
+    let want = [numbered("refill", 1..=40), numbered("next", 1..=5)].concat();
     exactly_once(&lines(&d), &want);
 }
 
@@ -257,12 +254,7 @@ fn a_file_refilled_and_rotated_while_down_is_read_from_its_start() {
 /// can carry the inode the checkpoint names.
 #[test]
 fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
-    let (dir, file, _) = pod_dir();
-    sh(
-        dir.path(),
-        "for i in $(seq 1 20); do echo \"old line $i\"; done > prestop.log",
-    );
-    assert_eq!(run_until(&file, 20).len(), 20);
+    let (dir, file) = delivered("old line", 20);
     let old_ino = std::fs::metadata(&file).unwrap().ino();
     std::fs::remove_file(&file).unwrap();
     // Create files until one gets the freed inode (ext4 usually gives it at once).
@@ -293,15 +285,16 @@ fn a_recreated_file_that_reuses_the_inode_is_read_from_its_start() {
         dir.path(),
         "for i in $(seq 1 20); do echo \"new line $i\"; done >> prestop.log",
     );
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "the new file read", || d.stdout.len() >= 20);
-    let d = stop(d);
-    let want: Vec<String> = (1..=20).map(|i| format!("new line {i}")).collect();
-    assert_eq!(lines(&d), want, "inode reused: {reused}");
+    let d = run_until(&file, 20, "the new file read");
+    assert_eq!(
+        lines(&d),
+        numbered("new line", 1..=20),
+        "inode reused: {reused}"
+    );
 }
 
-/// hooklog following `file` with its stdout into a pipe nobody reads yet (a stalled log router):
-/// what it reads stays queued, undelivered. Its stderr is collected.
+/// hooklog following `file`, made empty, with its stdout into a pipe nobody reads yet (a stalled
+/// log router): what it reads stays queued, undelivered. Its stderr is collected.
 fn stalled(
     file: &Path,
 ) -> (
@@ -309,6 +302,7 @@ fn stalled(
     std::process::ChildStdout,
     crate::util::Collected,
 ) {
+    std::fs::write(file, "").unwrap();
     let mut child = crate::util::hooklog()
         .args(["run", "--file", file.to_str().unwrap()])
         .stdout(Stdio::piped())
@@ -351,7 +345,7 @@ const ONE_BATCH: usize = 64 * 1024 + 16 * 1024;
 /// wrote one twice, and what the restart repeated of `first` is at most [`ONE_BATCH`] bytes.
 fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
     use std::collections::HashSet;
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let d = start(file);
     d.expect(T, "every line, across both runs", || {
         let mut seen: HashSet<String> = first.iter().cloned().collect();
         seen.extend(lines(&d));
@@ -387,9 +381,15 @@ fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
         })
         .map(|l| l.len() + 1)
         .sum();
+    assert_at_most_one_batch(repeated, "the restart");
+}
+
+/// What a restart after a SIGKILL delivered again, `repeated` bytes of records, is at most
+/// [`ONE_BATCH`]; `what` names the run in a failure.
+fn assert_at_most_one_batch(repeated: usize, what: &str) {
     assert!(
         repeated <= ONE_BATCH,
-        "the restart repeated {repeated} bytes of records, more than one batch ({ONE_BATCH})"
+        "{what} repeated {repeated} bytes of records, more than one batch ({ONE_BATCH})"
     );
 }
 
@@ -398,7 +398,6 @@ fn restart_delivers_the_rest(file: &Path, first: &[String], want: &[String]) {
 #[test]
 fn rotation_under_backpressure_then_sigkill_loses_nothing() {
     let (dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     let (child, stdout, stderr) = stalled(&file);
     let pad = "x".repeat(200);
     sh(
@@ -439,13 +438,13 @@ fn rotation_under_backpressure_then_sigkill_loses_nothing() {
 /// Kills hooklog while it catches up on a backlog, restarts it, and returns the bytes of output
 /// it repeated.
 fn repeated_after_sigkill(file: &Path, kill_after: usize, total: usize) -> usize {
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let d = start(file);
     d.expect(T, "lines before the kill", || d.stdout.len() >= kill_after);
     let mut d = d;
     d.signal("KILL");
     let _ = d.wait_exit(PROMPT_EXIT);
     let first = d.stdout.lines();
-    let rest = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let rest = start(file);
     // Order is kept within the file: the last line coming out means everything did.
     let last = format!("\"message\":\"backlog line {}\"", total - 1);
     let start = Instant::now();
@@ -512,10 +511,7 @@ fn sigkill_repeats_at_most_one_batch() {
         eprintln!("round {round}: killed after {kill_after} lines, {repeated} bytes repeated");
         worst = worst.max(repeated);
     }
-    assert!(
-        worst <= ONE_BATCH,
-        "repeated {worst} bytes of records after SIGKILL, more than one batch ({ONE_BATCH})"
-    );
+    assert_at_most_one_batch(worst, "the worst restart after SIGKILL");
 }
 
 /// Found by the torture test: a file hooklog had opened, but whose name had not yet reached the
@@ -525,7 +521,6 @@ fn sigkill_repeats_at_most_one_batch() {
 #[test]
 fn a_file_opened_under_backpressure_and_rotated_while_down_loses_nothing() {
     let (dir, file, _) = pod_dir();
-    std::fs::write(&file, "").unwrap();
     // The old file (300 KB) fits in the queues, so hooklog goes on to the path's next file.
     let (child, stdout, _stderr) = stalled(&file);
     crate::util::wait_open(child.id(), &file, T);
@@ -579,11 +574,8 @@ fn an_upgrade_resumes_from_the_checkpoint_an_older_hooklog_left() {
         ),
     )
     .unwrap();
-    let d = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    d.expect(T, "the rest of the file", || d.stdout.len() >= 5);
-    let d = stop(d);
-    let want: Vec<String> = (6..=10).map(|i| format!("line {i}")).collect();
-    assert_eq!(lines(&d), want);
+    let d = run_until(&file, 5, "the rest of the file");
+    assert_eq!(lines(&d), numbered("line", 6..=10));
     assert!(!legacy.exists(), "the old checkpoint is removed");
     assert!(dir.path().join(".hooklog/prestop.log.offset").exists());
 }
@@ -610,7 +602,6 @@ fn a_rotated_file_still_being_read_does_not_hold_the_shutdown() {
     crate::util::wait_open(d.child.id(), &file, T);
     // Written to the renamed file after hooklog follows the new one: it is still reading both.
     want.extend(write_lines(&mut old, "renamed", 0, 100, 10_000));
-    d.expect(T, "every line read", || d.stdout.len() >= want.len());
-    let d = stop(d);
+    let d = stop_after(d, want.len(), "every line read");
     exactly_once(&lines(&d), &want);
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::wrapper::{PidFile, alive, wrapper};
 use crate::util::{Daemon, hooklog, hooklog_bin, pod_dir, wait_until};
 
 const T: Duration = Duration::from_secs(30);
@@ -35,12 +36,7 @@ fn exit_within(child: &mut Child, within: Duration, what: &str) -> ExitStatus {
 
 /// Runs `hooklog hook --container app FLAGS -- CMD` to its end (at most `within`).
 fn run_hook(flags: &[&str], cmd: &[&str], within: Duration) -> (ExitStatus, String) {
-    let mut child = hooklog()
-        .args(["hook", "--container", "app"])
-        .args(flags)
-        .arg("--")
-        .args(cmd)
-        .stdin(Stdio::null())
+    let mut child = wrapper("app", flags, cmd)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -222,17 +218,15 @@ fn a_socket_only_hook_that_prints_a_lot_delivers_every_line() {
 #[test]
 fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
     let (dir, file, _) = pod_dir();
-    let pid_file = dir.path().join("pid");
+    let pid_file = PidFile::new(dir.path(), "pid");
     let script = format!(
-        "echo $$ > {}; head -c 400000 /dev/zero | tr '\\0' x; sleep 60",
-        pid_file.display()
+        "{}; head -c 400000 /dev/zero | tr '\\0' x; sleep 60",
+        pid_file.echo("$$")
     );
     let start = Instant::now();
     // stdout is a pipe this test holds open and never reads.
-    let mut child = hooklog()
-        .args(["hook", "--container", "app", "--timeout", "2s"])
-        .args(["--file", file.to_str().unwrap(), "--", "sh", "-c", &script])
-        .stdin(Stdio::null())
+    let flags = ["--timeout", "2s", "--file", file.to_str().unwrap()];
+    let mut child = wrapper("app", &flags, &["sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -252,6 +246,8 @@ fn the_timeout_fires_on_time_when_nobody_reads_the_wrappers_stdout() {
         .find(|r| r["event"] == "hook.finished")
         .expect("hook.finished in the file");
     assert_eq!(finished["outcome"], "timed_out");
+    // The wrapper reaped the command it timed out before it exited.
+    assert!(!alive(pid_file.read()), "the timed-out command still runs");
     drop(child);
 }
 

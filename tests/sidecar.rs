@@ -130,11 +130,13 @@ fn an_idle_sidecar_holds_at_most_5_mb() {
     );
     let rss = status_kb(pid, "VmRSS");
     drop(d);
-    eprintln!("idle sidecar: VmRSS {rss} kB");
-    assert!(
-        rss <= MAX_IDLE_RSS_KB,
-        "idle RSS {rss} kB (budget {MAX_IDLE_RSS_KB} kB)"
-    );
+    assert_within_budget("idle sidecar: VmRSS", rss, MAX_IDLE_RSS_KB);
+}
+
+/// Says the measured `kb` (`what`) and fails when it is over `budget_kb`.
+fn assert_within_budget(what: &str, kb: u64, budget_kb: u64) {
+    eprintln!("{what} {kb} kB");
+    assert!(kb <= budget_kb, "{what} {kb} kB, budget {budget_kb} kB");
 }
 
 /// Issue 35's peak budget, on bench/run.py's job: a file of 1,000,000 JSON lines written
@@ -183,11 +185,8 @@ fn the_sidecar_peaks_under_8_mb_on_the_benchs_million_line_job() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(seen, JOB_LINES, "every line came out");
-    eprintln!("sidecar, {JOB_LINES} lines: VmHWM {peak} kB");
-    assert!(
-        peak <= MAX_PEAK_RSS_KB,
-        "peak RSS {peak} kB (budget {MAX_PEAK_RSS_KB} kB)"
-    );
+    let what = format!("sidecar, {JOB_LINES} lines: VmHWM");
+    assert_within_budget(&what, peak, MAX_PEAK_RSS_KB);
 }
 
 /// A pod's shutdown with the sidecar's every role: `install` copies it, `emit` and a wrapped

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -21,6 +22,28 @@ fn lines_of(records: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// hooklog following `file`, with the defaults otherwise.
+fn follow(file: &Path) -> Daemon {
+    Daemon::start(&["--file", file.to_str().unwrap()], &[])
+}
+
+/// hooklog following `file`, then `script` run in the file's folder: the writers.
+fn follow_writing(file: &Path, script: &str) -> Daemon {
+    let d = follow(file);
+    sh(file.parent().unwrap(), script);
+    d
+}
+
+/// The messages of `d`'s records, but the summary's.
+fn messages_of(d: &Daemon) -> Vec<String> {
+    messages(&lines_of(&d.records()))
+}
+
+/// Whether a record with the message `m` comes out of `d` within [`T`].
+fn wait_message(d: &Daemon, m: &str) -> bool {
+    wait_until(T, || messages(&d.records()).iter().any(|x| x == m))
+}
+
 fn count(msgs: &[String]) -> HashMap<String, usize> {
     let mut m = HashMap::new();
     for s in msgs {
@@ -31,10 +54,8 @@ fn count(msgs: &[String]) -> HashMap<String, usize> {
 
 #[test]
 fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, file, sock) = pod_dir();
     let d = dir.path();
-    let file = d.join("prestop.log");
-    let sock = d.join("hooklog.sock");
     let mut daemon = Daemon::follow(&file, Some(&sock), &[], &POD_ENV);
     let mut expected: Vec<String> = Vec::new();
 
@@ -130,40 +151,39 @@ fn echo_plain_and_socket_writers_across_rotation_and_truncation_arrive_exactly_o
     );
 }
 
+/// One run of hooklog on `file`: started, `script` run in the file's folder while it runs (its
+/// writers), stopped once `n` records came out; their messages.
+fn one_run(file: &Path, script: &str, n: usize) -> Vec<String> {
+    let mut d = follow_writing(file, script);
+    d.wait_records(n, T);
+    d.stop(T);
+    messages_of(&d)
+}
+
 #[test]
 fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, file, _) = pod_dir();
     let d = dir.path();
-    let file = d.join("prestop.log");
     sh(
         d,
         "for i in $(seq 1 100); do echo \"early $i\"; done > prestop.log",
     );
-    let args = ["--file", file.to_str().unwrap()];
-
-    let mut first = Daemon::start(&args, &[]);
-    sh(
-        d,
+    let run1 = one_run(
+        &file,
         "for i in $(seq 1 100); do echo \"first-run $i\" >> prestop.log; done",
+        200,
     );
-    first.wait_records(200, T);
-    first.stop(T);
-    let run1 = messages(&lines_of(&first.records()));
 
     // Written while hooklog is down, including an unfinished line it must not lose.
     sh(
         d,
         "for i in $(seq 1 50); do echo \"while-down $i\" >> prestop.log; done; printf 'half a line' >> prestop.log",
     );
-
-    let mut second = Daemon::start(&args, &[]);
-    sh(
-        d,
+    let run2 = one_run(
+        &file,
         "echo ' and its end' >> prestop.log; echo 'second-run 1' >> prestop.log",
+        52,
     );
-    second.wait_records(52, T);
-    second.stop(T);
-    let run2 = messages(&lines_of(&second.records()));
 
     let mut want1: Vec<String> = (1..=100).map(|i| format!("early {i}")).collect();
     want1.extend((1..=100).map(|i| format!("first-run {i}")));
@@ -179,13 +199,10 @@ fn lines_written_before_start_are_read_and_a_restart_neither_repeats_nor_loses()
 
 #[test]
 fn sigkill_loses_nothing_on_restart() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, file, _) = pod_dir();
     let d = dir.path();
-    let file = d.join("prestop.log");
-    let args = ["--file", file.to_str().unwrap()];
-    let mut first = Daemon::start(&args, &[]);
-    sh(
-        d,
+    let mut first = follow_writing(
+        &file,
         "for i in $(seq 1 300); do echo \"line $i\" >> prestop.log; done",
     );
     first.wait_records(300, T);
@@ -195,14 +212,12 @@ fn sigkill_loses_nothing_on_restart() {
         d,
         "for i in $(seq 301 400); do echo \"line $i\" >> prestop.log; done",
     );
-    let mut second = Daemon::start(&args, &[]);
-    let ok = wait_until(T, || {
-        messages(&second.records()).iter().any(|m| m == "line 400")
-    });
+    let mut second = follow(&file);
+    let ok = wait_message(&second, "line 400");
     assert!(ok, "{:?}", second.stdout.lines());
     second.stop(T);
-    let mut all = messages(&lines_of(&first.records()));
-    all.extend(messages(&lines_of(&second.records())));
+    let mut all = messages_of(&first);
+    all.extend(messages_of(&second));
     let seen = count(&all);
     for i in 1..=400 {
         assert!(
@@ -216,7 +231,7 @@ fn sigkill_loses_nothing_on_restart() {
 fn missing_file_is_created_for_other_users_to_append() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("logs/prestop.log");
-    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mut daemon = follow(&file);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o666);
     daemon.stop(T);
@@ -234,7 +249,7 @@ fn missing_file_is_created_for_other_users_to_append() {
 #[test]
 fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
     let (_dir, file, _) = pod_dir();
-    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
+    let mut daemon = follow(&file);
     let big: String = (0..100_000)
         .map(|i| char::from(b'a' + (i % 26) as u8))
         .collect();
@@ -250,9 +265,7 @@ fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
     writeln!(f, "{json_big}").unwrap();
     writeln!(f, "short").unwrap();
     drop(f);
-    let ok = wait_until(T, || {
-        messages(&daemon.records()).iter().any(|m| m == "short")
-    });
+    let ok = wait_message(&daemon, "short");
     assert!(ok);
     daemon.stop(T);
     for l in daemon.stdout.lines() {
@@ -290,12 +303,9 @@ fn long_lines_are_split_under_the_stdout_cap_and_reassemble() {
 
 #[test]
 fn sigterm_without_peers_drains_what_was_written_and_exits_promptly() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let file = d.join("prestop.log");
-    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    sh(
-        d,
+    let (_dir, file, _) = pod_dir();
+    let mut daemon = follow_writing(
+        &file,
         "i=0; while [ $i -lt 20000 ]; do echo \"burst $i\"; i=$((i+1)); done >> prestop.log",
     );
     let t = std::time::Instant::now();
@@ -305,7 +315,7 @@ fn sigterm_without_peers_drains_what_was_written_and_exits_promptly() {
     assert!(st.success());
     // Generous bound for a noisy machine; the benchmark measures the real figure.
     assert!(took < Duration::from_secs(3), "took {took:?}");
-    let got = messages(&lines_of(&daemon.records()));
+    let got = messages_of(&daemon);
     assert_eq!(got.len(), 20_000);
     assert_eq!(got.last().map(String::as_str), Some("burst 19999"));
 }
@@ -425,18 +435,16 @@ fn stalled_stdout(n: usize, line: impl Fn(usize) -> String) {
 /// Found in review: a file replaced by a folder used to stop its source for good.
 #[test]
 fn a_directory_in_place_of_the_file_is_waited_out() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, file, _) = pod_dir();
     let d = dir.path();
-    let file = d.join("prestop.log");
-    let mut daemon = Daemon::start(&["--file", file.to_str().unwrap()], &[]);
-    sh(d, "echo one >> prestop.log");
+    let mut daemon = follow_writing(&file, "echo one >> prestop.log");
     daemon.wait_records(1, T);
     sh(d, "rm prestop.log; mkdir prestop.log");
     assert!(wait_until(T, || daemon
         .stderr
         .contains("cannot follow the file now")));
     sh(d, "rmdir prestop.log; echo two >> prestop.log");
-    let ok = wait_until(T, || messages(&daemon.records()).iter().any(|m| m == "two"));
+    let ok = wait_message(&daemon, "two");
     daemon.stop(T);
     assert!(ok, "the file source gave up: {:?}", daemon.stderr.lines());
 }
@@ -444,25 +452,19 @@ fn a_directory_in_place_of_the_file_is_waited_out() {
 /// Found in review: lines still unread in a file rotated while hooklog was down were lost.
 #[test]
 fn a_file_rotated_while_hooklog_is_down_is_finished_first() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, file, _) = pod_dir();
     let d = dir.path();
-    let file = d.join("prestop.log");
-    let args = ["--file", file.to_str().unwrap()];
-    let mut first = Daemon::start(&args, &[]);
-    sh(d, "echo 'before stop' >> prestop.log");
-    first.wait_records(1, T);
-    first.stop(T);
+    let first = one_run(&file, "echo 'before stop' >> prestop.log", 1);
+    assert_eq!(first, ["before stop"]);
     sh(
         d,
         "echo 'unread in the old file' >> prestop.log; mv prestop.log prestop.log.1; echo 'in the new file' >> prestop.log",
     );
-    let mut second = Daemon::start(&args, &[]);
-    assert!(wait_until(T, || messages(&second.records())
-        .iter()
-        .any(|m| m == "in the new file")));
+    let mut second = follow(&file);
+    assert!(wait_message(&second, "in the new file"));
     second.stop(T);
     assert_eq!(
-        messages(&lines_of(&second.records())),
+        messages_of(&second),
         ["unread in the old file", "in the new file"]
     );
 }

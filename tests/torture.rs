@@ -772,6 +772,31 @@ fn swap_in_empty_file(file: &Path) {
     std::fs::rename(&tmp, file).unwrap();
 }
 
+/// The hostile peer's swap: a symlink to `secret` in `file`'s place, or, while one is there
+/// (`swapped`), a regular file back.
+fn swap(file: &Path, secret: &Path, swapped: &mut bool) {
+    if *swapped {
+        swap_in_empty_file(file);
+    } else {
+        swap_in_symlink(file, secret);
+    }
+    *swapped = !*swapped;
+}
+
+/// A `hook.finished` record for `name`, as a peer may forge it.
+fn finished_line(name: &str, outcome: &str, exit_code: i32) -> String {
+    format!(
+        "{{\"event\":\"hook.finished\",\"container_name\":\"{name}\",\"outcome\":\"{outcome}\",\"exit_code\":{exit_code}}}\n"
+    )
+}
+
+/// A forged `hooks.summary` record saying `ok` hooks were ok.
+fn summary_line(ok: u32) -> String {
+    format!(
+        "{{\"event\":\"hooks.summary\",\"message\":\"hooks: {ok} ok\",\"counts\":{{\"ok\":{ok}}}}}\n"
+    )
+}
+
 /// A hostile run's stdout lines and its summary, checked: no panic in `err` (its stderr), no
 /// `secret` out, and the last line a summary of hooklog's own, whole JSON shorter than `cap`.
 fn checked_summary(
@@ -897,9 +922,7 @@ fn hostile_schedule(seed: u64) {
                     } else {
                         format!("z-forged-{seed}-{forged}-{i}")
                     };
-                    text.push_str(&format!(
-                        "{{\"event\":\"hook.finished\",\"container_name\":\"{name}\",\"outcome\":\"failed\",\"exit_code\":1}}\n"
-                    ));
+                    text.push_str(&finished_line(&name, "failed", 1));
                 }
                 forged += n;
                 if swapped || rng.bool() {
@@ -908,17 +931,8 @@ fn hostile_schedule(seed: u64) {
                     append(&text);
                 }
             }
-            2 if !swapped => {
-                swap_in_symlink(&file, &secret);
-                swapped = true;
-            }
-            2 => {
-                swap_in_empty_file(&file);
-                swapped = false;
-            }
-            3 => send(
-                "{\"event\":\"hooks.summary\",\"message\":\"hooks: 1 ok\",\"counts\":{\"ok\":1}}\n",
-            ),
+            2 => swap(&file, &secret, &mut swapped),
+            3 => send(&summary_line(1)),
             _ if !swapped => {
                 let n = rng.usize(1000..20000);
                 let mut text = String::new();
@@ -1442,24 +1456,12 @@ fn run_pod(pod: &Pod) {
                 let mut text = String::new();
                 for i in 0..h.invented_peers {
                     let name = format!("zz-invented-{i}{}", "n".repeat(rng.usize(0..90)));
-                    text.push_str(&format!(
-                        "{{\"event\":\"hook.finished\",\"container_name\":\"{name}\",\"outcome\":\"ok\",\"exit_code\":0}}\n"
-                    ));
+                    text.push_str(&finished_line(&name, "ok", 0));
                 }
                 send(&text);
             }
-            3 => send(
-                "{\"event\":\"hooks.summary\",\"message\":\"hooks: 9 ok\",\"counts\":{\"ok\":9}}\n",
-            ),
-            4 if !swapped => {
-                swap_in_symlink(&file, &secret);
-                swapped = true;
-            }
-            4 => {
-                // Back to a regular file holding what it held.
-                swap_in_empty_file(&file);
-                swapped = false;
-            }
+            3 => send(&summary_line(9)),
+            4 => swap(&file, &secret, &mut swapped),
             5 => {
                 // One writer, lines in random pieces (split writes).
                 let mut text = String::new();

@@ -5,7 +5,8 @@
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
 //! (`binaries`), `hooklog run --events` and its service account mount (`events`), HTTP
 //! stand-ins (`http`), a pod's Downward API volume (`podinfo`), the go-yaml oracle (`goyaml`),
-//! podman (`podman`), markdown (`markdown`).
+//! podman (`podman`), markdown (`markdown`), the summary's word on a peer (`summary`), the hook
+//! wrapper's command (`wrapper`).
 #![allow(dead_code)]
 
 pub mod apiserver;
@@ -19,7 +20,9 @@ pub mod podinfo;
 pub mod podman;
 pub mod registry;
 pub mod settings;
+pub mod summary;
 pub mod webhook;
+pub mod wrapper;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -492,4 +495,33 @@ pub const POD_ENV: [(&str, &str); 5] = [
 /// Bytes a child wrote, as text (invalid UTF-8 replaced).
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+impl Daemon {
+    /// Fails the test unless a line hooklog wrote to its stderr so far contains `what`.
+    pub fn assert_said(&self, what: &str) {
+        assert!(
+            self.stderr.contains(what),
+            "hooklog's stderr does not say {what:?}: {:#?}",
+            self.stderr.lines()
+        );
+    }
+}
+
+/// The command was refused as misused: exit 64 (EX_USAGE), its stderr saying `says`; `case`
+/// names the call in a failure.
+pub fn assert_usage_error(out: &std::process::Output, says: &str, case: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{case}: {stderr}");
+    assert!(
+        stderr.contains(says),
+        "{case}: not saying {says:?}: {stderr}"
+    );
+}
+
+/// Fails the test unless `text` holds every one of `parts`, naming the first it lacks.
+pub fn assert_contains_all(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in: {text}");
+    }
 }
