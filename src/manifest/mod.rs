@@ -26,6 +26,7 @@ pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
+mod shell;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
