@@ -547,6 +547,19 @@ mod tests {
             ("sleep 5 > /dev/null", 0, None),
             ("(sleep 5)", 0, None),
             ("'unclosed sleep 5", 0, None),
+            // The two readers before manifest::shell read these wrongly: a here-document's
+            // text, a background subshell, a branch and an escaped `;` as commands that run,
+            // a bare `exec` as the end, an exec'd program as opaque, escapes as opaque.
+            ("cat <<EOF\nsleep 5\nEOF", 0, None),
+            ("(echo; sleep 5; echo) &", 0, None),
+            ("if false; then\n sleep 5\nfi", 0, None),
+            ("\\; sleep 2", 0, None),
+            ("$X \\\n sleep 5", 0, None),
+            ("sleep 2\nexec\nsleep 5", 7, Some(7)),
+            ("exec \"\\d\"; sleep 2", 0, None),
+            ("\\sleep 2 \\\n", 2, Some(2)),
+            ("\"a\\\"b\"; sleep 2", 2, None),
+            ("'A=1' sleep 5", 0, None),
         ];
         for (script, min, max) in cases {
             let got = exec_bound(&v(&["sh", "-c", script]), &env);

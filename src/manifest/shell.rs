@@ -141,8 +141,8 @@ impl Simple {
     }
 }
 
-/// The program of a command's words and whether the shell is replaced by it (`exec`): past
-/// `exec` and `command`.
+/// The program of a command's words and whether the shell is replaced by it (`exec` with a
+/// program; a bare `exec` leaves the shell running): past `exec` and `command`.
 pub fn program(words: &[String]) -> (bool, &[String]) {
     let mut words = words;
     let mut exec = false;
@@ -150,7 +150,7 @@ pub fn program(words: &[String]) -> (bool, &[String]) {
         exec |= first == "exec";
         words = &words[1..];
     }
-    (exec, words)
+    (exec && !words.is_empty(), words)
 }
 
 /// A script's simple commands, in order (a `#` comment and here-documents' text left out);
@@ -888,6 +888,7 @@ mod tests {
         let w = v(&["exec", "command", "sleep", "5"]);
         assert_eq!(program(&w), (true, &w[2..]));
         assert_eq!(program(&w[1..]), (false, &w[2..]));
+        assert_eq!(program(&w[..1]), (false, &w[1..1]));
     }
 
     /// A generated script: commands `c0`, `c1`, ... (each the index of its command), with

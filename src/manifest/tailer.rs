@@ -377,6 +377,17 @@ mod tests {
             let (_, extra) = followed(&v(&["sh", "-c", script])).expect(script);
             assert!(extra.is_some(), "{script}");
         }
+        // What the readers before manifest::shell took for a tailer: `1A=2` is a program, not
+        // an assignment; a here-document's text runs nothing; sh takes `-a;...` for options.
+        for argv in [
+            v(&["sh", "-c", "1A=2 tail -F /l/p.log"]),
+            v(&["sh", "-c", "cat <<EOF > /l/x\ntail -F /l/p.log\nEOF"]),
+            v(&["sh", "-c", "-a; tail -F /l/p.log"]),
+        ] {
+            assert_eq!(followed(&argv), None, "{argv:?}");
+        }
+        let (_, extra) = followed(&v(&["sh", "-c", "exec |\ntail -F /l/p.log"])).unwrap();
+        assert!(extra.is_some(), "a pipe across a line break");
         // A loop is not read: no tailer inject would take.
         assert!(followed(&v(&["sh", "-c", "while true; do tail -F /l/p.log; done"])).is_none());
         let (files, _) = followed(&v(&["sh", "-c", "tail -F /a/x & tail -F /b/y & wait"])).unwrap();
@@ -402,5 +413,6 @@ mod tests {
         ]);
         assert_eq!(written(&wrapped), v(&["/l/p.log"]));
         assert!(written(&v(&["sh", "-c", "cat < /l/p.log; echo 2>&1"])).is_empty());
+        assert!(written(&v(&["sh", "-c", "cat <<EOF\necho > /l/y\nEOF"])).is_empty());
     }
 }
