@@ -178,6 +178,7 @@ fn read_nested(script: &str, nesting: usize) -> Option<Vec<Simple>> {
         open: Vec::new(),
         words: 0,
         closed: false,
+        named: false,
         join: Join::Then,
         need_command: false,
     };
@@ -271,6 +272,8 @@ struct Reader<'a> {
     words: usize,
     /// A compound command closed: only a redirection or an operator may follow.
     closed: bool,
+    /// The command has a word other than [`LEADS`]: its program is named.
+    named: bool,
     /// How the next command joins the last one.
     join: Join,
     /// `&&`, `||` or `|` came last: a command must follow.
@@ -394,7 +397,7 @@ impl Reader<'_> {
         let subshell = self.word.is_none()
             && self.cmd.assignments.is_empty()
             && self.cmd.redirects.is_empty()
-            && self.cmd.words.iter().all(|w| LEADS.contains(&w.as_str()));
+            && !self.named;
         let header = match &self.word {
             Some(_) => self.cmd.words.is_empty(),
             None => self.cmd.words.len() == 1,
@@ -429,6 +432,7 @@ impl Reader<'_> {
         self.open.pop();
         self.cmd.opaque = true;
         self.cmd.words.push(")".to_string());
+        self.named = true;
         self.words += 1;
         self.closed = true;
         Some(())
@@ -633,7 +637,7 @@ impl Reader<'_> {
             return None;
         }
         // The start of a command, maybe after `(`, `then`, `do`...
-        let named = self.cmd.words.iter().any(|w| !LEADS.contains(&w.as_str()));
+        let named = self.named;
         let starts = !named && self.cmd.assignments.is_empty() && self.cmd.redirects.is_empty();
         self.words += 1;
         if !named && w.is_assignment() {
@@ -647,6 +651,7 @@ impl Reader<'_> {
         if starts || body {
             self.compound(w.reserved())?;
         }
+        self.named |= !LEADS.contains(&w.text.as_str());
         self.cmd.words.push(w.text);
         Some(())
     }
@@ -698,6 +703,7 @@ impl Reader<'_> {
         self.out.push(cmd);
         self.need_command = false;
         self.closed = false;
+        self.named = false;
     }
 
     /// After a newline: the text of each here-document started on the line, to its delimiter.
@@ -1105,6 +1111,36 @@ mod tests {
                         g.text
                     );
                 }
+                Ok(())
+            },
+        );
+    }
+
+    /// Hostile text: deep nesting and long runs read in one pass (substitutions at most
+    /// [`MAX_NESTING`] deep), without a panic or a deep stack.
+    #[test]
+    fn hostile_scripts_are_read_or_refused_without_a_panic() {
+        let n = 100_000;
+        let nested = format!("a {}{}", "$(".repeat(n), ")".repeat(n));
+        assert_eq!(read(&nested), None);
+        let shallow = format!("a {}b{}", "$(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(read(&shallow).is_some());
+        assert_eq!(read(&"(".repeat(n)), None);
+        assert_eq!(
+            read(&format!("{}a{}", "( ".repeat(n), " )".repeat(n))).map(|c| c.len()),
+            Some(1)
+        );
+        assert_eq!(read(&"a;".repeat(n)).map(|c| c.len()), Some(n));
+        assert_eq!(read(&format!("cat <<E{}", "\nx".repeat(n))), None);
+        crate::testkit::property(
+            file!(),
+            "any_text_is_read_or_refused",
+            256,
+            0.0,
+            "\\PC{0,64}",
+            |text, reach| {
+                reach.reached();
+                let _ = read(&text);
                 Ok(())
             },
         );
