@@ -1045,7 +1045,8 @@ mod tests {
     }
 
     /// What a real shell runs, by this reader: the commands that run when every command
-    /// succeeds (all but those after `||`), each with its arguments. `c0`... print theirs.
+    /// succeeds (all but those after `||`), each with its arguments (`c0`... print theirs), and
+    /// the files their `>`, `>>` and `>|` create.
     fn runs(read: &[Simple]) -> Vec<String> {
         let mut out = Vec::new();
         let mut runs = true;
@@ -1060,14 +1061,21 @@ mod tests {
                     c.words[0].trim_start_matches('c'),
                     args.concat()
                 ));
+                let files = c.redirects.iter().filter(|r| {
+                    matches!(r.kind, RedirectKind::Write | RedirectKind::Append)
+                        && r.target != "/dev/null"
+                });
+                out.extend(files.map(|r| format!("file {}", r.target)));
             }
         }
         out.sort();
+        out.dedup();
         out
     }
 
     /// What `shell` runs of `script`: `c0`... write their index and arguments to a log, one
-    /// line each (in one write, so that a pipeline's parts and the background do not mix).
+    /// line each (in one write, so that a pipeline's parts and the background do not mix), and
+    /// the files it creates.
     fn real(shell: &str, script: &str) -> Vec<String> {
         let dir = tempfile::tempdir().expect("temp dir");
         let prelude: String = (0..5)
@@ -1085,12 +1093,22 @@ mod tests {
         );
         let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
         let mut lines: Vec<String> = log.lines().map(String::from).collect();
+        for entry in std::fs::read_dir(dir.path()).expect("read the temp dir") {
+            let name = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name != "log" {
+                lines.push(format!("file {name}"));
+            }
+        }
         lines.sort();
         lines
     }
 
     /// The independent oracle: dash and bash run each generated script, and run exactly the
-    /// commands, with exactly the arguments, that this reader read.
+    /// commands, with exactly the arguments, and write exactly the files, that this reader read.
     #[test]
     fn generated_scripts_run_as_read_by_dash_and_bash() {
         crate::testkit::property(
