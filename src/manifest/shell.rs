@@ -3,9 +3,11 @@
 //! redirections, and the operators between them (`;`, `&`, `&&`, `||`, `|`, newlines), as POSIX
 //! sh reads them. What it does not follow (an expansion, a subshell, a compound command such as
 //! `if` or `while`) marks the command opaque; text sh refuses (an unclosed quote, an operator
-//! with no command, an unclosed here-document) is refused. [`super::hooks`] (how long a hook
-//! lasts) and [`super::tailer`] (the `tail -F` workaround, the files hooks write) both read
-//! through it, so that the same script is read the same way by every rule.
+//! with no command, an unclosed here-document) is refused, and so is what dash and bash read
+//! differently (`|&`, a final backslash; a command with bash's `&>` is opaque). [`super::hooks`]
+//! (how long a hook lasts), [`super::tailer`] (the `tail -F` workaround, the files hooks write)
+//! and `check`'s image rule (a script's first program) read through it, so that the same script
+//! is read the same way by every rule.
 //!
 //! No crate does this: `shlex` and `shell-words` split words only (`a;b` is one word to them),
 //! and the full shell parsers would still leave the walk over their tree to write.
@@ -162,7 +164,7 @@ pub fn read(script: &str) -> Option<Vec<Simple>> {
 }
 
 /// How deep command substitutions may nest (`$(a $(b ...))`) before a script is refused: each
-/// is read again, so this bounds the time a hostile script takes (no hook nests more than two).
+/// is read again, so this bounds the time a hostile script takes.
 const MAX_NESTING: usize = 8;
 
 /// [`read`] at `nesting` substitutions deep.
@@ -345,7 +347,7 @@ impl Reader<'_> {
     }
 
     /// An operator starting with `c`: `;`, `;;`, `&`, `&&`, `|`, `||`, a newline, or bash's
-    /// `&>` and `&>>` redirections (dash reads `&` and then `>`).
+    /// `&>` and `&>>` redirections (dash reads `&` and then `>`: the command is opaque).
     fn operator(&mut self, c: char) -> Option<()> {
         let twice = self.chars.next_if_eq(&c).is_some();
         match (c, twice) {
@@ -369,6 +371,9 @@ impl Reader<'_> {
                     // dash reads `&` with no command before it.
                     return None;
                 }
+                // dash (and ash) run the command in the background and then open the file for
+                // no command: which, depends on what `sh` is in the image.
+                self.cmd.opaque = true;
                 let kind = match self.chars.next_if_eq(&'>') {
                     Some(_) => RedirectKind::Append,
                     None => RedirectKind::Write,
@@ -782,6 +787,8 @@ mod tests {
             ("(a; b) && { c; }; d", &["?( a", "?b )", "?{ c", "?}", "d"]),
             ("f() { a; }; f", &["?f() { a", "?}", "f"]),
             ("a &&\n\nb", &["a", "b"]),
+            // bash's `&>`: the file is written either way, but what runs is the shell's.
+            ("a &> f; b", &["?a", "b"]),
         ];
         for (script, want) in cases {
             assert_eq!(words(script), Some(v(want)), "{script:?}");
