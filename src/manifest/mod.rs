@@ -4,7 +4,8 @@
 //! [`adoption`] is the one rule of which pods get hooklog, in which form (inject, the webhook
 //! and check share it). [`load`] reads YAML and JSON into generic value trees (unknown fields and their order
 //! survive), [`podspec`] finds pod templates and their field paths, [`hooks`] reads what a hook
-//! does (with hooklog's own parser for hooklog command lines), [`budget`] holds the shutdown
+//! does (with hooklog's own parser for hooklog command lines; `shell` reads the `sh -c` scripts
+//! it and [`tailer`] look into), [`budget`] holds the shutdown
 //! inequalities, [`layout`] names hooklog's pieces in a pod ([`relayout`] moves an earlier one), [`check`] the rules, [`report`]
 //! text/JSON/SARIF, [`inject`] and [`uninject`], [`image_notes`] what inject says on stderr
 //! from the images (never in its output). The YAML they read and edit in place is
@@ -26,6 +27,7 @@ pub mod report;
 mod shape;
 #[cfg(test)]
 mod shapes;
+mod shell;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;

@@ -3,13 +3,11 @@
 //! the sleeping preStop that keeps it alive, and the hooks that write files (`>`, `>>`, `tee`).
 //! Below `check` and `inject`, which both read it, so that the rule and the migration agree.
 
-use std::iter::Peekable;
-use std::str::Chars;
-
 use serde_json::Value;
 
-use super::hooks::{self, Handler, shell_script};
+use super::hooks::{self, Handler};
 use super::podspec::Container;
+use super::shell::{self, RedirectKind, Simple, shell_script};
 
 /// A file as the pod shares it: the volume and the path inside it (a mount's `subPath` in
 /// front). Two containers mounting one volume at different paths name the same file.
@@ -113,17 +111,17 @@ fn followed(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         return Some((files, None));
     }
     let script = shell_script(argv)?;
-    let commands = lex(script)?;
+    let commands = shell::read(script)?;
     let mut files = Vec::new();
     let mut extra = None;
     for cmd in &commands {
-        let words = strip_prefixes(&cmd.words);
+        let (_, words) = shell::program(&cmd.words);
         if let Some(f) = tail_files(words) {
             files.extend(f);
             // Its stdout sent elsewhere (a file, not the container's own output); stderr may go
             // anywhere.
             let stdout_elsewhere = cmd.redirects.iter().any(|r| {
-                r.fd_out()
+                r.sends_output()
                     && r.fd.is_none_or(|f| f == 1)
                     && r.kind != RedirectKind::Dup
                     && !OWN_OUTPUT.contains(&r.target.as_str())
@@ -143,22 +141,6 @@ fn followed(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         }
     }
     (!files.is_empty()).then_some((files, extra))
-}
-
-/// Past `exec`, `command` and `NAME=value` words.
-fn strip_prefixes(words: &[String]) -> &[String] {
-    let mut w = words;
-    while let Some(first) = w.first() {
-        let assignment = first.split_once('=').is_some_and(|(n, _)| {
-            !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        });
-        if first == "exec" || first == "command" || assignment {
-            w = &w[1..];
-        } else {
-            break;
-        }
-    }
-    w
 }
 
 /// The files of `tail` that follows (`-f`, `-F`, `--follow[=name|descriptor]`), as coreutils
@@ -260,20 +242,17 @@ pub fn written(argv: &[String]) -> Vec<String> {
         _ => argv,
     };
     let commands = match shell_script(inner) {
-        Some(script) => lex(script).unwrap_or_default(),
-        None => vec![Cmd {
-            words: inner.to_vec(),
-            ..Cmd::default()
-        }],
+        Some(script) => shell::read(script).unwrap_or_default(),
+        None => vec![Simple::argv(inner)],
     };
     let mut out: Vec<String> = Vec::new();
     for cmd in &commands {
         for r in &cmd.redirects {
-            if r.fd_out() && r.kind != RedirectKind::Dup {
+            if r.sends_output() && r.kind != RedirectKind::Dup {
                 out.push(r.target.clone());
             }
         }
-        let words = strip_prefixes(&cmd.words);
+        let (_, words) = shell::program(&cmd.words);
         if words
             .first()
             .is_some_and(|p| p == "tee" || p.ends_with("/tee"))
@@ -289,205 +268,6 @@ pub fn written(argv: &[String]) -> Vec<String> {
     });
     out.dedup();
     out
-}
-
-/// What a redirection does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RedirectKind {
-    /// `>`, `>|`, `&>`: truncates.
-    Write,
-    /// `>>`, `&>>`.
-    Append,
-    /// `<`, `<<`, `<>`.
-    Read,
-    /// `>&N`, `<&N`.
-    Dup,
-}
-
-#[derive(Debug, Clone)]
-struct Redirect {
-    /// The fd redirected (`None`: both stdout and stderr, `&>`).
-    fd: Option<u32>,
-    kind: RedirectKind,
-    target: String,
-}
-
-impl Redirect {
-    /// It sends an output (stdout, stderr or both) somewhere.
-    fn fd_out(&self) -> bool {
-        matches!(
-            self.kind,
-            RedirectKind::Write | RedirectKind::Append | RedirectKind::Dup
-        ) && self.fd.is_none_or(|f| f == 1 || f == 2)
-    }
-}
-
-/// One simple command of a script.
-#[derive(Debug, Clone, Default)]
-struct Cmd {
-    words: Vec<String>,
-    redirects: Vec<Redirect>,
-    /// Part of a pipeline.
-    piped: bool,
-    /// It holds what this reader does not follow: an expansion, a subshell, a group.
-    opaque: bool,
-}
-
-impl Cmd {
-    fn text(&self) -> String {
-        self.words.join(" ")
-    }
-}
-
-/// A shell script's simple commands, split on `;`, newlines, `&&`, `||`, `|` and `&` outside
-/// quotes, with their redirections; `None` when a quote is not closed.
-fn lex(script: &str) -> Option<Vec<Cmd>> {
-    let mut out = Vec::new();
-    let mut cmd = Cmd::default();
-    let mut word: Option<String> = None;
-    // The redirection waiting for its target word.
-    let mut pending: Option<(Option<u32>, RedirectKind)> = None;
-    let mut chars = script.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => single_quoted(&mut chars, word.get_or_insert_with(String::new))?,
-            '"' => double_quoted(
-                &mut chars,
-                word.get_or_insert_with(String::new),
-                &mut cmd.opaque,
-            )?,
-            '\\' => {
-                if let Some(ch) = chars.next().filter(|c| *c != '\n') {
-                    word.get_or_insert_with(String::new).push(ch);
-                }
-            }
-            ' ' | '\t' => finish_word(&mut word, &mut cmd, &mut pending),
-            '>' | '<' => {
-                // A word of digits just before is the fd (`2>>`).
-                let fd = match &word {
-                    Some(w) if !w.is_empty() && w.chars().all(|d| d.is_ascii_digit()) => {
-                        let fd = w.parse().ok();
-                        word = None;
-                        fd
-                    }
-                    _ => {
-                        finish_word(&mut word, &mut cmd, &mut pending);
-                        Some(if c == '>' { 1 } else { 0 })
-                    }
-                };
-                pending = Some((fd, redirect_kind(c, &mut chars)));
-            }
-            '&' if chars.peek() == Some(&'>') => {
-                finish_word(&mut word, &mut cmd, &mut pending);
-                chars.next();
-                let kind = if chars.peek() == Some(&'>') {
-                    chars.next();
-                    RedirectKind::Append
-                } else {
-                    RedirectKind::Write
-                };
-                pending = Some((None, kind));
-            }
-            ';' | '\n' | '&' | '|' => {
-                finish_word(&mut word, &mut cmd, &mut pending);
-                let pipe = c == '|' && chars.peek() != Some(&'|');
-                if matches!(chars.peek(), Some('&') | Some('|')) && c != ';' && c != '\n' {
-                    chars.next();
-                }
-                let mut done = std::mem::take(&mut cmd);
-                done.piped |= pipe;
-                cmd.piped = pipe;
-                if !done.words.is_empty() || !done.redirects.is_empty() || done.opaque {
-                    out.push(done);
-                }
-            }
-            '#' if word.is_none() => {
-                while chars.peek().is_some_and(|c| *c != '\n') {
-                    chars.next();
-                }
-            }
-            '$' | '`' | '(' | ')' | '{' | '}' => {
-                cmd.opaque = true;
-                word.get_or_insert_with(String::new).push(c);
-            }
-            ch => word.get_or_insert_with(String::new).push(ch),
-        }
-    }
-    finish_word(&mut word, &mut cmd, &mut pending);
-    if !cmd.words.is_empty() || !cmd.redirects.is_empty() || cmd.opaque {
-        out.push(cmd);
-    }
-    Some(out)
-}
-
-/// A word ended: the target of the redirection `pending` waits for, else one of `cmd`'s words.
-fn finish_word(
-    word: &mut Option<String>,
-    cmd: &mut Cmd,
-    pending: &mut Option<(Option<u32>, RedirectKind)>,
-) {
-    if let Some(w) = word.take() {
-        match pending.take() {
-            Some((fd, kind)) => cmd.redirects.push(Redirect {
-                fd,
-                kind,
-                target: w,
-            }),
-            None => cmd.words.push(w),
-        }
-    }
-}
-
-/// The rest of a `'...'` quote into `w`; none when it is not closed.
-fn single_quoted(chars: &mut Peekable<Chars>, w: &mut String) -> Option<()> {
-    loop {
-        match chars.next()? {
-            '\'' => return Some(()),
-            ch => w.push(ch),
-        }
-    }
-}
-
-/// The rest of a `"..."` quote into `w`, a backslash escaping the next character, `opaque` when
-/// it expands something; none when it is not closed.
-fn double_quoted(chars: &mut Peekable<Chars>, w: &mut String, opaque: &mut bool) -> Option<()> {
-    loop {
-        match chars.next()? {
-            '"' => return Some(()),
-            '\\' => w.push(chars.next()?),
-            ch @ ('$' | '`') => {
-                *opaque = true;
-                w.push(ch);
-            }
-            ch => w.push(ch),
-        }
-    }
-}
-
-/// The kind of the redirection operator that starts with `c` (`>` or `<`), the rest of it
-/// read from `chars`.
-fn redirect_kind(c: char, chars: &mut Peekable<Chars>) -> RedirectKind {
-    match (c, chars.peek()) {
-        ('>', Some('>')) => {
-            chars.next();
-            RedirectKind::Append
-        }
-        ('>', Some('|')) => {
-            chars.next();
-            RedirectKind::Write
-        }
-        (_, Some('&')) => {
-            chars.next();
-            RedirectKind::Dup
-        }
-        ('>', _) => RedirectKind::Write,
-        _ => {
-            while chars.peek().is_some_and(|c| matches!(c, '<' | '>' | '-')) {
-                chars.next();
-            }
-            RedirectKind::Read
-        }
-    }
 }
 
 /// The files hooklog's sidecar reads (`run --file`), as volume files, of a parsed `run`.
@@ -597,6 +377,17 @@ mod tests {
             let (_, extra) = followed(&v(&["sh", "-c", script])).expect(script);
             assert!(extra.is_some(), "{script}");
         }
+        // What the readers before manifest::shell took for a tailer: `1A=2` is a program, not
+        // an assignment; a here-document's text runs nothing; sh takes `-a;...` for options.
+        for argv in [
+            v(&["sh", "-c", "1A=2 tail -F /l/p.log"]),
+            v(&["sh", "-c", "cat <<EOF > /l/x\ntail -F /l/p.log\nEOF"]),
+            v(&["sh", "-c", "-a; tail -F /l/p.log"]),
+        ] {
+            assert_eq!(followed(&argv), None, "{argv:?}");
+        }
+        let (_, extra) = followed(&v(&["sh", "-c", "exec |\ntail -F /l/p.log"])).unwrap();
+        assert!(extra.is_some(), "a pipe across a line break");
         // A loop is not read: no tailer inject would take.
         assert!(followed(&v(&["sh", "-c", "while true; do tail -F /l/p.log; done"])).is_none());
         let (files, _) = followed(&v(&["sh", "-c", "tail -F /a/x & tail -F /b/y & wait"])).unwrap();
@@ -622,5 +413,6 @@ mod tests {
         ]);
         assert_eq!(written(&wrapped), v(&["/l/p.log"]));
         assert!(written(&v(&["sh", "-c", "cat < /l/p.log; echo 2>&1"])).is_empty());
+        assert!(written(&v(&["sh", "-c", "cat <<EOF\necho > /l/y\nEOF"])).is_empty());
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::{Basis, Pod, Rule, Severity, Sink};
 use crate::manifest::hooks::{Handler, Hook, is_hooklog, is_sleep, wrapped};
 use crate::manifest::podspec::Container;
+use crate::manifest::shell;
 pub use crate::registry::Entry;
 use crate::registry::{Arch, Image};
 
@@ -410,10 +411,6 @@ fn fix_for(argv: &[String]) -> String {
     }
 }
 
-/// Shells whose `-c SCRIPT` the hook may run: the shell is looked up, and so is the script's
-/// first word where that is a plain command.
-const SHELLS: [&str; 5] = ["sh", "bash", "ash", "dash", "zsh"];
-
 /// Shell builtins and keywords: a script starting with one runs no program of that name.
 const SHELL_WORDS: [&str; 31] = [
     "echo", "printf", "test", "[", "true", "false", "kill", "exit", ":", "cd", "set", "export",
@@ -421,41 +418,32 @@ const SHELL_WORDS: [&str; 31] = [
     "return", "if", "for", "while", "until", "case", "local", "unset",
 ];
 
-/// The programs a hook's argv runs, in order: argv[0], then for `SHELL -c SCRIPT` the first word
-/// of the script when it is a plain word (no variable, quote, glob or assignment) and not a
-/// builtin; `exec WORD` counts as WORD.
+/// The programs a hook's argv runs, in order: argv[0], then for `SHELL -c SCRIPT` the program
+/// of the script's first command, as [`shell`] reads it, when it is a plain word (no expansion
+/// or glob) and not a builtin; `exec WORD`, `command WORD` and `NAME=value WORD` count as WORD.
 pub fn programs(argv: &[String]) -> Vec<String> {
     let Some(first) = argv.first() else {
         return Vec::new();
     };
     let mut out = vec![first.clone()];
-    let base = first.rsplit('/').next().unwrap_or_default();
-    let Some(c) = argv
-        .iter()
-        .skip(1)
-        .position(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+    let Some(command) = shell::shell_script(argv)
+        .and_then(shell::read)
+        .and_then(|commands| commands.into_iter().next())
+        .filter(|c| !c.opaque)
     else {
         return out;
     };
-    if !SHELLS.contains(&base) {
-        return out;
-    }
-    let Some(script) = argv.get(c + 2) else {
-        return out;
-    };
-    let mut words = script
-        .split(|ch: char| ch.is_whitespace() || ch == ';' || ch == '&' || ch == '|')
-        .filter(|w| !w.is_empty());
-    let mut word = words.next();
-    if word == Some("exec") {
-        word = words.next();
-    }
     let plain = |w: &str| {
-        w.chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || "/._-+".contains(ch))
+        !w.is_empty()
+            && w.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "/._-+".contains(ch))
     };
-    if let Some(w) = word.filter(|w| plain(w) && !SHELL_WORDS.contains(w)) {
-        out.push(w.to_string());
+    let (_, words) = shell::program(&command.words);
+    if let Some(w) = words
+        .first()
+        .filter(|w| plain(w) && !SHELL_WORDS.contains(&w.as_str()))
+    {
+        out.push(w.clone());
     }
     out
 }
@@ -811,6 +799,15 @@ mod tests {
         assert_eq!(programs(&v(&["sh", "-c", "echo hi; sleep 1"])), v(&["sh"]));
         assert_eq!(programs(&v(&["sh", "-c", "$CMD"])), v(&["sh"]));
         assert_eq!(programs(&v(&["sleep", "-c", "x"])), v(&["sleep"]));
+        // Read as sh reads it (manifest::shell): quotes removed, past assignments and
+        // `command`; a subshell, a backslash at the end or a script starting with `-` runs
+        // no program of that name.
+        assert_eq!(
+            programs(&v(&["sh", "-ce", "A=1 command 'curl' -s x"])),
+            v(&["sh", "curl"])
+        );
+        assert_eq!(programs(&v(&["sh", "-c", "(curl x)"])), v(&["sh"]));
+        assert_eq!(programs(&v(&["sh", "-c", "-x; curl"])), v(&["sh"]));
         let arm = serde_json::json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}});
         assert_eq!(pod_arch(&arm, Arch::Amd64), Arch::Arm64);
         let either = serde_json::json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64", "amd64"]}]}]}}}});
