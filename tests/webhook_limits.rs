@@ -280,6 +280,17 @@ fn healthz(tls: &mut Tls, port: u16) -> std::io::Result<String> {
     Ok(head)
 }
 
+/// A new connection to the webhook on `port` that has asked `GET /healthz` once (its reads
+/// bounded at 20 s): the connection and the answer's head.
+fn new_connection_healthz(ca_pem: &str, port: u16) -> (Tls, String) {
+    let mut tls = tls_client(ca_pem, port).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let head = healthz(&mut tls, port).unwrap();
+    (tls, head)
+}
+
 /// Whether the webhook closed `tls`: a read returns end of file (or a reset) within `wait`.
 fn closed_within(tls: &mut Tls, wait: Duration) -> bool {
     use std::io::Read;
@@ -360,11 +371,7 @@ fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
     let w = Webhook::start(&certs, &["--sidecar", "classic"]);
     let mut kept = Vec::new();
     for i in 0..MAX_IDLE_CONNECTIONS {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         assert!(
             !head.contains("connection: close"),
             "connection {i}: {head}"
@@ -372,11 +379,7 @@ fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
         kept.push(tls);
     }
     for i in 0..3 {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (mut tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         assert!(
             head.contains("connection: close"),
             "over the cap, {i}: {head}"
@@ -392,11 +395,7 @@ fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
     // One goes away: a new connection is kept again, once the webhook has seen it go.
     drop(kept.pop());
     let again = crate::util::wait_until(Duration::from_secs(10), || {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         let keep = !head.contains("connection: close");
         if keep {
             kept.push(tls);
