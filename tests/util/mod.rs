@@ -3,11 +3,12 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
+//! (`binaries`), check's JSON report (`findings`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod binaries;
+pub mod findings;
 pub mod goyaml;
 pub mod http;
 pub mod manifests;
