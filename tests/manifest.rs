@@ -14,8 +14,10 @@ use hooklog::manifest::check::RULES;
 use hooklog::manifest::podspec;
 use serde_json::Value;
 
+use crate::util::injected_pod::run_installer;
 use crate::util::manifests::{
     injectable, parse, root, run, validate_schema, validate_strictly, validator_input,
+    web_deployment,
 };
 use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
 use crate::util::{findings, text};
@@ -821,18 +823,7 @@ fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
     let containers = podspec::containers(spec, "spec");
 
     // The init container, as the kubelet runs it: the image's ENTRYPOINT with its args.
-    let install = containers
-        .iter()
-        .find(|c| c.name == "hooklog-install")
-        .unwrap();
-    let args: Vec<String> = install
-        .argv()
-        .1
-        .iter()
-        .map(|a| in_pod(pod.path(), a))
-        .collect();
-    let st = hooklog().args(&args).output().unwrap();
-    assert!(st.status.success(), "{}", text(&st.stderr));
+    run_installer(&containers, |a| in_pod(pod.path(), a));
     let installed = pod.path().join("hooklog-bin/hooklog");
     assert!(installed.is_file());
 
@@ -1192,7 +1183,8 @@ fn regression_inject_cut_a_drain_sleep_short() {
     }
 }
 
-const JOB_AND_DEPLOYMENT: &str = "\
+const JOB_AND_DEPLOYMENT: &str = concat!(
+    "\
 apiVersion: batch/v1
 kind: Job
 metadata:
@@ -1209,21 +1201,9 @@ spec:
               exec:
                 command: [/app/release-lock]
 ---
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-        - name: web
-          image: registry.example.com/web:1
-";
+",
+    web_deployment!(image: "registry.example.com/web:1\n")
+);
 
 /// `--sidecar classic` put `hooklog run` into Jobs as a regular container: the Job never
 /// completed. The cluster's version now decides the form.

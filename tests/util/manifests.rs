@@ -253,3 +253,79 @@ pub fn injectable() -> Vec<String> {
     assert!(out.len() >= 8, "{out:?}");
     out
 }
+
+/// Outputs of hooklog gathered for one `kubernetes-validate --strict` at the end (the
+/// validator takes seconds to start, so a test runs it once for all its cases).
+pub struct ToValidate {
+    dir: tempfile::TempDir,
+    files: Vec<PathBuf>,
+}
+
+impl Default for ToValidate {
+    fn default() -> ToValidate {
+        ToValidate {
+            dir: tempfile::tempdir().expect("a temporary folder"),
+            files: Vec::new(),
+        }
+    }
+}
+
+impl ToValidate {
+    /// Keeps `yaml`, as hooklog wrote it, to be validated.
+    pub fn add(&mut self, yaml: &str) {
+        let file = self.dir.path().join(format!("{}.yaml", self.files.len()));
+        std::fs::write(&file, validator_input(yaml)).expect("write a file to validate");
+        self.files.push(file);
+    }
+
+    /// How many outputs are kept.
+    pub fn count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Validates every output kept.
+    pub fn validate(self) {
+        validate_strictly(&self.files);
+    }
+}
+
+/// `once`, what inject wrote of `input`, holds as every inject output must: `hooklog
+/// REINJECT` (an inject reading stdin) on it changes nothing, and `uninject -` gives back
+/// `input` byte for byte. `what` names the case in a failure.
+pub fn assert_reinject_and_uninject(reinject: &[&str], input: &str, once: &str, what: &str) {
+    let again = run(reinject, Some(once));
+    assert_eq!(
+        text(&again.stdout),
+        once,
+        "{what}: inject again changed it: {}",
+        text(&again.stderr)
+    );
+    let back = run(&["uninject", "-"], Some(once));
+    assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+    assert_eq!(
+        text(&back.stdout),
+        input,
+        "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
+    );
+}
+
+/// A Deployment `web` (selector `app: web`) as text, a string literal: `template: "…"` is the
+/// text after its `  template:` key; `image: "…"`, the text after the `image: ` of the one
+/// container `web` of a block-style pod template labelled `app: web`.
+macro_rules! web_deployment {
+    (template: $template:expr) => {
+        concat!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n",
+            "  selector:\n    matchLabels: {app: web}\n  template:",
+            $template
+        )
+    };
+    (image: $image:literal) => {
+        $crate::util::manifests::web_deployment!(template: concat!(
+            "\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n",
+            "        - name: web\n          image: ",
+            $image
+        ))
+    };
+}
+pub(crate) use web_deployment;

@@ -3,7 +3,7 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), check's JSON report (`findings`), HTTP stand-ins (`http`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
+//! (`binaries`), check's JSON report (`findings`), HTTP stand-ins (`http`), an injected pod run here (`injected_pod`), the go-yaml oracle (`goyaml`), podman (`podman`), markdown (`markdown`).
 #![allow(dead_code)]
 
 pub mod apiserver;
@@ -11,6 +11,7 @@ pub mod binaries;
 pub mod findings;
 pub mod goyaml;
 pub mod http;
+pub mod injected_pod;
 pub mod manifests;
 pub mod markdown;
 pub mod podman;
