@@ -3,6 +3,7 @@
 //! Kubernetes version from 1.29 on, or a JSON schema with python's jsonschema.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -110,34 +111,39 @@ pub fn validate_schema(schema: &Path, instance: &Value) {
         errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
         for e in errors: print(list(e.absolute_path), e.message)\n\
         sys.exit(1 if errors else 0)";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(schema)
-        .arg(&file)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{} rejects the output:\n{}{}",
-        schema.display(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    let rejects = format!("{} rejects the output", schema.display());
+    assert_python(script, [schema, file.as_path()], &rejects);
 }
 /// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
 pub const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
 
-/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
-/// is missing.
-pub fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3")
+/// `python3 -c SCRIPT ARGS...`, its output; panics with a clear message when python3 is missing.
+pub fn python_output<A: AsRef<OsStr>>(script: &str, args: impl IntoIterator<Item = A>) -> Output {
+    Command::new("python3")
         .arg("-c")
         .arg(script)
         .args(args)
         .output()
         .unwrap_or_else(|e| {
             panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
-        });
+        })
+}
+
+/// `python3 -c SCRIPT ARGS...` exits 0: else the test fails with `what` and all it printed.
+pub fn assert_python<A: AsRef<OsStr>>(script: &str, args: impl IntoIterator<Item = A>, what: &str) {
+    let out = python_output(script, args);
+    assert!(
+        out.status.success(),
+        "{what}:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
+/// is missing.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let out = python_output(script, args);
     assert!(
         out.status.success(),
         "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
