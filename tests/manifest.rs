@@ -468,11 +468,7 @@ fn inject_refuses_names_it_would_overwrite_and_notes_what_it_cannot_wrap() {
     assert_eq!(out.status.code(), Some(64));
     // Other kinds pass through, reported as skipped.
     let out = inject(&["tests/manifests/corpus/list.yaml"], None);
-    assert!(
-        text(&out.stderr).contains("service \"shop/cache\" skipped"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_says(&text(&out.stderr), &["service \"shop/cache\" skipped"]);
 }
 
 #[test]
