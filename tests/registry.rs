@@ -249,7 +249,7 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
     std::fs::write(&auth, entry(USER, "wrong")).unwrap();
     let (code, doc, stderr) = check(&t.path("c2"), &[m], &env);
     assert!(
-        one_line(&stderr, "cannot read image").contains(&"envoy-distroless:1"),
+        one_line(&stderr, "cannot read image").contains(&t.reg.image("envoy-distroless:1")),
         "{stderr}"
     );
     assert_eq!(
