@@ -160,6 +160,12 @@ fn check_offline(dir: &std::path::Path) -> (std::process::Output, String) {
     (out, err)
 }
 
+/// Writes `yaml` to `file` in the repository `repo`, then checks the whole repository offline.
+fn add_and_check(repo: &std::path::Path, file: &str, yaml: &str) -> (std::process::Output, String) {
+    std::fs::write(repo.join(file), yaml).unwrap();
+    check_offline(repo)
+}
+
 /// `hooklog check .` on a repository that holds a Helm chart printed the real findings, then
 /// exited 64 for the chart's templates, with no way to skip them. Now a chart inside a folder
 /// searched is skipped with one note naming `helm template … | hooklog check -`, and the exit
@@ -172,12 +178,11 @@ fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_fi
     let repo = dir.path();
     write_web_chart(&repo.join("charts/web"));
     write_web_chart(&repo.join("deploy/charts/api"));
-    std::fs::write(
-        repo.join("deploy/config.yaml"),
+    let (out, err) = add_and_check(
+        repo,
+        "deploy/config.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
-    )
-    .unwrap();
-    let (out, err) = check_offline(repo);
+    );
     assert_eq!(out.status.code(), Some(0), "{err}");
     for chart in ["charts/web", "deploy/charts/api"] {
         let notes: Vec<&str> = err
@@ -198,12 +203,11 @@ fn check_of_a_folder_with_helm_charts_skips_them_with_a_note_and_exits_on_its_fi
         text(&out.stdout)
     );
     // A finding beside the charts decides the exit code.
-    std::fs::write(
-        repo.join("deploy/pod.yaml"),
+    let (out, err) = add_and_check(
+        repo,
+        "deploy/pod.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n    - name: app\n      image: busybox\n      lifecycle: {preStop: {exec: {command: [sleep, '20']}}}\n",
-    )
-    .unwrap();
-    let (out, err) = check_offline(repo);
+    );
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(text(&out.stdout).contains("hook-exceeds-grace-period"));
 

@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::podman::{FULL_TARGET, dockerfile_image, dockerfile_target, host_arch, podman};
-use crate::util::{POD_ENV, listed_subcommands, wait_until};
+use crate::util::podman::{
+    FULL_TARGET, dockerfile_image, dockerfile_target, empty_dir, host_arch, output_of as run,
+    podman,
+};
+use crate::util::{POD_ENV, listed_subcommands, text, wait_until};
 
 /// True on an amd64 machine, which can run the amd64 image. Elsewhere the test says it skipped
 /// running it, and in CI (`CI=true`), where the image tier must run, fails instead.
@@ -38,15 +41,6 @@ use crate::sidecar::MAX_SIDECAR_BYTES;
 /// The full CLI's image has no size limit (issue 27): it is measured and printed. This bound
 /// only catches a runaway (twice the 9.4 MB the single binary measured before the split).
 const MAX_FULL_IMAGE_BYTES: u64 = 20_000_000;
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Checks what `podman image inspect` says of a built image: the platform it claims, non-root
 /// numeric user, entrypoint and command as documented, and a size of at most `max`.
@@ -80,11 +74,38 @@ fn check_config(image: &str, arch: &str, max: u64) -> u64 {
     size
 }
 
+/// `podman run --rm --network none IMAGE ARGS`: the image's entrypoint with `args`.
+fn run_image(image: &str, args: &[&str]) -> Output {
+    run(podman()
+        .args(["run", "--rm", "--network", "none", image])
+        .args(args))
+}
+
 /// The subcommands a binary's `--help` lists (`  NAME  About` under `Commands:`), run in `image`.
 fn subcommands(image: &str) -> Vec<String> {
-    let out = run(podman().args(["run", "--rm", "--network", "none", image, "--help"]));
+    let out = run_image(image, &["--help"]);
     assert!(out.status.success(), "--help: {}", text(&out.stderr));
     listed_subcommands(&text(&out.stdout))
+}
+
+/// A built image checked as it ships: its config for `arch` and a size of at most `max` (see
+/// [`check_config`]); its binary, copied out into `dir`, static and for `arch`'s machine. Its
+/// sizes, printed as the `what` image's: the binary's path.
+fn checked_image(image: &str, arch: &str, max: u64, what: &str, dir: &Path) -> PathBuf {
+    let machine = match arch {
+        "amd64" => "x86-64",
+        "arm64" => "ARM aarch64",
+        other => panic!("no machine known for {other}"),
+    };
+    let size = check_config(image, arch, max);
+    let (bin, gzipped) = extract_binary(image, dir);
+    let kind = file_type(&bin);
+    assert!(kind.contains(machine) && kind.contains("static"), "{kind}");
+    eprintln!(
+        "{arch} {what} image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
+        std::fs::metadata(&bin).unwrap().len()
+    );
+    bin
 }
 
 /// The image's files, as `podman save` would ship them: `/usr/local/bin/hooklog` copied out of a created
@@ -129,15 +150,16 @@ impl Drop for Container {
 #[test]
 fn dockerfile_builds_the_amd64_image_and_it_runs() {
     let image = dockerfile_image("amd64");
-    let size = check_config(&image, "amd64", MAX_SIDECAR_IMAGE_BYTES);
     let dir = tempfile::tempdir().unwrap();
-    let (bin, gzipped) = extract_binary(&image, dir.path());
-    let kind = file_type(&bin);
-    assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
-    let bin_size = std::fs::metadata(&bin).unwrap().len();
-    eprintln!(
-        "amd64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {bin_size} bytes"
+    let sidecar = "sidecar";
+    let bin = checked_image(
+        &image,
+        "amd64",
+        MAX_SIDECAR_IMAGE_BYTES,
+        sidecar,
+        dir.path(),
     );
+    let bin_size = std::fs::metadata(&bin).unwrap().len();
     assert!(
         bin_size <= MAX_SIDECAR_BYTES,
         "the sidecar image's binary is {bin_size} bytes (at most {MAX_SIDECAR_BYTES})"
@@ -153,7 +175,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
     );
 
     // --version, from the entrypoint.
-    let out = run(podman().args(["run", "--rm", "--network", "none", &image, "--version"]));
+    let out = run_image(&image, &["--version"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     // No .git in the build: the commit is the build argument's default, `unknown`.
     let printed = text(&out.stdout);
@@ -167,12 +189,7 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
 
     // install into a volume, as an init container does for a shell-less app container.
     let shared = dir.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(
-        &shared,
-        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
-    )
-    .unwrap();
+    empty_dir(&shared);
     let volume = format!("{}:/shared", shared.display());
     let out = run(podman().args([
         "run",
@@ -254,17 +271,13 @@ fn dockerfile_builds_the_amd64_image_and_it_runs() {
 #[test]
 fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
     let image = dockerfile_image("arm64");
-    let size = check_config(&image, "arm64", MAX_SIDECAR_IMAGE_BYTES);
     let dir = tempfile::tempdir().unwrap();
-    let (bin, gzipped) = extract_binary(&image, dir.path());
-    let kind = file_type(&bin);
-    assert!(
-        kind.contains("ARM aarch64") && kind.contains("static"),
-        "{kind}"
-    );
-    eprintln!(
-        "arm64 sidecar image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
-        std::fs::metadata(&bin).unwrap().len()
+    let bin = checked_image(
+        &image,
+        "arm64",
+        MAX_SIDECAR_IMAGE_BYTES,
+        "sidecar",
+        dir.path(),
     );
     crate::util::binaries::runs_the_daemon_under_qemu(&bin, crate::util::binaries::Built::InImage);
 }
@@ -275,14 +288,13 @@ fn dockerfile_builds_the_arm64_image_with_the_targets_c_headers() {
 #[test]
 fn dockerfile_builds_the_full_cli_image_with_both_halves() {
     let image = dockerfile_target("amd64", FULL_TARGET);
-    let size = check_config(&image, "amd64", MAX_FULL_IMAGE_BYTES);
     let dir = tempfile::tempdir().unwrap();
-    let (bin, gzipped) = extract_binary(&image, dir.path());
-    let kind = file_type(&bin);
-    assert!(kind.contains("x86-64") && kind.contains("static"), "{kind}");
-    eprintln!(
-        "amd64 full CLI image: {size} bytes, {gzipped} gzipped; /usr/local/bin/hooklog {} bytes",
-        std::fs::metadata(&bin).unwrap().len()
+    checked_image(
+        &image,
+        "amd64",
+        MAX_FULL_IMAGE_BYTES,
+        "full CLI",
+        dir.path(),
     );
     if !runs_amd64() {
         return;
@@ -312,15 +324,7 @@ fn dockerfile_builds_the_full_cli_image_with_both_halves() {
         report.to_string().contains("envoy"),
         "check in the full image reported nothing of the manifest: {report:#}"
     );
-    let out = run(podman().args([
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        &image,
-        "webhook",
-        "--help",
-    ]));
+    let out = run_image(&image, &["webhook", "--help"]);
     assert!(
         out.status.success(),
         "webhook --help: {}",

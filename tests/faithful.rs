@@ -4,12 +4,11 @@
 //! its output), documents without a pod template are untouched, and what it writes validates.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use hooklog::manifest::{load, podspec};
 use hooklog::yaml::splice;
 
-use crate::util::manifests::run;
+use crate::util::manifests::{assert_python, python_output, run};
 use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
@@ -73,6 +72,18 @@ fn inject(file: &Path, mode: &str) -> Option<String> {
     Some(text(&out.stdout))
 }
 
+/// `hooklog ARGS` of `stdin`, which must succeed: its stdout.
+fn run_ok(args: &[&str], stdin: &str) -> String {
+    let out = run(args, Some(stdin));
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// `got` is `want`, byte for byte; a failure says `what` and shows where they part.
+fn assert_same_bytes(got: &str, want: &str, what: &str) {
+    assert!(got == want, "{what}:\n{}", first_difference(want, got));
+}
+
 #[test]
 fn every_manifest_comes_back_byte_for_byte_and_inject_is_idempotent() {
     let mut injected_files = 0;
@@ -83,27 +94,18 @@ fn every_manifest_comes_back_byte_for_byte_and_inject_is_idempotent() {
                 continue;
             };
             injected_files += 1;
+            let what = format!("{} ({mode})", file.display());
             for undo in [&["uninject", "-"][..], &["inject", "--undo", "-"][..]] {
-                let back = run(undo, Some(&injected));
-                assert!(back.status.success(), "{}", text(&back.stderr));
-                assert!(
-                    text(&back.stdout) == original,
-                    "{} ({mode}): {undo:?} of inject's output is not the file, byte for byte:\n{}",
-                    file.display(),
-                    first_difference(&original, &text(&back.stdout))
-                );
+                let back = run_ok(undo, &injected);
+                let why = format!("{undo:?} of inject's output is not the file, byte for byte");
+                assert_same_bytes(&back, &original, &format!("{what}: {why}"));
             }
-            let again = run(
+            let again = run_ok(
                 &["inject", "--image", IMAGE, "--sidecar", mode, "-"],
-                Some(&injected),
+                &injected,
             );
-            assert!(again.status.success(), "{}", text(&again.stderr));
-            assert!(
-                text(&again.stdout) == injected,
-                "{} ({mode}): injecting twice changed the output:\n{}",
-                file.display(),
-                first_difference(&injected, &text(&again.stdout))
-            );
+            let why = "injecting twice changed the output";
+            assert_same_bytes(&again, &injected, &format!("{what}: {why}"));
         }
     }
     assert!(injected_files >= 50, "{injected_files}");
@@ -266,19 +268,10 @@ fn a_yaml_1_1_reader_finds_every_original_value_unchanged() {
             };
             let out_file = dir.path().join("injected.yaml");
             std::fs::write(&out_file, &injected).unwrap();
-            let out = Command::new("python3")
-                .args(["-c", CONTAINED])
-                .arg(&file)
-                .arg(&out_file)
-                .output()
-                .expect("python3 with PyYAML (kubernetes-validate installs it)");
-            assert!(
-                out.status.success(),
-                "{} ({mode}): a value changed meaning for a YAML 1.1 reader: {}{}",
-                file.display(),
-                text(&out.stdout),
-                text(&out.stderr)
-            );
+            // PyYAML: kubernetes-validate installs it.
+            let changed = "a value changed meaning for a YAML 1.1 reader";
+            let what = format!("{} ({mode}): {changed}", file.display());
+            assert_python(CONTAINED, [&file, &out_file], &what);
             checked += 1;
         }
     }
@@ -316,12 +309,7 @@ fn the_yaml_1_1_check_catches_a_changed_meaning() {
     ] {
         std::fs::write(&a, before).unwrap();
         std::fs::write(&b, after).unwrap();
-        let out = Command::new("python3")
-            .args(["-c", CONTAINED])
-            .arg(&a)
-            .arg(&b)
-            .output()
-            .unwrap();
+        let out = python_output(CONTAINED, [&a, &b]);
         // Its own verdict, not any failure: a crash or a missing PyYAML exits 1 too.
         let stdout = text(&out.stdout);
         assert_eq!(
@@ -389,30 +377,38 @@ fn the_fixture_keeps_its_comments_quoting_and_yaml_1_1_values() {
 
 #[test]
 fn inject_output_of_real_manifests_validates_strictly() {
+    // No schema for these: a CRD (Rollout), kustomize patches (no objects), a kind:List
+    // (tests/manifest.rs splits those) and an old API version (batch/v2alpha1).
+    let no_schema = |name: &str| {
+        name.starts_with("argo-rollout")
+            || name.contains("json6902")
+            || name.contains("list")
+            || name.starts_with("istio-cronjob")
+    };
+    validate_injected("real", no_schema, 16);
+}
+
+/// inject's output, native and classic, of each input in the folder `folder` (but those `skip`
+/// names), at least `min` files: `kubernetes-validate --strict` accepts every one.
+fn validate_injected(folder: &str, skip: impl Fn(&str) -> bool, min: usize) {
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for file in inputs()
         .into_iter()
-        .filter(|f| f.parent().unwrap().ends_with("real"))
+        .filter(|f| f.parent().unwrap().ends_with(folder))
     {
         let name = file.file_name().unwrap().to_str().unwrap();
-        // No schema for these: a CRD (Rollout), kustomize patches (no objects), a kind:List
-        // (tests/manifest.rs splits those) and an old API version (batch/v2alpha1).
-        if name.starts_with("argo-rollout")
-            || name.contains("json6902")
-            || name.contains("list")
-            || name.starts_with("istio-cronjob")
-        {
+        if skip(name) {
             continue;
         }
         for mode in ["native", "classic"] {
-            let injected = inject(&file, mode).expect("real manifests are injectable");
+            let injected = inject(&file, mode).unwrap_or_else(|| panic!("{name}: not injectable"));
             let out = dir.path().join(format!("{mode}-{name}"));
             std::fs::write(&out, injected).unwrap();
             files.push(out);
         }
     }
-    assert!(files.len() >= 16, "{files:?}");
+    assert!(files.len() >= min, "{files:?}");
     crate::util::manifests::validate_strictly(&files);
 }
 
@@ -583,20 +579,5 @@ fn regression_inject_rewrote_or_restyled_boms_crlf_flow_and_anchors() {
 /// What inject writes for every shape of file validates as Kubernetes objects.
 #[test]
 fn inject_output_of_every_file_shape_validates_strictly() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
-    for file in inputs()
-        .into_iter()
-        .filter(|f| f.parent().unwrap().ends_with("faithful"))
-    {
-        let name = file.file_name().unwrap().to_str().unwrap();
-        for mode in ["native", "classic"] {
-            let injected = inject(&file, mode).expect("injectable");
-            let out = dir.path().join(format!("{mode}-{name}"));
-            std::fs::write(&out, injected).unwrap();
-            files.push(out);
-        }
-    }
-    assert!(files.len() >= 20, "{files:?}");
-    crate::util::manifests::validate_strictly(&files);
+    validate_injected("faithful", |_| false, 20);
 }

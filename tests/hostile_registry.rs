@@ -93,16 +93,22 @@ fn check_image(dir: &Path, h: &Hostile, image: String, tls: Option<&Tls>, args: 
     run(&dir.join("cache"), &all, &env).2
 }
 
+/// An https registry misbehaving as `mode`, read by `check` with its CA and a Basic credential
+/// for it: each Authorization header its plain-HTTP listener received, and check's stderr.
+fn plain_auth_seen_by(mode: &str) -> (Vec<String>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = make_tls(dir.path());
+    let h = Hostile::start(mode, dir.path(), Some((&tls.cert, &tls.key)));
+    let image = format!("127.0.0.1:{}/app:1", h.port);
+    let stderr = check_image(dir.path(), &h, image, Some(&tls), &[]);
+    (h.plain_auth(), stderr)
+}
+
 /// Issue 26: an https registry that answered a blob with a 307 to `http://` on the same host
 /// received the Basic password in clear text. The blob is still read, without it.
 #[test]
 fn a_redirect_to_plain_http_gets_no_credentials() {
-    let dir = tempfile::tempdir().unwrap();
-    let tls = make_tls(dir.path());
-    let h = Hostile::start("downgrade", dir.path(), Some((&tls.cert, &tls.key)));
-    let image = format!("127.0.0.1:{}/app:1", h.port);
-    let stderr = check_image(dir.path(), &h, image.clone(), Some(&tls), &[]);
-    let seen = h.plain_auth();
+    let (seen, stderr) = plain_auth_seen_by("downgrade");
     assert!(!seen.is_empty(), "the redirect was not followed: {stderr}");
     assert!(seen.iter().all(|a| a == "-"), "plain HTTP got {seen:?}");
     assert!(!stderr.contains("cannot read image"), "{stderr}");
@@ -111,12 +117,7 @@ fn a_redirect_to_plain_http_gets_no_credentials() {
 /// Issue 26: a Bearer realm on `http://` of an https registry received the Basic password.
 #[test]
 fn a_token_realm_on_plain_http_gets_no_basic_credentials() {
-    let dir = tempfile::tempdir().unwrap();
-    let tls = make_tls(dir.path());
-    let h = Hostile::start("realm", dir.path(), Some((&tls.cert, &tls.key)));
-    let image = format!("127.0.0.1:{}/app:1", h.port);
-    let stderr = check_image(dir.path(), &h, image, Some(&tls), &[]);
-    let seen = h.plain_auth();
+    let (seen, stderr) = plain_auth_seen_by("realm");
     assert!(!seen.is_empty(), "no token asked for: {stderr}");
     assert!(
         seen.iter().all(|a| !a.starts_with("Basic")),

@@ -10,22 +10,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::binaries::{Built, release_bin, runs_the_daemon_under_qemu, shared_libraries};
-use crate::util::podman::dockerfile_image;
-use crate::util::{POD_ENV, in_ci, wait_until};
+use crate::util::podman::{dockerfile_image, empty_dir, output_of as run};
+use crate::util::{POD_ENV, in_ci, text, wait_until};
 
 /// Grace given to hooklog in the pod test; `podman pod stop -t` gives the runtime a little more.
 const POD_GRACE_SECS: u64 = 10;
 /// The pod's stop timeout (terminationGracePeriodSeconds): SIGKILL after this.
 const POD_STOP_TIMEOUT_SECS: u64 = 20;
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// `unshare --mount --pid --fork chroot ROOT ARGS...`.
 fn in_empty_root(root: &Path, args: &[&str]) -> Output {
@@ -147,12 +138,7 @@ fn image_runs_in_a_pod_beside_a_writer_and_stops_within_grace() {
     let work = tempfile::tempdir().unwrap();
     // The emptyDir: world-writable, like the kubelet makes it.
     let shared = work.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(
-        &shared,
-        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
-    )
-    .unwrap();
+    empty_dir(&shared);
 
     let id = format!("hooklog-test-{}", std::process::id());
     let pod = Pod {

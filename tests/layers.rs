@@ -74,20 +74,23 @@ fn module_of(path: &Path) -> String {
     parts.join("::")
 }
 
-/// The code of a file without its comments, up to its `#[cfg(test)] mod` (tests may import what
-/// they like; hooklog's test modules come last in their files).
-fn code(text: &str) -> String {
-    let mut end = text.len();
+/// A file's text up to its `#[cfg(test)] mod` (hooklog's test modules come last in their files).
+fn before_tests(text: &str) -> &str {
     for (at, _) in text.match_indices("#[cfg(test)]") {
         if text[at + "#[cfg(test)]".len()..]
             .trim_start()
             .starts_with("mod ")
         {
-            end = at;
-            break;
+            return &text[..at];
         }
     }
-    text[..end]
+    text
+}
+
+/// The code of a file without its comments, up to its `#[cfg(test)] mod` (tests may import what
+/// they like).
+fn code(text: &str) -> String {
+    before_tests(text)
         .lines()
         .map(|l| match l.find("//") {
             Some(i) => &l[..i],
@@ -345,22 +348,33 @@ fn the_module_graph_has_no_circle() {
         "the graph reader found too little: {edges:?}"
     );
     let found = circles(&edges);
-    let shown: Vec<String> = found
+    assert!(
+        found.is_empty(),
+        "import circles:\n{}",
+        shown(&found, &edges, str::to_string)
+    );
+}
+
+/// The circles `found` among the nodes `node` makes of the modules of `edges`, a line each with
+/// the imports that close it (those between two of its nodes): a failed check's message.
+fn shown(
+    found: &[Vec<String>],
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    node: impl Fn(&str) -> String,
+) -> String {
+    let lines: Vec<String> = found
         .iter()
         .map(|c| {
-            let inner: Vec<String> = c
+            let inner: Vec<String> = edges
                 .iter()
-                .flat_map(|a| {
-                    edges[a]
-                        .iter()
-                        .filter(|b| c.contains(b))
-                        .map(move |b| format!("{a} -> {b}"))
-                })
+                .flat_map(|(a, bs)| bs.iter().map(move |b| (a, b)))
+                .filter(|(a, b)| node(a) != node(b) && c.contains(&node(a)) && c.contains(&node(b)))
+                .map(|(a, b)| format!("{a} -> {b}"))
                 .collect();
             format!("{}: {}", c.join(" <-> "), inner.join(", "))
         })
         .collect();
-    assert!(found.is_empty(), "import circles:\n{}", shown.join("\n"));
+    lines.join("\n")
 }
 
 /// Issue 38: imports run one way between the top-level rooms too, not only between files.
@@ -379,19 +393,11 @@ fn the_rooms_have_no_circle() {
         }
     }
     let found = circles(&rooms);
-    let shown: Vec<String> = found
-        .iter()
-        .map(|c| {
-            let inner: Vec<String> = graph()
-                .iter()
-                .flat_map(|(a, bs)| bs.iter().map(move |b| (a.clone(), b.clone())))
-                .filter(|(a, b)| top(a) != top(b) && c.contains(&top(a)) && c.contains(&top(b)))
-                .map(|(a, b)| format!("{a} -> {b}"))
-                .collect();
-            format!("{}: {}", c.join(" <-> "), inner.join(", "))
-        })
-        .collect();
-    assert!(found.is_empty(), "circles of rooms:\n{}", shown.join("\n"));
+    assert!(
+        found.is_empty(),
+        "circles of rooms:\n{}",
+        shown(&found, &graph(), top)
+    );
 }
 
 /// The reader finds a circle when there is one: the two of issue 27, as main had them.
@@ -637,22 +643,12 @@ fn product_functions() -> Vec<(String, String, usize, usize)> {
             continue;
         }
         let text = std::fs::read_to_string(&f).expect("read");
-        let mut end = text.len();
-        for (at, _) in text.match_indices("#[cfg(test)]") {
-            if text[at + "#[cfg(test)]".len()..]
-                .trim_start()
-                .starts_with("mod ")
-            {
-                end = at;
-                break;
-            }
-        }
         let rel = f
             .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")))
             .expect("under the crate")
             .display()
             .to_string();
-        for (name, line, len) in functions(&blanked(&text[..end])) {
+        for (name, line, len) in functions(&blanked(before_tests(&text))) {
             out.push((rel.clone(), name, line, len));
         }
     }

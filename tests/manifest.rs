@@ -14,11 +14,13 @@ use hooklog::manifest::check::RULES;
 use hooklog::manifest::podspec;
 use serde_json::Value;
 
+use crate::util::injected_pod::run_installer;
 use crate::util::manifests::{
     injectable, parse, root, run, validate_schema, validate_strictly, validator_input,
+    web_deployment,
 };
-use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog, hooklog_bin};
+use crate::util::{findings, text};
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
 
@@ -179,25 +181,17 @@ fn both_incidents_are_found_and_inject_fixes_them() {
         (0, &Value::from("warning"))
     );
 
-    let out = run(&["inject", "--image", IMAGE, distroless], None);
+    let out = inject(&[distroless], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let injected = text(&out.stdout);
-    let (code, doc) = check_json_stdin(&injected);
-    assert_eq!(code, 0, "after inject: {doc:#}");
-    assert_eq!(
-        doc["findings"],
-        Value::Array(vec![]),
-        "after inject check finds nothing"
-    );
+    assert_checks_clean(&injected, &[], "after inject");
     // The Fargate incident too: its hook's output goes to hooklog instead of PID 1's.
-    let out = run(&["inject", "--image", IMAGE, fargate], None);
+    let out = inject(&[fargate], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &["--platform", "fargate"]);
-    assert_eq!(code, 0, "after inject: {doc:#}");
-    assert_eq!(
-        doc["findings"],
-        Value::Array(vec![]),
-        "after inject check finds nothing"
+    assert_checks_clean(
+        &text(&out.stdout),
+        &["--platform", "fargate"],
+        "after inject",
     );
     let pod = only_template(&text(&out.stdout));
     let cmd = podspec::strings(
@@ -207,15 +201,29 @@ fn both_incidents_are_found_and_inject_fixes_them() {
     assert!(text(&out.stderr).contains("now go to its own /dev/stdout"));
 
     let spec = &only_template(&injected)["spec"]["template"]["spec"];
-    let envoy = spec["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "envoy")
-        .unwrap();
-    let cmd = podspec::strings(&envoy["lifecycle"]["preStop"]["exec"]["command"]);
+    let cmd = pre_stop(spec, "containers", "envoy");
     let inner = &cmd[cmd.iter().position(|a| a == "--").unwrap() + 1..];
     assert_eq!(inner, ["/hooklog-bin/hooklog", "sleep", "15"]);
+}
+
+/// `hooklog inject --image IMAGE ARGS` with `stdin`.
+fn inject(args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    let mut all = vec!["inject", "--image", IMAGE];
+    all.extend_from_slice(args);
+    run(&all, stdin)
+}
+
+/// Each of `parts` is in `said` (what a command wrote), which a failure shows.
+fn assert_says(said: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(said.contains(part), "{part:?} not in:\n{said}");
+    }
+}
+
+/// `check --format json ARGS -` of `yaml` exits 0 and finds nothing; `what` names the case.
+fn assert_checks_clean(yaml: &str, args: &[&str], what: &str) {
+    let (code, doc) = check_json_stdin_with(yaml, args);
+    findings::assert_clean(code, &doc, what);
 }
 
 fn check_json_stdin(input: &str) -> (i32, Value) {
@@ -274,10 +282,7 @@ fn inject_outputs_validate_are_idempotent_parse_and_round_trip() {
         let original = parse(&std::fs::read_to_string(root().join(&file)).unwrap());
         let before = finding_lines(&check_json(&[&file]).1);
         for sidecar in ["native", "classic"] {
-            let out = run(
-                &["inject", "--image", IMAGE, "--sidecar", sidecar, &file],
-                None,
-            );
+            let out = inject(&["--sidecar", sidecar, &file], None);
             assert!(out.status.success(), "{file}: {}", text(&out.stderr));
             let injected = text(&out.stdout);
             let report = text(&out.stderr);
@@ -287,10 +292,7 @@ fn inject_outputs_validate_are_idempotent_parse_and_round_trip() {
             );
 
             // Idempotent: injecting again changes nothing, byte for byte.
-            let again = run(
-                &["inject", "--image", IMAGE, "--sidecar", sidecar, "-"],
-                Some(&injected),
-            );
+            let again = inject(&["--sidecar", sidecar, "-"], Some(&injected));
             assert!(again.status.success(), "{}", text(&again.stderr));
             assert_eq!(
                 text(&again.stdout),
@@ -436,7 +438,7 @@ fn inject_refuses_names_it_would_overwrite_and_notes_what_it_cannot_wrap() {
         ),
         ("tests/manifests/corpus/multi-document.yaml", "hooklog"),
     ] {
-        let out = run(&["inject", "--image", IMAGE, file], None);
+        let out = inject(&[file], None);
         assert_eq!(out.status.code(), Some(64), "{file}");
         assert!(out.stdout.is_empty(), "nothing written on an error");
         let err = text(&out.stderr);
@@ -449,63 +451,30 @@ fn inject_refuses_names_it_would_overwrite_and_notes_what_it_cannot_wrap() {
             "names the file: {err}"
         );
     }
-    let out = run(
+    let out = inject(&["tests/manifests/corpus/http-and-native-sleep.yaml"], None);
+    assert_says(
+        &text(&out.stderr),
         &[
-            "inject",
-            "--image",
-            IMAGE,
-            "tests/manifests/corpus/http-and-native-sleep.yaml",
+            "gateway: preStop is an httpGet/tcpSocket call, left as it is",
+            "lb-wait: preStop is the native sleep action (10s), left as it is",
         ],
-        None,
-    );
-    let err = text(&out.stderr);
-    assert!(
-        err.contains("gateway: preStop is an httpGet/tcpSocket call, left as it is"),
-        "{err}"
-    );
-    assert!(
-        err.contains("lb-wait: preStop is the native sleep action (10s), left as it is"),
-        "{err}"
     );
     let pod = only_template(&text(&out.stdout));
     assert_eq!(
         pod["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["port"],
         9000
     );
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "tests/manifests/corpus/multi-document.yaml",
-        ],
-        None,
-    );
+    let out = inject(&["tests/manifests/corpus/multi-document.yaml"], None);
     assert_eq!(out.status.code(), Some(64));
     // Other kinds pass through, reported as skipped.
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "tests/manifests/corpus/list.yaml",
-        ],
-        None,
-    );
-    assert!(
-        text(&out.stderr).contains("service \"shop/cache\" skipped"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = inject(&["tests/manifests/corpus/list.yaml"], None);
+    assert_says(&text(&out.stderr), &["service \"shop/cache\" skipped"]);
 }
 
 #[test]
 fn prestop_sleep_gives_a_container_the_load_balancer_wait() {
-    let out = run(
+    let out = inject(
         &[
-            "inject",
-            "--image",
-            IMAGE,
             "--prestop-sleep",
             "checkout=20s",
             "tests/manifests/incidents/distroless-envoy-sleep.yaml",
@@ -528,17 +497,7 @@ fn prestop_sleep_gives_a_container_the_load_balancer_wait() {
         (0, Some(0)),
         "{doc:#}"
     );
-    let bad = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "--prestop-sleep",
-            "checkout=soon",
-            "-",
-        ],
-        Some(""),
-    );
+    let bad = inject(&["--prestop-sleep", "checkout=soon", "-"], Some(""));
     assert_eq!(bad.status.code(), Some(64));
 }
 
@@ -565,7 +524,7 @@ fn usage_errors_and_unparseable_input_exit_64_naming_file_and_line() {
         .parse()
         .expect("a line number");
     assert!((4..=5).contains(&line), "{err}");
-    let out = run(&["inject", "--image", IMAGE, bad.to_str().unwrap()], None);
+    let out = inject(&[bad.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(64));
     assert!(out.stdout.is_empty());
     let out = run(&["check", "--format", "xml", "k8s"], None);
@@ -735,11 +694,8 @@ fn image_roots_resolve_commands_as_the_runtime_does() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (code, doc) = check_json(&args);
     assert_eq!(code, 1);
-    let found: BTreeMap<String, String> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["rule"] == "hook-command-not-in-image")
+    let found: BTreeMap<String, String> = findings::of_rule(&doc, "hook-command-not-in-image")
+        .into_iter()
         .map(|f| {
             (
                 f["container"].as_str().unwrap().to_string(),
@@ -760,43 +716,24 @@ fn image_roots_resolve_commands_as_the_runtime_does() {
         ],
         "{found:#?}"
     );
-    // The paths searched are named: the runtime's default PATH, or the container's own.
-    assert!(
-        found["static-sleep"].contains("tried /usr/local/sbin/sleep"),
-        "{}",
-        found["static-sleep"]
-    );
-    assert!(
-        found["static-sleep"].contains("/bin/sleep (/bin does not exist)"),
-        "{}",
-        found["static-sleep"]
-    );
-    assert!(
-        found["full-path"].contains("tried /opt/bin/sleep"),
-        "{}",
-        found["full-path"]
-    );
-    assert!(
-        found["tar-sleep"].contains("/bin/sleep"),
-        "{}",
-        found["tar-sleep"]
-    );
-    let host_sleep = found["broken-sleep"].clone();
-    assert!(host_sleep.contains("does not exist"), "{host_sleep}");
-    assert!(
-        found["broken-sh"].contains("too many levels of symbolic links"),
-        "{}",
-        found["broken-sh"]
-    );
-    assert!(
-        found["broken-cat"].contains("/bin/nowhere does not exist"),
-        "{}",
-        found["broken-cat"]
-    );
+    for (container, says) in [
+        // The paths searched are named: the runtime's default PATH, or the container's own.
+        ("static-sleep", "tried /usr/local/sbin/sleep"),
+        ("static-sleep", "/bin/sleep (/bin does not exist)"),
+        ("full-path", "tried /opt/bin/sleep"),
+        ("tar-sleep", "/bin/sleep"),
+        ("broken-sleep", "does not exist"),
+        ("broken-sh", "too many levels of symbolic links"),
+        ("broken-cat", "/bin/nowhere does not exist"),
+    ] {
+        assert!(
+            found[container].contains(says),
+            "{container}: {}",
+            found[container]
+        );
+    }
     assert_eq!(
-        doc["findings"]
-            .as_array()
-            .unwrap()
+        findings::all(&doc)
             .iter()
             .find(|f| f["container"] == "static-sleep")
             .unwrap()["fix"],
@@ -839,10 +776,7 @@ fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
     .unwrap();
     let m = manifest.to_str().unwrap();
     let root = format!("example/static:1={}", roots["static"].display());
-    let with = run(
-        &["inject", "--image", IMAGE, "--image-root", &root, m],
-        None,
-    );
+    let with = inject(&["--image-root", &root, m], None);
     assert!(with.status.success(), "{}", text(&with.stderr));
     let stderr = text(&with.stderr);
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
@@ -856,7 +790,7 @@ fn inject_warns_from_an_image_root_and_writes_the_same_manifests() {
         .collect();
     assert_eq!(fixed.len(), 1, "{stderr}");
     assert!(fixed[0].contains("container \"bare\""), "{}", fixed[0]);
-    let without = run(&["inject", "--image", IMAGE, m], None);
+    let without = inject(&[m], None);
     assert!(
         !text(&without.stderr).contains("warning"),
         "{}",
@@ -877,15 +811,7 @@ fn in_pod(root: &Path, arg: &str) -> String {
 
 #[test]
 fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "tests/manifests/e2e/checkout.yaml",
-        ],
-        None,
-    );
+    let out = inject(&["tests/manifests/e2e/checkout.yaml"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc = only_template(&text(&out.stdout));
     let spec = &doc["spec"]["template"]["spec"];
@@ -893,18 +819,7 @@ fn an_injected_pod_runs_its_hooks_and_every_peer_is_ok() {
     let containers = podspec::containers(spec, "spec");
 
     // The init container, as the kubelet runs it: the image's ENTRYPOINT with its args.
-    let install = containers
-        .iter()
-        .find(|c| c.name == "hooklog-install")
-        .unwrap();
-    let args: Vec<String> = install
-        .argv()
-        .1
-        .iter()
-        .map(|a| in_pod(pod.path(), a))
-        .collect();
-    let st = hooklog().args(&args).output().unwrap();
-    assert!(st.status.success(), "{}", text(&st.stderr));
+    run_installer(&containers, |a| in_pod(pod.path(), a));
     let installed = pod.path().join("hooklog-bin/hooklog");
     assert!(installed.is_file());
 
@@ -1091,10 +1006,7 @@ fn inject_reproduces_the_wiring_of_the_k8s_manifests() {
         ("native", "k8s/api-server-native-sidecar.yaml"),
         ("classic", "k8s/api-server-classic-sidecar.yaml"),
     ] {
-        let out = run(
-            &["inject", "--image", IMAGE, "--sidecar", sidecar, before],
-            None,
-        );
+        let out = inject(&["--sidecar", sidecar, before], None);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let ours = only_template(&text(&out.stdout));
         let theirs = parse(&std::fs::read_to_string(root().join(shipped)).unwrap())
@@ -1218,7 +1130,7 @@ fn pre_stop(spec: &Value, list: &str, name: &str) -> Vec<String> {
 #[test]
 fn regression_inject_cut_a_drain_sleep_short() {
     let drain = "tests/manifests/corpus/drain-curl-sleep.yaml";
-    let out = run(&["inject", "--image", IMAGE, drain], None);
+    let out = inject(&[drain], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let cmd = pre_stop(
         &template_spec(&text(&out.stdout)),
@@ -1230,8 +1142,7 @@ fn regression_inject_cut_a_drain_sleep_short() {
     let original = ["/bin/sh", "-c"];
     assert_eq!(cmd[cmd.len() - 3..cmd.len() - 1], original, "prefix only");
     assert!(text(&out.stderr).contains("`--timeout 28s`: 2s before the kubelet's own kill"));
-    let (code, doc) = check_json_stdin(&text(&out.stdout));
-    assert_eq!((code, &doc["findings"]), (0, &Value::Array(vec![])));
+    assert_checks_clean(&text(&out.stdout), &[], drain);
 
     // The lame duck takes the whole period: nothing fits, so nothing changes, and both say so.
     for (file, needed) in [
@@ -1239,10 +1150,7 @@ fn regression_inject_cut_a_drain_sleep_short() {
         ("tests/manifests/corpus/cilium-quick-install.yaml", "2"),
     ] {
         for sidecar in ["native", "classic"] {
-            let out = run(
-                &["inject", "--image", IMAGE, "--sidecar", sidecar, file],
-                None,
-            );
+            let out = inject(&["--sidecar", sidecar, file], None);
             assert!(out.status.success(), "{}", text(&out.stderr));
             assert_eq!(
                 parse(&text(&out.stdout)),
@@ -1260,12 +1168,7 @@ fn regression_inject_cut_a_drain_sleep_short() {
         }
         let (code, doc) = check_json(&[file]);
         assert_eq!(code, 0);
-        let f = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["rule"] == "grace-period-cannot-fit-hooklog")
-            .unwrap_or_else(|| panic!("{file}: {doc:#}"));
+        let f = findings::first(&doc, "grace-period-cannot-fit-hooklog");
         assert!(
             f["fix"]
                 .as_str()
@@ -1276,7 +1179,8 @@ fn regression_inject_cut_a_drain_sleep_short() {
     }
 }
 
-const JOB_AND_DEPLOYMENT: &str = "\
+const JOB_AND_DEPLOYMENT: &str = concat!(
+    "\
 apiVersion: batch/v1
 kind: Job
 metadata:
@@ -1293,21 +1197,9 @@ spec:
               exec:
                 command: [/app/release-lock]
 ---
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-        - name: web
-          image: registry.example.com/web:1
-";
+",
+    web_deployment!(image: "registry.example.com/web:1\n")
+);
 
 /// `--sidecar classic` put `hooklog run` into Jobs as a regular container: the Job never
 /// completed. The cluster's version now decides the form.
@@ -1334,28 +1226,19 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
         written.push(text(&out.stdout));
     }
     // 1.28: classic for the Deployment, the Job left as it was, with a note.
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "--kubernetes-version",
-            "1.28",
-            "-",
-        ],
+    let out = inject(
+        &["--kubernetes-version", "1.28", "-"],
         Some(JOB_AND_DEPLOYMENT),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let docs = parse(&text(&out.stdout));
     assert_eq!(docs[0], parse(JOB_AND_DEPLOYMENT)[0]);
-    let err = text(&out.stderr);
-    assert!(
-        err.contains("job \"migrate\" not injected, unchanged"),
-        "{err}"
-    );
-    assert!(
-        err.contains("a classic sidecar never ends, so the Job would never complete"),
-        "{err}"
+    assert_says(
+        &text(&out.stderr),
+        &[
+            "job \"migrate\" not injected, unchanged",
+            "a classic sidecar never ends, so the Job would never complete",
+        ],
     );
     let web = &docs[1]["spec"]["template"]["spec"];
     assert!(!native(web));
@@ -1380,33 +1263,19 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
         .collect();
     validate_strictly(&files);
     // A native sidecar for a 1.28 cluster is refused: it would keep the pod Pending.
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "--sidecar",
-            "native",
-            "--kubernetes-version",
-            "1.28",
-            "-",
-        ],
+    let out = inject(
+        &["--sidecar", "native", "--kubernetes-version", "1.28", "-"],
         Some(JOB_AND_DEPLOYMENT),
     );
     assert_eq!(out.status.code(), Some(64));
     assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("the pod would stay Pending"));
     // check says what a native sidecar does below 1.29.
-    let native_out = run(&["inject", "--image", IMAGE, "-"], Some(JOB_AND_DEPLOYMENT));
+    let native_out = inject(&["-"], Some(JOB_AND_DEPLOYMENT));
     let (code, doc) =
         check_json_stdin_with(&text(&native_out.stdout), &["--kubernetes-version", "1.28"]);
     assert_eq!(code, 1);
-    let f = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "native-sidecar-unsupported")
-        .unwrap();
+    let f = findings::first(&doc, "native-sidecar-unsupported");
     assert!(
         f["message"].as_str().unwrap().contains("Pending forever"),
         "{f}"
@@ -1418,7 +1287,7 @@ fn regression_a_classic_sidecar_kept_a_job_from_completing() {
 #[test]
 fn regression_a_native_sidecars_prestop_was_left_unwrapped() {
     let istio = "tests/manifests/corpus/istio-native-sidecar.yaml";
-    let out = run(&["inject", "--image", IMAGE, istio], None);
+    let out = inject(&[istio], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let spec = template_spec(&text(&out.stdout));
     let cmd = pre_stop(&spec, "initContainers", "istio-proxy");
@@ -1441,18 +1310,10 @@ fn regression_a_native_sidecars_prestop_was_left_unwrapped() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["hooklog-install", "hooklog", "istio-proxy"]);
-    let (code, doc) = check_json_stdin(&text(&out.stdout));
-    assert_eq!(
-        (code, &doc["findings"]),
-        (0, &Value::Array(vec![])),
-        "{doc:#}"
-    );
+    assert_checks_clean(&text(&out.stdout), &[], istio);
 
     // A classic hooklog is gone before the native sidecar's hook: a note, and check agrees.
-    let out = run(
-        &["inject", "--image", IMAGE, "--sidecar", "classic", istio],
-        None,
-    );
+    let out = inject(&["--sidecar", "classic", istio], None);
     let err = text(&out.stderr);
     assert!(
         err.contains("istio-proxy: a native sidecar's preStop, left unwrapped"),
@@ -1469,71 +1330,10 @@ fn regression_a_native_sidecars_prestop_was_left_unwrapped() {
     );
 }
 
-/// uninject restored the whole recorded `lifecycle`, so a postStart added after inject was
-/// lost; and inject on an edited manifest said "already injected, unchanged", leaving a
-/// container added since unwired.
-#[test]
-fn regression_uninject_dropped_later_edits_and_reinject_ignored_new_containers() {
-    let file = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
-    let original = only_template(&std::fs::read_to_string(root().join(file)).unwrap());
-    let out = run(&["inject", "--image", IMAGE, file], None);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let mut doc = only_template(&text(&out.stdout));
-    // Later edits: a postStart on envoy, a new container with a preStop, a changed image.
-    let spec = doc.pointer_mut("/spec/template/spec").unwrap();
-    let containers = spec["containers"].as_array_mut().unwrap();
-    let envoy = containers
-        .iter_mut()
-        .find(|c| c["name"] == "envoy")
-        .unwrap();
-    envoy["lifecycle"]["postStart"] =
-        serde_json::json!({"exec": {"command": ["/usr/local/bin/envoy-ready"]}});
-    containers.push(
-        serde_json::json!({"name": "worker", "image": "registry.example.com/worker:2",
-        "lifecycle": {"preStop": {"exec": {"command": ["/app/finish-batch"]}}}}),
-    );
-    let edited = doc.to_string();
-
-    let again = run(&["inject", "--image", IMAGE, "-"], Some(&edited));
-    assert!(again.status.success(), "{}", text(&again.stderr));
-    assert!(
-        text(&again.stderr).contains("now wired: worker"),
-        "{}",
-        text(&again.stderr)
-    );
-    let spec = template_spec(&text(&again.stdout));
-    let worker = pre_stop(&spec, "containers", "worker");
-    assert_eq!(flags(&worker)["container"], "worker");
-    assert_eq!(worker.last().unwrap(), "/app/finish-batch");
-    let sidecar = spec["initContainers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "hooklog")
-        .unwrap();
-    assert_eq!(
-        flags(&podspec::strings(&sidecar["args"]))["peers"],
-        "envoy,worker"
-    );
-    let (code, found) = check_json_stdin(&text(&again.stdout));
-    assert_eq!(
-        (code, &found["findings"]),
-        (0, &Value::Array(vec![])),
-        "{found:#}"
-    );
-    // Once more: nothing new.
-    let third = run(
-        &["inject", "--image", IMAGE, "-"],
-        Some(&text(&again.stdout)),
-    );
-    assert_eq!(text(&third.stdout), text(&again.stdout));
-    assert!(text(&third.stderr).contains("already injected, unchanged"));
-
-    // uninject keeps the edits and removes only hooklog.
-    let back = run(&["uninject", "-"], Some(&text(&again.stdout)));
-    assert!(back.status.success(), "{}", text(&back.stderr));
-    let mut expected = original.clone();
-    let containers = expected
+/// The user's edits after inject, on the Deployment `doc`: a postStart on envoy, and a new
+/// container `worker` with a preStop.
+fn edit_later(doc: &mut Value) {
+    let containers = doc
         .pointer_mut("/spec/template/spec/containers")
         .unwrap()
         .as_array_mut()
@@ -1548,6 +1348,49 @@ fn regression_uninject_dropped_later_edits_and_reinject_ignored_new_containers()
         serde_json::json!({"name": "worker", "image": "registry.example.com/worker:2",
         "lifecycle": {"preStop": {"exec": {"command": ["/app/finish-batch"]}}}}),
     );
+}
+
+/// uninject restored the whole recorded `lifecycle`, so a postStart added after inject was
+/// lost; and inject on an edited manifest said "already injected, unchanged", leaving a
+/// container added since unwired.
+#[test]
+fn regression_uninject_dropped_later_edits_and_reinject_ignored_new_containers() {
+    let file = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
+    let original = only_template(&std::fs::read_to_string(root().join(file)).unwrap());
+    let out = inject(&[file], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut doc = only_template(&text(&out.stdout));
+    edit_later(&mut doc);
+    let edited = doc.to_string();
+
+    let again = inject(&["-"], Some(&edited));
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("now wired: worker"),
+        "{}",
+        text(&again.stderr)
+    );
+    let spec = template_spec(&text(&again.stdout));
+    let worker = pre_stop(&spec, "containers", "worker");
+    assert_eq!(flags(&worker)["container"], "worker");
+    assert_eq!(worker.last().unwrap(), "/app/finish-batch");
+    let (sidecar, native) = container(&spec, "hooklog");
+    assert!(native, "the sidecar is an init container: {spec:#}");
+    assert_eq!(
+        flags(&podspec::strings(&sidecar["args"]))["peers"],
+        "envoy,worker"
+    );
+    assert_checks_clean(&text(&again.stdout), &[], "edited, then injected");
+    // Once more: nothing new.
+    let third = inject(&["-"], Some(&text(&again.stdout)));
+    assert_eq!(text(&third.stdout), text(&again.stdout));
+    assert!(text(&third.stderr).contains("already injected, unchanged"));
+
+    // uninject keeps the edits and removes only hooklog.
+    let back = run(&["uninject", "-"], Some(&text(&again.stdout)));
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    let mut expected = original.clone();
+    edit_later(&mut expected);
     assert_eq!(only_template(&text(&back.stdout)), expected);
 
     // A hook edited after inject: the edit is kept, with a warning.
@@ -1595,12 +1438,7 @@ fn regression_check_knew_hooklog_only_by_its_image_name() {
                 None,
             );
             assert!(out.status.success(), "{}", text(&out.stderr));
-            let (code, doc) = check_json_stdin(&text(&out.stdout));
-            assert_eq!(
-                (code, &doc["findings"]),
-                (0, &Value::Array(vec![])),
-                "{file} {sidecar}: {doc:#}"
-            );
+            assert_checks_clean(&text(&out.stdout), &[], &format!("{file} {sidecar}"));
         }
     }
 }
@@ -1610,51 +1448,42 @@ fn regression_check_knew_hooklog_only_by_its_image_name() {
 #[test]
 fn regression_a_mount_over_a_file_of_the_image_was_not_found() {
     let dir = tempfile::tempdir().unwrap();
-    // The old layout: the binary is the file /hooklog.
-    let root = dir.path().join("old-image");
-    std::fs::create_dir_all(root.join("etc/ssl/certs")).unwrap();
-    std::fs::write(root.join("hooklog"), b"\x7fELF").unwrap();
     let file = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
-    let out = run(&["inject", "--image", IMAGE, file], None);
-    let root_arg = format!("--image-root={IMAGE}={}", root.display());
-    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &[&root_arg]);
-    assert_eq!(code, 1, "{doc:#}");
-    let hits: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
-        .map(|f| f["container"].as_str().unwrap())
-        .collect();
-    // The installer mounts the binary's own volume at /hooklog-bin (issue 37): the sidecar is
-    // the one over /hooklog.
-    assert_eq!(hits, ["hooklog"], "{doc:#}");
-    // An image with a file where the installer mounts: found on it.
-    let root = dir.path().join("old-image-bin");
+    let injected = text(&inject(&[file], None).stdout);
+    for (image, binary, mounted_over_by) in [
+        // The old layout: the binary is the file /hooklog. The installer mounts the binary's
+        // own volume at /hooklog-bin (issue 37): the sidecar is the one over /hooklog.
+        ("old-image", "hooklog", &["hooklog"][..]),
+        // An image with a file where the installer mounts: found on it.
+        ("old-image-bin", "hooklog-bin", &["hooklog-install"][..]),
+        // The layout the Dockerfile now has: nothing at /hooklog.
+        ("new-image", "usr/local/bin/hooklog", &[][..]),
+    ] {
+        let root = image_root(dir.path(), image, binary);
+        let root_arg = format!("--image-root={IMAGE}={}", root.display());
+        let (code, doc) = check_json_stdin_with(&injected, &[&root_arg]);
+        if mounted_over_by.is_empty() {
+            findings::assert_clean(code, &doc, image);
+            continue;
+        }
+        assert_eq!(code, 1, "{image}: {doc:#}");
+        assert_eq!(
+            findings::containers(&doc, "hooklog-mount-over-image-path"),
+            mounted_over_by,
+            "{image}: {doc:#}"
+        );
+    }
+}
+
+/// An image's root file system made in `dir/name` for `--image-root`: the CA bundle's folder, as
+/// the sidecar's image has, and a binary (four bytes of ELF) at `binary`.
+fn image_root(dir: &Path, name: &str, binary: &str) -> PathBuf {
+    let root = dir.join(name);
     std::fs::create_dir_all(root.join("etc/ssl/certs")).unwrap();
-    std::fs::write(root.join("hooklog-bin"), b"\x7fELF").unwrap();
-    let bin_arg = format!("--image-root={IMAGE}={}", root.display());
-    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &[&bin_arg]);
-    assert_eq!(code, 1, "{doc:#}");
-    let hits: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["rule"] == "hooklog-mount-over-image-path")
-        .map(|f| f["container"].as_str().unwrap())
-        .collect();
-    assert_eq!(hits, ["hooklog-install"], "{doc:#}");
-    // The layout the Dockerfile now has: nothing at /hooklog.
-    let root = dir.path().join("new-image");
-    std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
-    std::fs::write(root.join("usr/local/bin/hooklog"), b"\x7fELF").unwrap();
-    let root_arg = format!("--image-root={IMAGE}={}", root.display());
-    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &[&root_arg]);
-    assert_eq!(
-        (code, &doc["findings"]),
-        (0, &Value::Array(vec![])),
-        "{doc:#}"
-    );
+    let bin = root.join(binary);
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(bin, b"\x7fELF").unwrap();
+    root
 }
 
 /// An Argo Rollout gave "0 pod templates": only built-in kinds were looked at.
@@ -1667,18 +1496,13 @@ fn regression_an_argo_rollout_had_no_pod_template() {
         "{}",
         text(&out.stdout)
     );
-    let out = run(&["inject", "--image", IMAGE, file], None);
+    let out = inject(&[file], None);
     assert!(
         text(&out.stderr).contains("rollout \"pay/payments\" injected"),
         "{}",
         text(&out.stderr)
     );
-    let (code, doc) = check_json_stdin_with(&text(&out.stdout), &["--platform", "fargate"]);
-    assert_eq!(
-        (code, &doc["findings"]),
-        (0, &Value::Array(vec![])),
-        "{doc:#}"
-    );
+    assert_checks_clean(&text(&out.stdout), &["--platform", "fargate"], file);
 }
 
 /// Issue 37: the hooks' binary is on a volume of its own that only the installer mounts
@@ -1717,7 +1541,7 @@ fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injecti
             "tests/manifests/real/argo-rollout-canary.yaml",
         ),
     ] {
-        let out = run(&["inject", "--image", IMAGE, fixture], None);
+        let out = inject(&[fixture], None);
         assert!(out.status.success(), "{}", text(&out.stderr));
         assert!(
             text(&out.stderr).contains("its hooks' binary now on a read-only volume of its own"),
@@ -1728,17 +1552,13 @@ fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injecti
         assert!(!moved.contains("/hooklog/bin"), "{moved}");
         let (_, doc) = check_json_stdin(&moved);
         assert!(
-            !doc["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["rule"] == "hooklog-binary-writable"),
+            findings::of_rule(&doc, "hooklog-binary-writable").is_empty(),
             "{fixture}: {doc:#}"
         );
         let back = run(&["uninject", "-"], Some(&moved));
         let want = std::fs::read_to_string(root().join(original)).unwrap();
         assert_eq!(text(&back.stdout), want, "uninject of {fixture} moved");
-        let again = run(&["inject", "--image", IMAGE, "-"], Some(&moved));
+        let again = inject(&["-"], Some(&moved));
         assert_eq!(text(&again.stdout), moved, "{fixture}: inject twice");
         assert!(
             text(&again.stderr).contains("already injected, unchanged"),
@@ -1748,16 +1568,13 @@ fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injecti
     }
     let legacy = "tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml";
     let (_, doc) = check_json(&[legacy]);
-    let writable: Vec<&Value> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["rule"] == "hooklog-binary-writable")
-        .collect();
-    assert!(!writable.is_empty(), "{doc:#}");
+    assert!(
+        !findings::of_rule(&doc, "hooklog-binary-writable").is_empty(),
+        "{doc:#}"
+    );
 
     let distroless = "tests/manifests/incidents/distroless-envoy-sleep.yaml";
-    let out = run(&["inject", "--image", IMAGE, distroless], None);
+    let out = inject(&[distroless], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let injected = text(&out.stdout);
     assert!(!injected.contains("/hooklog/bin"), "{injected}");
@@ -1784,12 +1601,7 @@ fn the_hooks_binary_is_on_a_volume_only_the_installer_writes_and_earlier_injecti
         }
     }
     assert!(wired >= 1, "{injected}");
-    let (code, doc) = check_json_stdin(&injected);
-    assert_eq!(
-        (code, &doc["findings"]),
-        (0, &Value::Array(vec![])),
-        "{doc:#}"
-    );
+    assert_checks_clean(&injected, &[], distroless);
     // And back.
     let out = run(&["uninject", "-"], Some(&injected));
     assert_eq!(

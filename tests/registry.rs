@@ -4,11 +4,73 @@
 //! tests/support/oci-push.py builds the images from tar layers and pushes them over the
 //! registry's HTTP API; the registry's access log shows what hooklog fetched.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::util::registry::{Auth, PASSWORD, Registry, USER, check, manifest, run, tools_present};
+use crate::util::registry::{
+    Auth, PASSWORD, Registry, USER, check, manifest, run, tools_present, write_documents,
+};
+
+/// The tier's registry, started and the test images pushed, with a folder for a test's files.
+struct Tier {
+    reg: Registry,
+    /// The pushed images' digests, by `name:tag` (and `name@arch` for an index's images).
+    digests: Value,
+    tmp: tempfile::TempDir,
+}
+
+impl Tier {
+    /// The registry over TLS or not, with `auth`; `None` when a tool is missing outside CI
+    /// (`tools_present` says so).
+    fn start(tls: bool, auth: Auth) -> Option<Tier> {
+        if !tools_present() {
+            return None;
+        }
+        let reg = Registry::start(tls, auth);
+        let digests = reg.push();
+        let tmp = tempfile::tempdir().unwrap();
+        Some(Tier { reg, digests, tmp })
+    }
+
+    /// `name` in the test's folder.
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// [`manifest`] of Deployments running images of the registry: `(name, image in the
+    /// registry, preStop argv, arch)`.
+    fn deployments(&self, pods: &[(&str, &str, &[&str], Option<&str>)]) -> PathBuf {
+        let pods: Vec<_> = pods
+            .iter()
+            .map(|&(name, image, argv, arch)| (name, self.reg.image(image), argv, arch))
+            .collect();
+        manifest(self.tmp.path(), &pods)
+    }
+}
+
+/// `check` read the image (no note says it could not) and the image decides: the `sleep` of
+/// `envoy`'s hook is not in it, an error.
+fn assert_envoy_read_from_image(code: Option<i32>, doc: &Value, stderr: &str) {
+    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_eq!(
+        image_findings(doc),
+        [(
+            "envoy".into(),
+            "hook-command-not-in-image".into(),
+            "image".into()
+        )],
+        "{doc:#}"
+    );
+    assert_eq!(code, Some(1));
+}
+
+/// The one line of `stderr` that holds `part`.
+fn one_line<'a>(stderr: &'a str, part: &str) -> &'a str {
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(part)).collect();
+    assert_eq!(lines.len(), 1, "not one line with {part:?}: {stderr}");
+    lines[0]
+}
 
 /// `(object name, rule, source)` of each finding about a hook command in an image.
 fn image_findings(doc: &Value) -> Vec<(String, String, String)> {
@@ -38,49 +100,28 @@ fn finding<'a>(doc: &'a Value, object: &str) -> &'a Value {
 
 #[test]
 fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
-    if !tools_present() {
+    let Some(t) = Tier::start(false, Auth::None) else {
         return;
-    }
-    let reg = Registry::start(false, Auth::None);
-    let digests = reg.push();
-    let tmp = tempfile::tempdir().unwrap();
-    let cache = tmp.path().join("cache");
-    let r = &reg.addr;
-    let img = |n: &str| format!("{r}/{n}");
-    let m = manifest(
-        tmp.path(),
-        &[
-            ("envoy", img("envoy:1"), &["sleep", "5"], None),
-            ("busybox", img("busybox:1"), &["sh", "-c", "sleep 5"], None),
-            ("merged", img("merged:1"), &["/bin/sleep", "5"], None),
-            ("merged-sh", img("merged:1"), &["sh", "-c", "sleep 5"], None),
-            ("whiteout", img("whiteout:1"), &["/bin/sleep", "5"], None),
-            ("opaque", img("whiteout:1"), &["/opt/tools/drain"], None),
-            (
-                "multi-amd64",
-                img("multi:1"),
-                &["sleep", "5"],
-                Some("amd64"),
-            ),
-            (
-                "multi-arm64",
-                img("multi:1"),
-                &["sleep", "5"],
-                Some("arm64"),
-            ),
-            (
-                "pinned",
-                format!("{r}/busybox@{}", digests["busybox:1"].as_str().unwrap()),
-                &["sh", "-c", "exec sleep 5"],
-                None,
-            ),
-        ],
-    );
+    };
+    let cache = t.path("cache");
+    let r = &t.reg.addr;
+    let pinned = format!("busybox@{}", t.digests["busybox:1"].as_str().unwrap());
+    let m = t.deployments(&[
+        ("envoy", "envoy:1", &["sleep", "5"], None),
+        ("busybox", "busybox:1", &["sh", "-c", "sleep 5"], None),
+        ("merged", "merged:1", &["/bin/sleep", "5"], None),
+        ("merged-sh", "merged:1", &["sh", "-c", "sleep 5"], None),
+        ("whiteout", "whiteout:1", &["/bin/sleep", "5"], None),
+        ("opaque", "whiteout:1", &["/opt/tools/drain"], None),
+        ("multi-amd64", "multi:1", &["sleep", "5"], Some("amd64")),
+        ("multi-arm64", "multi:1", &["sleep", "5"], Some("arm64")),
+        ("pinned", &pinned, &["sh", "-c", "exec sleep 5"], None),
+    ]);
     // An exec probe and a container command, in the shell-less image and in busybox.
     let mut text = std::fs::read_to_string(&m).unwrap();
     for (name, image) in [
-        ("probe-envoy", img("envoy:1")),
-        ("probe-busybox", img("busybox:1")),
+        ("probe-envoy", t.reg.image("envoy:1")),
+        ("probe-busybox", t.reg.image("busybox:1")),
     ] {
         text.push_str(&format!(
             "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n    command: [\"/bin/sh\", \"-c\", \"exec sleep 3600\"]\n    readinessProbe:\n      exec:\n        command: [\"sh\", \"-c\", \"test -f /tmp/ready\"]\n"
@@ -116,7 +157,7 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
     assert_eq!(envoy["severity"], "error");
     let message = envoy["message"].as_str().unwrap();
     assert!(
-        message.contains(digests["envoy:1"].as_str().unwrap()) && message.contains("linux/amd64"),
+        message.contains(t.digests["envoy:1"].as_str().unwrap()) && message.contains("linux/amd64"),
         "{message}"
     );
     let probe: Vec<&str> = doc["findings"]
@@ -138,24 +179,24 @@ fn the_seed_incident_is_an_error_by_image_and_a_second_check_reads_no_layer() {
         .unwrap()
         .to_string();
     assert!(
-        arm.contains(digests["multi@arm64"].as_str().unwrap()),
+        arm.contains(t.digests["multi@arm64"].as_str().unwrap()),
         "{arm}"
     );
-    let blobs = reg.blob_gets();
+    let blobs = t.reg.blob_gets();
     assert!(blobs >= 6, "the first check read the layers: {blobs}");
 
     // A second check: the same findings, and no blob (layer or config) fetched again.
     let (code2, doc2, _) = check(&cache, &insecure, &[]);
     assert_eq!(code2, code);
     assert_eq!(doc2["findings"], doc["findings"]);
-    assert_eq!(reg.blob_gets(), blobs, "the second check fetched blobs");
+    assert_eq!(t.reg.blob_gets(), blobs, "the second check fetched blobs");
 
     // --offline: no request at all; the pattern rules decide (no pattern matches these names).
-    let before = reg.requests().len();
+    let before = t.reg.requests().len();
     let mut offline = vec!["--offline"];
     offline.extend(insecure);
     let (code3, doc3, _) = check(&cache, &offline, &[]);
-    assert_eq!(reg.requests().len(), before, "--offline made a request");
+    assert_eq!(t.reg.requests().len(), before, "--offline made a request");
     assert_eq!(code3, Some(0), "{doc3:#}");
     assert!(image_findings(&doc3).is_empty());
 }
@@ -181,59 +222,34 @@ fn base64(s: &str) -> String {
 
 #[test]
 fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentials() {
-    if !tools_present() {
+    let Some(t) = Tier::start(true, Auth::Basic) else {
         return;
-    }
-    let reg = Registry::start(true, Auth::Basic);
-    reg.push();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = &reg.addr;
-    let m = manifest(
-        tmp.path(),
-        &[(
-            "envoy",
-            format!("{r}/envoy-distroless:1"),
-            &["sleep", "5"],
-            None,
-        )],
-    );
-    let ca = reg.ca.as_ref().unwrap().to_str().unwrap().to_string();
+    };
+    let r = &t.reg.addr;
+    let m = t.deployments(&[("envoy", "envoy-distroless:1", &["sleep", "5"], None)]);
+    let ca = t.reg.ca.as_ref().unwrap().to_str().unwrap().to_string();
     let m = m.to_str().unwrap();
 
     // REGISTRY_AUTH_FILE with `auths`: read over TLS, decided by the image.
-    let auth = tmp.path().join("auth.json");
+    let auth = t.path("auth.json");
     let entry = |user: &str, pass: &str| {
         serde_json::json!({"auths": {r.as_str(): {"auth": base64(&format!("{user}:{pass}"))}}})
             .to_string()
     };
     std::fs::write(&auth, entry(USER, PASSWORD)).unwrap();
-    let cache = tmp.path().join("c1");
+    let cache = t.path("c1");
     let env = [
         ("SSL_CERT_FILE", ca.as_str()),
         ("REGISTRY_AUTH_FILE", auth.to_str().unwrap()),
     ];
     let (code, doc, stderr) = check(&cache, &[m], &env);
-    assert!(!stderr.contains("cannot read image"), "{stderr}");
-    assert_eq!(
-        image_findings(&doc),
-        [(
-            "envoy".into(),
-            "hook-command-not-in-image".into(),
-            "image".into()
-        )]
-    );
-    assert_eq!(code, Some(1));
+    assert_envoy_read_from_image(code, &doc, &stderr);
 
     // Wrong credentials: a one-line note naming the image, and the name's pattern decides.
     std::fs::write(&auth, entry(USER, "wrong")).unwrap();
-    let (code, doc, stderr) = check(&tmp.path().join("c2"), &[m], &env);
-    let notes: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("cannot read image"))
-        .collect();
-    assert_eq!(notes.len(), 1, "{stderr}");
+    let (code, doc, stderr) = check(&t.path("c2"), &[m], &env);
     assert!(
-        notes[0].contains(&format!("{r}/envoy-distroless:1")),
+        one_line(&stderr, "cannot read image").contains(&t.reg.image("envoy-distroless:1")),
         "{stderr}"
     );
     assert_eq!(
@@ -247,23 +263,20 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
     // A guess from the name is a warning, not the image's definitive error: the run passes.
     assert_eq!(code, Some(0));
     // ... and --require-image makes it fail the run by itself (no pattern for this one).
-    let plain = manifest(
-        tmp.path(),
-        &[("app", format!("{r}/busybox:1"), &["sleep", "5"], None)],
-    );
+    let plain = t.deployments(&[("app", "busybox:1", &["sleep", "5"], None)]);
     let (code, _, _) = check(
-        &tmp.path().join("c3"),
+        &t.path("c3"),
         &["--require-image", plain.to_str().unwrap()],
         &env,
     );
     assert_eq!(code, Some(69));
 
     // A credential helper on PATH, named by DOCKER_CONFIG's config.json.
-    let bin = tmp.path().join("bin");
-    let docker = tmp.path().join("docker");
+    let bin = t.path("bin");
+    let docker = t.path("docker");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::create_dir_all(&docker).unwrap();
-    let asked = tmp.path().join("asked");
+    let asked = t.path("asked");
     let helper = bin.join("docker-credential-hooklogtest");
     std::fs::write(
         &helper,
@@ -281,17 +294,9 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
     )
     .unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let m = manifest(
-        tmp.path(),
-        &[(
-            "envoy",
-            format!("{r}/envoy-distroless:1"),
-            &["sleep", "5"],
-            None,
-        )],
-    );
+    let m = t.deployments(&[("envoy", "envoy-distroless:1", &["sleep", "5"], None)]);
     let (code, doc, stderr) = check(
-        &tmp.path().join("c4"),
+        &t.path("c4"),
         &[m.to_str().unwrap()],
         &[
             ("SSL_CERT_FILE", ca.as_str()),
@@ -299,45 +304,23 @@ fn tls_with_basic_auth_from_an_auth_file_a_credential_helper_and_wrong_credentia
             ("PATH", &path),
         ],
     );
-    assert!(!stderr.contains("cannot read image"), "{stderr}");
+    assert_envoy_read_from_image(code, &doc, &stderr);
     assert_eq!(std::fs::read_to_string(&asked).unwrap().trim(), r.as_str());
-    assert_eq!(
-        image_findings(&doc),
-        [(
-            "envoy".into(),
-            "hook-command-not-in-image".into(),
-            "image".into()
-        )]
-    );
-    assert_eq!(code, Some(1));
 }
 
 #[test]
 fn bearer_token_challenges_anonymous_and_with_credentials() {
-    if !tools_present() {
+    let Some(t) = Tier::start(false, Auth::Token) else {
         return;
-    }
-    let reg = Registry::start(false, Auth::Token);
-    reg.push();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = &reg.addr;
-    let m = manifest(
-        tmp.path(),
-        &[("envoy", format!("{r}/envoy:1"), &["sleep", "5"], None)],
-    );
+    };
+    let r = &t.reg.addr;
+    let m = t.deployments(&[("envoy", "envoy:1", &["sleep", "5"], None)]);
     let m = m.to_str().unwrap();
-    let want = [(
-        "envoy".to_string(),
-        "hook-command-not-in-image".to_string(),
-        "image".to_string(),
-    )];
-    let tokens = || std::fs::read_to_string(&reg.token_log).unwrap_or_default();
+    let tokens = || std::fs::read_to_string(&t.reg.token_log).unwrap_or_default();
 
     // Anonymous: the registry's 401 names the token server, which grants pull.
-    let (code, doc, stderr) = check(&tmp.path().join("c1"), &["--insecure-registry", r, m], &[]);
-    assert!(!stderr.contains("cannot read image"), "{stderr}");
-    assert_eq!(image_findings(&doc), want);
-    assert_eq!(code, Some(1));
+    let (code, doc, stderr) = check(&t.path("c1"), &["--insecure-registry", r, m], &[]);
+    assert_envoy_read_from_image(code, &doc, &stderr);
     assert!(
         tokens().contains("anonymous repository:envoy:pull"),
         "{}",
@@ -345,7 +328,7 @@ fn bearer_token_challenges_anonymous_and_with_credentials() {
     );
 
     // With credentials from an auth file: sent to the token server.
-    let auth = tmp.path().join("auth.json");
+    let auth = t.path("auth.json");
     std::fs::write(
         &auth,
         serde_json::json!({"auths": {r.as_str(): {"username": USER, "password": PASSWORD}}})
@@ -353,13 +336,11 @@ fn bearer_token_challenges_anonymous_and_with_credentials() {
     )
     .unwrap();
     let (code, doc, stderr) = check(
-        &tmp.path().join("c2"),
+        &t.path("c2"),
         &["--insecure-registry", r, m],
         &[("REGISTRY_AUTH_FILE", auth.to_str().unwrap())],
     );
-    assert!(!stderr.contains("cannot read image"), "{stderr}");
-    assert_eq!(image_findings(&doc), want);
-    assert_eq!(code, Some(1));
+    assert_envoy_read_from_image(code, &doc, &stderr);
     assert!(
         tokens().contains(&format!("{USER} repository:envoy:pull\n")),
         "{}",
@@ -367,33 +348,31 @@ fn bearer_token_challenges_anonymous_and_with_credentials() {
     );
 }
 
-/// `(name, image, command, args)` of a Pod without hooks.
+/// `(name, image in the registry, command, args)` of a Pod without hooks.
 type PodRun<'a> = (
     &'a str,
-    String,
+    &'a str,
     Option<&'a [&'a str]>,
     Option<&'a [&'a str]>,
 );
 
-/// One Pod per [`PodRun`]: what the container itself runs.
-fn pods(dir: &Path, pods: &[PodRun]) -> PathBuf {
-    let mut text = String::new();
-    for (name, image, command, args) in pods {
-        text.push_str(&format!(
-            "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n"
-        ));
+impl Tier {
+    /// One Pod per [`PodRun`], running an image of the registry: what the container itself runs.
+    fn pods(&self, pods: &[PodRun]) -> PathBuf {
+        let documents = pods.iter().map(|(name, image, command, args)| {
+        let image = self.reg.image(image);
+        let mut doc = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: app\n    image: {image}\n"
+        );
         for (key, v) in [("command", command), ("args", args)] {
             if let Some(v) = v {
-                text.push_str(&format!(
-                    "    {key}: {}\n",
-                    serde_json::to_string(v).unwrap()
-                ));
+                doc.push_str(&format!("    {key}: {}\n", serde_json::to_string(v).unwrap()));
             }
         }
+        doc
+    });
+        write_documents(self.path("pods.yaml"), documents)
     }
-    let path = dir.join("pods.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `(object, rule, source, path)` of every finding.
@@ -420,45 +399,33 @@ fn all_findings(doc: &Value) -> Vec<(String, String, String, String)> {
 /// replacing CMD), else its args, else its CMD; with none of them the runtime refuses it.
 #[test]
 fn the_image_entrypoint_and_cmd_decide_what_a_container_without_command_runs() {
-    if !tools_present() {
+    let Some(t) = Tier::start(false, Auth::None) else {
         return;
-    }
-    let reg = Registry::start(false, Auth::None);
-    let digests = reg.push();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = &reg.addr;
-    let img = |n: &str| format!("{r}/{n}");
-    let m = pods(
-        tmp.path(),
-        &[
-            // ENTRYPOINT ["/bin/app"], which the image lacks; args do not change that.
-            ("entrypoint-missing", img("app:1"), None, None),
-            (
-                "entrypoint-missing-args",
-                img("app:1"),
-                None,
-                Some(&["--port", "80"]),
-            ),
-            // `command` replaces the entrypoint: /bin/sh is there.
-            ("command-present", img("app:1"), Some(&["/bin/sh"]), None),
-            // CMD only: args replace it and args[0] runs; without args CMD runs.
-            (
-                "args-missing",
-                img("cmd:1"),
-                None,
-                Some(&["/opt/nothere", "-v"]),
-            ),
-            ("args-present", img("cmd:1"), None, Some(&["sleep", "5"])),
-            ("cmd-present", img("cmd:1"), None, None),
-            // Neither in the image nor in the pod: "no command specified".
-            ("nothing", img("bare:1"), None, None),
-            ("nothing-but-args", img("bare:1"), None, Some(&["sh"])),
-            // ENTRYPOINT ["/usr/local/bin/envoy"], present.
-            ("envoy", img("envoy:1"), None, None),
-        ],
-    );
+    };
+    let r = &t.reg.addr;
+    let m = t.pods(&[
+        // ENTRYPOINT ["/bin/app"], which the image lacks; args do not change that.
+        ("entrypoint-missing", "app:1", None, None),
+        (
+            "entrypoint-missing-args",
+            "app:1",
+            None,
+            Some(&["--port", "80"]),
+        ),
+        // `command` replaces the entrypoint: /bin/sh is there.
+        ("command-present", "app:1", Some(&["/bin/sh"]), None),
+        // CMD only: args replace it and args[0] runs; without args CMD runs.
+        ("args-missing", "cmd:1", None, Some(&["/opt/nothere", "-v"])),
+        ("args-present", "cmd:1", None, Some(&["sleep", "5"])),
+        ("cmd-present", "cmd:1", None, None),
+        // Neither in the image nor in the pod: "no command specified".
+        ("nothing", "bare:1", None, None),
+        ("nothing-but-args", "bare:1", None, Some(&["sh"])),
+        // ENTRYPOINT ["/usr/local/bin/envoy"], present.
+        ("envoy", "envoy:1", None, None),
+    ]);
     let m = m.to_str().unwrap();
-    let (code, doc, stderr) = check(&tmp.path().join("c"), &["--insecure-registry", r, m], &[]);
+    let (code, doc, stderr) = check(&t.path("c"), &["--insecure-registry", r, m], &[]);
     assert!(!stderr.contains("cannot read image"), "{stderr}");
     let f = |n: &str, rule: &str, path: &str| {
         (
@@ -494,7 +461,7 @@ fn the_image_entrypoint_and_cmd_decide_what_a_container_without_command_runs() {
     assert!(
         message.contains("/bin/app")
             && message.contains("ENTRYPOINT")
-            && message.contains(digests["app:1"].as_str().unwrap()),
+            && message.contains(t.digests["app:1"].as_str().unwrap()),
         "{message}"
     );
     let message = finding(&doc, "args-missing")["message"].as_str().unwrap();
@@ -508,17 +475,17 @@ fn the_image_entrypoint_and_cmd_decide_what_a_container_without_command_runs() {
     let message = nothing["message"].as_str().unwrap();
     assert!(
         message.contains("no command specified")
-            && message.contains(digests["bare:1"].as_str().unwrap()),
+            && message.contains(t.digests["bare:1"].as_str().unwrap()),
         "{message}"
     );
     assert_eq!(nothing["severity"], "error");
 
     // --image-root has no config, so no entrypoint: nothing is said about a pod without command.
-    let root = tmp.path().join("root");
+    let root = t.path("root");
     std::fs::create_dir_all(root.join("bin")).unwrap();
-    let arg = |n: &str| format!("{}={}", img(n), root.display());
+    let arg = |n: &str| format!("{}={}", t.reg.image(n), root.display());
     let (_, doc, _) = check(
-        &tmp.path().join("c"),
+        &t.path("c"),
         &[
             "--offline",
             "--image-root",
@@ -541,30 +508,23 @@ fn the_image_entrypoint_and_cmd_decide_what_a_container_without_command_runs() {
 /// inject's output never depends on the registry; what the images say goes to stderr.
 #[test]
 fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offline() {
-    if !tools_present() {
+    let Some(t) = Tier::start(false, Auth::None) else {
         return;
-    }
-    let reg = Registry::start(false, Auth::None);
-    let digests = reg.push();
-    let tmp = tempfile::tempdir().unwrap();
-    let r = &reg.addr;
-    let img = |n: &str| format!("{r}/{n}");
-    let m = manifest(
-        tmp.path(),
-        &[
-            (
-                "envoy",
-                img("envoy:1"),
-                &["sh", "-c", "sleep 5; envoy --drain"],
-                None,
-            ),
-            ("bare-sleep", img("envoy:1"), &["sleep", "5"], None),
-            ("busybox", img("busybox:1"), &["sh", "-c", "sleep 5"], None),
-            ("busybox-sleep", img("busybox:1"), &["sleep", "5"], None),
-        ],
-    );
+    };
+    let r = &t.reg.addr;
+    let m = t.deployments(&[
+        (
+            "envoy",
+            "envoy:1",
+            &["sh", "-c", "sleep 5; envoy --drain"],
+            None,
+        ),
+        ("bare-sleep", "envoy:1", &["sleep", "5"], None),
+        ("busybox", "busybox:1", &["sh", "-c", "sleep 5"], None),
+        ("busybox-sleep", "busybox:1", &["sleep", "5"], None),
+    ]);
     let m = m.to_str().unwrap();
-    let cache = tmp.path().join("c");
+    let cache = t.path("c");
     let inject = [
         "inject",
         "--image",
@@ -576,31 +536,24 @@ fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offli
     let (code, online, stderr) = run(&cache, &inject, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("cannot read image"), "{stderr}");
-    let envoy_digest = digests["envoy:1"].as_str().unwrap();
-    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
-    assert_eq!(warnings.len(), 1, "{stderr}");
-    let w = warnings[0];
+    let envoy_digest = t.digests["envoy:1"].as_str().unwrap();
+    let w = one_line(&stderr, "warning");
     for part in ["\"envoy\"", "`sh`", envoy_digest, "127", "hooklog check"] {
         assert!(w.contains(part), "{part} not in: {w}");
     }
-    let fixed: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("failed before"))
-        .collect();
-    assert_eq!(fixed.len(), 1, "{stderr}");
+    let fixed = one_line(&stderr, "failed before");
     assert!(
-        fixed[0].contains("bare-sleep") && fixed[0].contains(envoy_digest),
-        "{}",
-        fixed[0]
+        fixed.contains("bare-sleep") && fixed.contains(envoy_digest),
+        "{fixed}"
     );
 
     // --offline: the same YAML, byte for byte, no such line, and no request to the registry.
-    let before = reg.requests().len();
+    let before = t.reg.requests().len();
     let mut offline = inject.to_vec();
     offline.insert(1, "--offline");
     let (code, off, stderr) = run(&cache, &offline, &[]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert_eq!(reg.requests().len(), before, "--offline made a request");
+    assert_eq!(t.reg.requests().len(), before, "--offline made a request");
     assert!(
         !stderr.contains("warning") && !stderr.contains("failed before"),
         "{stderr}"
@@ -612,10 +565,7 @@ fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offli
     assert_eq!(online, off);
 
     // An image that cannot be read: one note, the same YAML, exit 0.
-    let gone = manifest(
-        tmp.path(),
-        &[("envoy", img("nosuch:1"), &["sh", "-c", "sleep 5"], None)],
-    );
+    let gone = t.deployments(&[("envoy", "nosuch:1", &["sh", "-c", "sleep 5"], None)]);
     let gone = gone.to_str().unwrap();
     let (code, _, stderr) = run(
         &cache,
@@ -630,10 +580,6 @@ fn inject_warns_of_a_hook_program_the_image_lacks_and_writes_the_same_yaml_offli
         &[],
     );
     assert_eq!(code, Some(0), "{stderr}");
-    let notes: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("cannot read image"))
-        .collect();
-    assert_eq!(notes.len(), 1, "{stderr}");
+    one_line(&stderr, "cannot read image");
     assert!(!stderr.contains("warning"), "{stderr}");
 }

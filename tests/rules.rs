@@ -46,8 +46,8 @@ spec:
     )
 }
 
-/// Runs `hooklog` in `dir` with `args` and `stdin`, and `RUST_LOG` if given.
-fn run_in(dir: &Path, args: &[&str], stdin: &str, rust_log: Option<&str>) -> Output {
+/// Runs `hooklog` in `dir` with `args`, `stdin` and the environment variables `env`.
+fn run_in(dir: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
     let mut cmd = hooklog();
     cmd.current_dir(dir)
         .args(args)
@@ -62,9 +62,7 @@ fn run_in(dir: &Path, args: &[&str], stdin: &str, rust_log: Option<&str>) -> Out
     ] {
         cmd.env_remove(var);
     }
-    if let Some(level) = rust_log {
-        cmd.env("RUST_LOG", level);
-    }
+    cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().expect("spawn hooklog");
     {
         use std::io::Write;
@@ -79,12 +77,19 @@ fn run_in(dir: &Path, args: &[&str], stdin: &str, rust_log: Option<&str>) -> Out
     child.wait_with_output().expect("hooklog output")
 }
 
-/// `check --offline --format json -` of `input` in `dir`: (exit code, document).
-fn json_in(dir: &Path, input: &str, args: &[&str]) -> (i32, Value) {
-    let mut all = vec!["check", "--offline", "--format", "json"];
+/// `check --offline ARGS -` of `input` in `dir`, with the environment variables `env`.
+fn check_in(dir: &Path, args: &[&str], input: &str, env: &[(&str, &str)]) -> Output {
+    let mut all = vec!["check", "--offline"];
     all.extend_from_slice(args);
     all.push("-");
-    let out = run_in(dir, &all, input, None);
+    run_in(dir, &all, input, env)
+}
+
+/// `check --offline --format json ARGS -` of `input` in `dir`: (exit code, document).
+fn json_in(dir: &Path, input: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["--format", "json"];
+    all.extend_from_slice(args);
+    let out = check_in(dir, &all, input, &[]);
     let doc = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)));
     (out.status.code().expect("exit code"), doc)
@@ -148,11 +153,11 @@ fn an_ignore_annotation_on_the_object_or_its_template_accepts_that_rule_only() {
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["suppressed"], 2);
     // Text says so: one line per suppressed finding and the count in the summary.
-    let out = run_in(
+    let out = check_in(
         dir.path(),
-        &["check", "--offline", "--fail-on", "info", "-"],
+        &["--fail-on", "info"],
         &deployment("", &both),
-        None,
+        &[],
     );
     let t = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{t}");
@@ -224,11 +229,11 @@ fn an_ignore_annotation_naming_no_rule_is_a_warning() {
 fn sarif_marks_suppressed_results_in_source_and_links_every_rule_to_its_section() {
     let dir = tempfile::tempdir().unwrap();
     let proc1 = format!("{IGNORE}hook-output-to-proc-1: \"runs as root on EC2\"");
-    let out = run_in(
+    let out = check_in(
         dir.path(),
-        &["check", "--offline", "--format", "sarif", "-"],
+        &["--format", "sarif"],
         &deployment(&proc1, ""),
-        None,
+        &[],
     );
     let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF is JSON");
     validate_schema(&root().join("tests/sarif/sarif-schema-2.1.0.json"), &sarif);
@@ -431,12 +436,7 @@ fn the_config_file_is_found_upward_and_flags_win_over_it() {
         [("hook-output-to-proc-1".to_string(), None)]
     );
     // Which file was used is said at debug level.
-    let out = run_in(
-        &deep,
-        &["check", "--offline", "-"],
-        &input,
-        Some("hooklog=debug"),
-    );
+    let out = check_in(&deep, &[], &input, &[("RUST_LOG", "hooklog=debug")]);
     let err = text(&out.stderr);
     let file = top.path().join(".hooklog.yaml");
     assert!(
@@ -460,21 +460,7 @@ fn the_config_file_is_found_upward_and_flags_win_over_it() {
     let (_, doc) = json_in(&deep, &input, &both);
     assert_eq!(rules_of(&doc), [("hook-not-reported".to_string(), None)]);
     // So does the environment variable of a flag.
-    let mut child = hooklog()
-        .current_dir(&deep)
-        .env("HOOKLOG_FAIL_ON", "error")
-        .args(["check", "--offline", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = check_in(&deep, &[], &input, &[("HOOKLOG_FAIL_ON", "error")]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     // --config names another file, which replaces the one found.
     let other = top.path().join("other.yaml");
@@ -500,12 +486,7 @@ fn a_config_file_that_is_wrong_is_a_usage_error_naming_it() {
         ("check: [\n", "not valid YAML"),
     ] {
         std::fs::write(&file, body).unwrap();
-        let out = run_in(
-            dir.path(),
-            &["check", "--offline", "-"],
-            &deployment("", ""),
-            None,
-        );
+        let out = check_in(dir.path(), &[], &deployment("", ""), &[]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{body}: {err}");
         assert!(
@@ -519,7 +500,7 @@ fn a_config_file_that_is_wrong_is_a_usage_error_naming_it() {
         dir.path(),
         &["check", "--config", "missing.yaml", "-"],
         &deployment("", ""),
-        None,
+        &[],
     );
     assert_eq!(out.status.code(), Some(64));
     assert!(text(&out.stderr).contains("missing.yaml"));
@@ -572,7 +553,7 @@ fn check_errors_follow_log_format_json() {
                 vec!["check", "--offline"]
             };
             all.extend_from_slice(args);
-            let out = run_in(dir.path(), &all, "", None);
+            let out = run_in(dir.path(), &all, "", &[]);
             assert_eq!(out.status.code(), Some(64), "{args:?}");
             let err = text(&out.stderr);
             let lines: Vec<&str> = err.lines().collect();

@@ -203,6 +203,8 @@ fn bad_annotations_and_flags_are_errors_that_name_them() {
         ("--sidecar-cpu-limit=lots", "--sidecar-cpu-limit"),
         ("--sidecar-output=kafka", "--sidecar-output"),
         ("--sidecar-env=1A=b", "--sidecar-env"),
+        // Settings that only fail together: a usage error too.
+        ("--sidecar-output=cloudwatch", "needs a log group"),
     ] {
         let out = run(
             &["inject", "--image", IMAGE, flag, "-"],
@@ -211,23 +213,6 @@ fn bad_annotations_and_flags_are_errors_that_name_them() {
         assert_eq!(out.status.code(), Some(64), "{flag}");
         assert!(text(&out.stderr).contains(said), "{}", text(&out.stderr));
     }
-    // Settings that only fail together: a usage error too.
-    let out = run(
-        &[
-            "inject",
-            "--image",
-            IMAGE,
-            "--sidecar-output=cloudwatch",
-            "-",
-        ],
-        Some(&deployment(&[])),
-    );
-    assert_eq!(out.status.code(), Some(64));
-    assert!(
-        text(&out.stderr).contains("needs a log group"),
-        "{}",
-        text(&out.stderr)
-    );
 }
 
 /// `check` reports an unknown `hooklog.dev/` annotation (a warning, with the nearest name) and an

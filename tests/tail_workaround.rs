@@ -14,7 +14,8 @@ use hooklog::cli::{Cli, Command as Sub};
 use hooklog::manifest::{load, podspec};
 use serde_json::Value;
 
-use crate::util::manifests::run;
+use crate::util::injected_pod::run_installer;
+use crate::util::manifests::{assert_reinject_and_uninject, run};
 use crate::util::text;
 use crate::util::{Daemon, POD_ENV, hooklog};
 
@@ -32,6 +33,13 @@ fn check(stdin: Option<&str>, file: &str) -> Vec<Value> {
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {}", text(&out.stderr)));
     doc["findings"].as_array().unwrap().clone()
+}
+
+/// A finding's fix.
+fn fix(finding: &Value) -> &str {
+    finding["fix"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a finding without a fix: {finding:#}"))
 }
 
 fn inject(file: &str) -> (String, String) {
@@ -75,11 +83,7 @@ fn check_names_the_forwarder_its_file_and_the_hooks_that_write_to_it() {
     ] {
         assert!(message.contains(part), "{part}: {message}");
     }
-    assert!(
-        f[0]["fix"].as_str().unwrap().starts_with("hooklog inject"),
-        "{:#}",
-        f[0]
-    );
+    assert!(fix(f[0]).starts_with("hooklog inject"), "{:#}", f[0]);
     // Every way of writing it: each variant's forwarder is found, with the fix inject takes.
     let findings = check(None, VARIANTS);
     let by_object = |name: &str| -> Vec<&Value> {
@@ -97,10 +101,9 @@ fn check_names_the_forwarder_its_file_and_the_hooks_that_write_to_it() {
         let f = by_object(name);
         assert_eq!(f.len(), 1, "{name}: {findings:#?}");
         assert!(
-            f[0]["fix"]
-                .as_str()
-                .unwrap()
-                .starts_with("hooklog inject (")
+            fix(f[0]).starts_with("hooklog inject ("),
+            "{name}: {:#}",
+            f[0]
         );
     }
     for (name, why) in [
@@ -109,7 +112,7 @@ fn check_names_the_forwarder_its_file_and_the_hooks_that_write_to_it() {
         ("forwarder-on-a-pvc", "not an emptyDir"),
     ] {
         for f in by_object(name) {
-            assert!(f["fix"].as_str().unwrap().contains(why), "{name}: {f:#}");
+            assert!(fix(f).contains(why), "{name}: {f:#}");
         }
     }
     let f = &check(None, JSON_FORM)[3];
@@ -124,22 +127,8 @@ fn inject_migrates_the_forwarder_and_uninject_gives_the_bytes_back() {
     for file in [SEED, VARIANTS, JSON_FORM] {
         let original = std::fs::read_to_string(root().join(file)).unwrap();
         let (injected, report) = inject(file);
-        let back = run(&["uninject", "-"], Some(&injected));
-        assert!(back.status.success(), "{}", text(&back.stderr));
-        assert_eq!(
-            text(&back.stdout),
-            original,
-            "{file}: uninject is not exact"
-        );
-        let again = run(
-            &["inject", "--offline", "--image", IMAGE, "-"],
-            Some(&injected),
-        );
-        assert_eq!(
-            text(&again.stdout),
-            injected,
-            "{file}: inject is not idempotent"
-        );
+        let reinject = ["inject", "--offline", "--image", IMAGE, "-"];
+        assert_reinject_and_uninject(&reinject, &original, &injected, file);
         // After inject, nothing is left of the forwarders inject migrated.
         let after = check(Some(&injected), "-");
         for (name, spec) in templates(&injected) {
@@ -188,10 +177,8 @@ fn inject_migrates_the_forwarder_and_uninject_gives_the_bytes_back() {
         .collect();
     assert_eq!(unread.len(), 2, "{unread:#?}");
     assert!(
-        unread[0]["fix"]
-            .as_str()
-            .unwrap()
-            .contains("--file /shared-logs/prestop.log")
+        fix(&unread[0]).contains("--file /shared-logs/prestop.log"),
+        "{unread:#?}"
     );
 }
 
@@ -219,17 +206,7 @@ fn the_migrated_pods_hooks_and_their_appended_lines_reach_hooklogs_stdout() {
     )
     .unwrap();
     std::fs::write(pod.path().join("etc/hooklog-podinfo/annotations"), "").unwrap();
-    let install = containers
-        .iter()
-        .find(|c| c.name == "hooklog-install")
-        .unwrap();
-    let args: Vec<String> = install
-        .argv()
-        .1
-        .iter()
-        .map(|a| in_pod(pod.path(), a))
-        .collect();
-    assert!(hooklog().args(&args).status().unwrap().success());
+    run_installer(&containers, |a| in_pod(pod.path(), a));
 
     // hooklog in the forwarder's place: its command, the image's binary first.
     let sidecar = containers.iter().find(|c| c.name == "hooklog").unwrap();

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::util::webhook::{
     Certs, IMAGE, Webhook, assert_structurally_injected, https, injected, patched, pod_review,
-    web_pod,
+    serving, web_pod,
 };
 use crate::util::{hooklog, wait_until};
 
@@ -26,9 +26,7 @@ fn warnings(answer: &Value) -> Vec<String> {
 
 #[test]
 fn an_opted_in_pod_is_patched_into_what_inject_classic_makes_of_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let want = injected(&web_pod(json!({})), &["--sidecar", "classic"]);
     assert_ne!(want, web_pod(json!({})), "inject changed nothing");
 
@@ -88,12 +86,7 @@ fn opted_out_pods_are_untouched_and_nothing_is_said() {
 
 #[test]
 fn skipped_pods_get_an_injection_skipped_warning_and_a_log_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(
-        &certs,
-        &["--sidecar", "classic", "--own-namespace", "hooklog"],
-    );
+    let (_dir, certs, w) = serving(&["--sidecar", "classic", "--own-namespace", "hooklog"]);
     let on = json!({"hooklog.dev/inject": "enabled"});
     let mut host = web_pod(on.clone());
     host["spec"]["hostNetwork"] = json!(true);
@@ -145,9 +138,7 @@ fn skipped_pods_get_an_injection_skipped_warning_and_a_log_line() {
 
 #[test]
 fn an_annotation_on_the_deployment_instead_of_its_template_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let deploy = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "shop", "annotations": {"hooklog.dev/inject": "enabled"}},
@@ -180,9 +171,7 @@ fn an_annotation_on_the_deployment_instead_of_its_template_is_reported() {
 
 #[test]
 fn bad_input_is_admitted_unchanged_with_a_warning_never_a_500() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let configmap = {
         let mut r: Value = serde_json::from_slice(&pod_review(
             "u-7",
@@ -223,12 +212,7 @@ fn bad_input_is_admitted_unchanged_with_a_warning_never_a_500() {
 /// `{"group": "", "version": "v1", "kind": "Pod"}`), the webhook told the cluster's version.
 #[test]
 fn native_sidecars_for_a_1_29_cluster_as_inject_makes_them_jobs_included() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(
-        &certs,
-        &["--sidecar", "auto", "--kubernetes-version", "1.29"],
-    );
+    let (_dir, certs, w) = serving(&["--sidecar", "auto", "--kubernetes-version", "1.29"]);
     assert!(
         w.log().iter().any(|l| l.contains("sidecar=Native")),
         "{:#?}",
@@ -307,9 +291,7 @@ fn a_renewed_certificate_is_served_without_a_restart_and_admissions_keep_working
 
 #[test]
 fn sigterm_ends_the_webhook_at_once_with_its_counts() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let mut w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, mut w) = serving(&["--sidecar", "classic"]);
     let pod = web_pod(json!({}));
     w.review(
         &certs.ca_pem,
@@ -352,9 +334,7 @@ fn sigterm_ends_the_webhook_at_once_with_its_counts() {
 /// never reads them off the wire: it once waited out the body timeout then, CI saw it).
 #[test]
 fn a_stalled_body_is_answered_after_the_body_timeout_and_blocks_nobody() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let config = crate::util::webhook::tls_config(&certs.ca_pem).unwrap();
     let start = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{\"apiVersion\"";
     for with_the_handshake in [false, true] {
@@ -470,9 +450,7 @@ fn a_pod_injected_by_an_earlier_version_is_patched_into_the_binarys_own_volume()
     let original = read("tests/manifests/incidents/distroless-envoy-sleep.yaml");
     let legacy = read("tests/manifests/injected/distroless-envoy-sleep.before-issue-37.yaml");
     assert!(legacy.to_string().contains("/hooklog/bin/hooklog"));
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "native"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "native"]);
     let answer = w.review(
         &certs.ca_pem,
         "/mutate/namespace-enabled",

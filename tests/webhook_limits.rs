@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::webhook::{Certs, Webhook, pod_review, web_pod};
+use crate::util::webhook::{Certs, Webhook, client_connection, pod_review, serving, web_pod};
 
 /// The memory limit of the shipped Deployment (k8s/webhook/webhook.yaml).
 const DEPLOYMENT_LIMIT: u64 = 64 << 20;
@@ -123,9 +123,7 @@ fn one_review_of_any_shape_and_size_costs_what_the_webhook_budgets() {
 #[test]
 fn concurrent_largest_reviews_stay_under_the_deployment_limit() {
     use hooklog::webhook::server::MAX_BODY;
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let shapes = ["annotation", "env", "hostile", "hostile-opted-in"];
     let threads: Vec<_> = (0..8)
         .map(|i| {
@@ -149,21 +147,7 @@ fn tls_client(
     ca_pem: &str,
     port: u16,
 ) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let conn = client_connection(ca_pem).expect("a TLS client for the test's CA");
     let tcp = std::net::TcpStream::connect(("127.0.0.1", port))?;
     tcp.set_write_timeout(Some(Duration::from_secs(5)))?;
     Ok(rustls::StreamOwned::new(conn, tcp))
@@ -179,9 +163,7 @@ fn slow_connections_do_not_block_real_reviews() {
     const SLOW: usize = 260;
     /// How long a slow client goes on at most (it stops by itself).
     const TRICKLE_FOR: Duration = Duration::from_secs(30);
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let connected = std::sync::Arc::new(AtomicUsize::new(0));
     let slow: Vec<_> = (0..SLOW)
         .map(|_| {
@@ -280,6 +262,17 @@ fn healthz(tls: &mut Tls, port: u16) -> std::io::Result<String> {
     Ok(head)
 }
 
+/// A new connection to the webhook on `port` that has asked `GET /healthz` once (its reads
+/// bounded at 20 s): the connection and the answer's head.
+fn new_connection_healthz(ca_pem: &str, port: u16) -> (Tls, String) {
+    let mut tls = tls_client(ca_pem, port).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let head = healthz(&mut tls, port).unwrap();
+    (tls, head)
+}
+
 /// Whether the webhook closed `tls`: a read returns end of file (or a reset) within `wait`.
 fn closed_within(tls: &mut Tls, wait: Duration) -> bool {
     use std::io::Read;
@@ -301,9 +294,7 @@ fn closed_within(tls: &mut Tls, wait: Duration) -> bool {
 /// `--idle-timeout`, it is closed once idle that long, and not before.
 #[test]
 fn an_idle_keep_alive_connection_outlives_the_header_timeout_and_ends_at_its_own_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
     let head = healthz(&mut tls, w.port).unwrap();
     assert!(!head.contains("connection: close"), "{head}");
@@ -355,16 +346,10 @@ fn an_idle_keep_alive_connection_outlives_the_header_timeout_and_ends_at_its_own
 /// connection is kept again.
 #[test]
 fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = Certs::make(dir.path(), "hooklog test CA");
-    let w = Webhook::start(&certs, &["--sidecar", "classic"]);
+    let (_dir, certs, w) = serving(&["--sidecar", "classic"]);
     let mut kept = Vec::new();
     for i in 0..MAX_IDLE_CONNECTIONS {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         assert!(
             !head.contains("connection: close"),
             "connection {i}: {head}"
@@ -372,11 +357,7 @@ fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
         kept.push(tls);
     }
     for i in 0..3 {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (mut tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         assert!(
             head.contains("connection: close"),
             "over the cap, {i}: {head}"
@@ -392,11 +373,7 @@ fn idle_connections_are_capped_and_the_next_answers_close_theirs() {
     // One goes away: a new connection is kept again, once the webhook has seen it go.
     drop(kept.pop());
     let again = crate::util::wait_until(Duration::from_secs(10), || {
-        let mut tls = tls_client(&certs.ca_pem, w.port).unwrap();
-        tls.sock
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let head = healthz(&mut tls, w.port).unwrap();
+        let (tls, head) = new_connection_healthz(&certs.ca_pem, w.port);
         let keep = !head.contains("connection: close");
         if keep {
             kept.push(tls);

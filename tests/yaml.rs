@@ -393,49 +393,22 @@ struct Shape {
     list: u8,
 }
 
-fn shape() -> impl Strategy<Value = Shape> {
-    (
-        any::<u64>(),
-        1usize..4,
-        1usize..4,
-        0u8..8,
-        prop::bool::weighted(0.15),
-        prop::bool::weighted(0.2),
-        prop::bool::weighted(0.2),
-        prop::bool::weighted(0.1),
-        prop::bool::weighted(0.1),
-        prop::bool::weighted(0.25),
-        0u8..10,
-    )
-        .prop_map(
-            |(
-                seed,
-                size,
-                docs,
-                json,
-                bom,
-                crlf,
-                no_final_newline,
-                directive,
-                doc_end,
-                mutate,
-                list,
-            )| {
-                Shape {
-                    list,
-                    seed,
-                    size,
-                    docs,
-                    json,
-                    bom,
-                    crlf,
-                    no_final_newline,
-                    directive,
-                    doc_end,
-                    mutate,
-                }
-            },
-        )
+prop_compose! {
+    fn shape()(
+        seed in any::<u64>(),
+        size in 1usize..4,
+        docs in 1usize..4,
+        json in 0u8..8,
+        bom in prop::bool::weighted(0.15),
+        crlf in prop::bool::weighted(0.2),
+        no_final_newline in prop::bool::weighted(0.2),
+        directive in prop::bool::weighted(0.1),
+        doc_end in prop::bool::weighted(0.1),
+        mutate in prop::bool::weighted(0.25),
+        list in 0u8..10,
+    ) -> Shape {
+        Shape { seed, size, docs, json, bom, crlf, no_final_newline, directive, doc_end, mutate, list }
+    }
 }
 
 struct Writer {
@@ -539,69 +512,87 @@ impl Writer {
         self.pad(at.max(1));
     }
 
-    fn single(&mut self, v: &str, multi: bool, indent: Option<usize>) {
-        self.out.push('\'');
+    /// The words of a quoted scalar's value `v`: between two a space or, in a multi-line
+    /// scalar half the time, a line break `line_break` writes; each word as `word` writes it.
+    fn words(
+        &mut self,
+        v: &str,
+        multi: bool,
+        mut line_break: impl FnMut(&mut Self),
+        mut word: impl FnMut(&mut Self, &str),
+    ) {
         let mut first = true;
-        for word in v.split(' ') {
+        for w in v.split(' ') {
             if !first {
-                if multi && !word.is_empty() && self.chance(50) {
-                    self.quoted_break(indent);
+                if multi && !w.is_empty() && self.chance(50) {
+                    line_break(self);
                 } else {
                     self.out.push(' ');
                 }
             }
             first = false;
-            // A line break in the value is an empty line in the text.
-            let word = word.replace('\'', "''").replace('\n', "\n\n ");
-            self.out.push_str(&word);
+            word(self, w);
         }
+    }
+
+    fn single(&mut self, v: &str, multi: bool, indent: Option<usize>) {
+        self.out.push('\'');
+        self.words(
+            v,
+            multi,
+            |w| w.quoted_break(indent),
+            // A line break in the value is an empty line in the text.
+            |w, word| {
+                w.out
+                    .push_str(&word.replace('\'', "''").replace('\n', "\n\n "))
+            },
+        );
         self.out.push('\'');
     }
 
     fn double(&mut self, v: &str, multi: bool, indent: Option<usize>) {
         self.out.push('"');
-        let mut first = true;
-        for word in v.split(' ') {
-            if !first {
-                if multi && !word.is_empty() && self.chance(50) {
-                    if self.chance(30) {
-                        // An escaped line break: the space is kept, the break is not.
-                        self.out.push_str(" \\");
-                        self.quoted_break(indent);
-                    } else {
-                        self.quoted_break(indent);
-                    }
-                } else {
-                    self.out.push(' ');
+        self.words(
+            v,
+            multi,
+            |w| {
+                if w.chance(30) {
+                    // An escaped line break: the space is kept, the break is not.
+                    w.out.push_str(" \\");
                 }
-            }
-            first = false;
-            for c in word.chars() {
-                match c {
-                    '"' => self.out.push_str("\\\""),
-                    '\\' => self.out.push_str("\\\\"),
-                    '\n' => self.out.push_str("\\n"),
-                    '\t' => self.out.push_str(if self.r.bool() { "\\t" } else { "\t" }),
-                    'é' if self.r.bool() => self.out.push_str("\\u00e9"),
-                    // Every escape go-yaml knows for a printable character, and `\/`, which
-                    // it refuses (YAML 1.2's): both readers must agree on each (issue 39).
-                    '\'' if self.chance(30) => self.out.push_str("\\'"),
-                    '/' if self.chance(10) => self.out.push_str("\\/"),
-                    ' ' if self.chance(5) => self.out.push_str("\\ "),
-                    c if self.chance(5) => {
-                        let n = u32::from(c);
-                        let escape = match self.r.u8(..3) {
-                            0 if n < 0x100 => format!("\\x{n:02x}"),
-                            1 if n < 0x10000 => format!("\\u{n:04X}"),
-                            _ => format!("\\U{n:08x}"),
-                        };
-                        self.out.push_str(&escape);
-                    }
-                    c => self.out.push(c),
+                w.quoted_break(indent);
+            },
+            Self::double_word,
+        );
+        self.out.push('"');
+    }
+
+    /// One word of a double-quoted scalar, its characters escaped or not at random.
+    fn double_word(&mut self, word: &str) {
+        for c in word.chars() {
+            match c {
+                '"' => self.out.push_str("\\\""),
+                '\\' => self.out.push_str("\\\\"),
+                '\n' => self.out.push_str("\\n"),
+                '\t' => self.out.push_str(if self.r.bool() { "\\t" } else { "\t" }),
+                'é' if self.r.bool() => self.out.push_str("\\u00e9"),
+                // Every escape go-yaml knows for a printable character, and `\/`, which
+                // it refuses (YAML 1.2's): both readers must agree on each (issue 39).
+                '\'' if self.chance(30) => self.out.push_str("\\'"),
+                '/' if self.chance(10) => self.out.push_str("\\/"),
+                ' ' if self.chance(5) => self.out.push_str("\\ "),
+                c if self.chance(5) => {
+                    let n = u32::from(c);
+                    let escape = match self.r.u8(..3) {
+                        0 if n < 0x100 => format!("\\x{n:02x}"),
+                        1 if n < 0x10000 => format!("\\u{n:04X}"),
+                        _ => format!("\\U{n:08x}"),
+                    };
+                    self.out.push_str(&escape);
                 }
+                c => self.out.push(c),
             }
         }
-        self.out.push('"');
     }
 
     /// `|` or `>` with a chomping and sometimes an indentation indicator.

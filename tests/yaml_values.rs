@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::util::goyaml::GoYaml;
-use crate::util::manifests::{run, validate_strictly, validator_input};
+use crate::util::manifests::{ToValidate, assert_reinject_and_uninject, run, web_deployment};
 use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
@@ -143,16 +143,23 @@ fn null_spellings(indent: usize) -> Vec<String> {
     out
 }
 
-/// The template's `annotations` is a place too, under `metadata`.
-fn fill(place: &str, spelling: &str) -> String {
-    let mut text = NULL_BASE.to_string();
-    // The template's annotations go under its metadata (the object's are the base's).
-    let template_annotations = place == "{template-annotations}";
-    for (p, filler) in PLACES {
+/// `base` with each of its `places` filled: `place`, the one under test, with `spelling`, the
+/// others with their filler.
+fn fill_places(base: &str, places: &[(&str, &str)], place: &str, spelling: &str) -> String {
+    let mut text = base.to_string();
+    for (p, filler) in places {
         let value = if *p == place { spelling } else { filler };
         text = text.replace(p, value);
     }
-    if template_annotations {
+    text
+}
+
+/// [`NULL_BASE`] with `place` filled with `spelling`; the template's `annotations` is a place
+/// too, under `metadata`.
+fn fill(place: &str, spelling: &str) -> String {
+    let mut text = fill_places(NULL_BASE, PLACES, place, spelling);
+    // The template's annotations go under its metadata (the object's are the base's).
+    if place == "{template-annotations}" {
         text = text.replace(
             "      labels: {app: web}\n",
             &format!("      labels: {{app: web}}\n      annotations:{spelling}\n"),
@@ -178,26 +185,16 @@ fn every_spelling_of_null_where_inject_adds_comes_back() {
         ("{volumes}", 6),
         ("{volumeMounts}", 10),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let mut to_validate = Vec::new();
-    let mut cases = 0;
+    let mut outputs = ToValidate::default();
     for (place, indent) in places {
         for spelling in null_spellings(indent) {
-            for crlf in [false, true] {
-                let input = fill(place, &spelling);
-                let what = format!("{place} = {spelling:?} (crlf {crlf})");
-                let once = round_trip(&mut go, &input, crlf, &what);
-                if !crlf {
-                    let f = dir.path().join(format!("null-{cases}.yaml"));
-                    std::fs::write(&f, validator_input(&once)).unwrap();
-                    to_validate.push(f);
-                }
-                cases += 1;
-            }
+            let input = fill(place, &spelling);
+            let what = format!("{place} = {spelling:?}");
+            round_trip_lf_and_crlf(&mut go, &input, &what, &mut outputs);
         }
     }
-    assert_eq!(cases, 5 * 22 * 2);
-    validate_strictly(&to_validate);
+    assert_eq!(outputs.count(), 5 * 22);
+    outputs.validate();
 }
 
 /// inject of `input` (made CRLF when `crlf`) wires the pod as go-yaml reads it, keeps the
@@ -234,31 +231,26 @@ fn round_trip(go: &mut GoYaml, input: &str, crlf: bool, what: &str) -> String {
         "hooklog-shared"
     );
     assert_eq!(before[0]["spec"]["selector"], after[0]["spec"]["selector"]);
-    let twice = text(&run(&["inject", "--image", IMAGE, "-"], Some(&once)).stdout);
-    assert_eq!(twice, once, "{what}: inject twice");
-    let back = run(&["uninject", "-"], Some(&once));
-    assert!(back.status.success(), "{what}: {}", text(&back.stderr));
-    assert_eq!(
-        text(&back.stdout),
-        input,
-        "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
-    );
+    assert_reinject_and_uninject(&["inject", "--image", IMAGE, "-"], &input, &once, what);
     once
+}
+
+/// [`round_trip`] of `input` as LF and as CRLF; the LF output is kept for
+/// `kubernetes-validate --strict`.
+fn round_trip_lf_and_crlf(go: &mut GoYaml, input: &str, what: &str, outputs: &mut ToValidate) {
+    for crlf in [false, true] {
+        let once = round_trip(go, input, crlf, &format!("{what} (crlf {crlf})"));
+        if !crlf {
+            outputs.add(&once);
+        }
+    }
 }
 
 /// [`NULL_BASE`]'s pod template in flow style: each place inject adds to is written as its
 /// key followed by `{place}`, which the spelling under test fills from the key's end on (`:
 /// ~`, `:` for an empty value, nothing for a key without one).
-const FLOW_NULL_BASE: &str = "\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template: {metadata{metadata}, spec: {initContainers{initContainers}, containers: [{name: web, image: \"nginx:1.25\", volumeMounts{volumeMounts}, lifecycle: {preStop: {exec: {command: [\"sh\", \"-c\", \"sleep 5\"]}}}}], volumes{volumes}}}
-";
+const FLOW_NULL_BASE: &str = web_deployment!(template: " {metadata{metadata}, spec: {initContainers{initContainers}, containers: [{name: web, image: \"nginx:1.25\", volumeMounts{volumeMounts}, lifecycle: {preStop: {exec: {command: [\"sh\", \"-c\", \"sleep 5\"]}}}}], volumes{volumes}}}
+");
 
 /// The places of [`FLOW_NULL_BASE`], with the text that fills each when it is not the one
 /// under test (the template's metadata holds the place of its annotations).
@@ -291,12 +283,7 @@ fn flow_null_spellings(indent: usize) -> Vec<String> {
 }
 
 fn fill_flow(place: &str, spelling: &str) -> String {
-    let mut text = FLOW_NULL_BASE.to_string();
-    for (p, filler) in FLOW_PLACES {
-        let value = if *p == place { spelling } else { filler };
-        text = text.replace(p, value);
-    }
-    text
+    fill_places(FLOW_NULL_BASE, FLOW_PLACES, place, spelling)
 }
 
 /// Every spelling of null in a flow mapping, at every place inject adds to, as LF and CRLF:
@@ -316,9 +303,7 @@ fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
         "{volumes}",
         "{volumeMounts}",
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let mut to_validate = Vec::new();
-    let mut cases = 0;
+    let mut outputs = ToValidate::default();
     for place in places {
         for spelling in flow_null_spellings(6) {
             // `{annotations:}` is the key `annotations:` to go-yaml (a flow plain scalar may
@@ -335,40 +320,17 @@ fn every_spelling_of_null_in_a_flow_mapping_comes_back() {
                 assert_eq!(spelling, ":", "{place}: go-yaml reads no null\n{input}");
                 continue;
             }
-            for crlf in [false, true] {
-                let what = format!("flow {place} = {spelling:?} (crlf {crlf})");
-                let once = round_trip(&mut go, &input, crlf, &what);
-                if !crlf {
-                    let f = dir.path().join(format!("flow-null-{cases}.yaml"));
-                    std::fs::write(&f, validator_input(&once)).unwrap();
-                    to_validate.push(f);
-                }
-                cases += 1;
-            }
+            let what = format!("flow {place} = {spelling:?}");
+            round_trip_lf_and_crlf(&mut go, &input, &what, &mut outputs);
         }
     }
-    assert_eq!(cases, 5 * 26 * 2);
-    validate_strictly(&to_validate);
+    assert_eq!(outputs.count(), 5 * 26);
+    outputs.validate();
 }
 
 /// A Deployment whose one container `web` has no hook, or the lifecycle `{lifecycle}` stands
 /// for (lines from the container's keys' column on).
-const HOOK_BASE: &str = "\
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-        - name: web
-          image: nginx:1.25
-{lifecycle}";
+const HOOK_BASE: &str = web_deployment!(image: "nginx:1.25\n{lifecycle}");
 
 /// `lifecycle: ~`, `preStop: ~` (beside a postStart or alone) and the container's lifecycle in
 /// flow style, each null spelled every way: the container has no hook, as Kubernetes reads it.
@@ -406,8 +368,7 @@ fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
     let findings = |input: &str| check(input)["findings"].clone();
     let want = findings(&none);
     let sleep = ["--prestop-sleep", "web=5s"];
-    let dir = tempfile::tempdir().unwrap();
-    let mut to_validate = Vec::new();
+    let mut outputs = ToValidate::default();
     let mut cases = 0;
     for hook in null_hooks() {
         let input = HOOK_BASE.replace("{lifecycle}", &hook);
@@ -454,29 +415,16 @@ fn a_null_lifecycle_or_pre_stop_is_no_hook_and_comes_back() {
                         "{what}:\n{once}"
                     );
                     if !crlf {
-                        let f = dir.path().join(format!("hook-{cases}.yaml"));
-                        std::fs::write(&f, validator_input(&once)).unwrap();
-                        to_validate.push(f);
+                        outputs.add(&once);
                     }
                 }
-                let mut again = args.clone();
-                again.pop();
-                again.push("-");
-                let twice = text(&run(&again, Some(&once)).stdout);
-                assert_eq!(twice, once, "{what}: inject twice");
-                let back = run(&["uninject", "-"], Some(&once));
-                assert!(back.status.success(), "{what}: {}", text(&back.stderr));
-                assert_eq!(
-                    text(&back.stdout),
-                    input,
-                    "{what} {extra:?}: uninject(inject(x)) != x\n--- injected\n{once}"
-                );
+                assert_reinject_and_uninject(&args, &input, &once, &format!("{what} {extra:?}"));
                 cases += 1;
             }
         }
     }
     assert_eq!(cases, 118 * 2 * 2);
-    validate_strictly(&to_validate);
+    outputs.validate();
 }
 
 /// The busybox `tail -F` forwarder of the incident, its keep-alive preStop a null in every
@@ -504,9 +452,8 @@ fn a_forwarder_whose_pre_stop_is_null_is_migrated() {
             .filter(|s| *s != ":")
             .map(|s| format!("          lifecycle: {{preStop{s}}}\n")),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let mut to_validate = Vec::new();
-    for (i, lifecycle) in lifecycles.iter().enumerate() {
+    let mut outputs = ToValidate::default();
+    for lifecycle in &lifecycles {
         let input = base.replace(KEEP_ALIVE, lifecycle);
         let out = run(&["inject", "--image", IMAGE, "-"], Some(&input));
         let err = text(&out.stderr);
@@ -518,12 +465,10 @@ fn a_forwarder_whose_pre_stop_is_null_is_migrated() {
         let once = text(&out.stdout);
         let back = run(&["uninject", "-"], Some(&once));
         assert_eq!(text(&back.stdout), input, "{lifecycle:?}\n{once}");
-        let f = dir.path().join(format!("forwarder-{i}.yaml"));
-        std::fs::write(&f, validator_input(&once)).unwrap();
-        to_validate.push(f);
+        outputs.add(&once);
     }
-    assert_eq!(to_validate.len(), 22 + 26);
-    validate_strictly(&to_validate);
+    assert_eq!(outputs.count(), 22 + 26);
+    outputs.validate();
 }
 
 /// Each field inject would change, holding each shape Kubernetes does not give it, written as

@@ -3,6 +3,7 @@
 //! Kubernetes version from 1.29 on, or a JSON schema with python's jsonschema.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -112,34 +113,39 @@ pub fn validate_schema(schema: &Path, instance: &Value) {
         errors = sorted(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(json.load(open(sys.argv[2]))), key=str)\n\
         for e in errors: print(list(e.absolute_path), e.message)\n\
         sys.exit(1 if errors else 0)";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(schema)
-        .arg(&file)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{} rejects the output:\n{}{}",
-        schema.display(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    let rejects = format!("{} rejects the output", schema.display());
+    assert_python(script, [schema, file.as_path()], &rejects);
 }
 /// The oldest Kubernetes release with native sidecars on by default (KEP-753, beta in 1.29).
 pub const OLDEST_KUBERNETES: (u32, u32) = (1, 29);
 
-/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
-/// is missing.
-pub fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3")
+/// `python3 -c SCRIPT ARGS...`, its output; panics with a clear message when python3 is missing.
+pub fn python_output<A: AsRef<OsStr>>(script: &str, args: impl IntoIterator<Item = A>) -> Output {
+    Command::new("python3")
         .arg("-c")
         .arg(script)
         .args(args)
         .output()
         .unwrap_or_else(|e| {
             panic!("python3 is needed (install it; scripts/test.sh assumes it): {e}")
-        });
+        })
+}
+
+/// `python3 -c SCRIPT ARGS...` exits 0: else the test fails with `what` and all it printed.
+pub fn assert_python<A: AsRef<OsStr>>(script: &str, args: impl IntoIterator<Item = A>, what: &str) {
+    let out = python_output(script, args);
+    assert!(
+        out.status.success(),
+        "{what}:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Runs python3 with `script` and `args`; panics with a clear message when python3 or a module
+/// is missing.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let out = python_output(script, args);
     assert!(
         out.status.success(),
         "python3 failed (kubernetes-validate installs PyYAML; scripts/test.sh runs \
@@ -255,3 +261,79 @@ pub fn injectable() -> Vec<String> {
     assert!(out.len() >= 8, "{out:?}");
     out
 }
+
+/// Outputs of hooklog gathered for one `kubernetes-validate --strict` at the end (the
+/// validator takes seconds to start, so a test runs it once for all its cases).
+pub struct ToValidate {
+    dir: tempfile::TempDir,
+    files: Vec<PathBuf>,
+}
+
+impl Default for ToValidate {
+    fn default() -> ToValidate {
+        ToValidate {
+            dir: tempfile::tempdir().expect("a temporary folder"),
+            files: Vec::new(),
+        }
+    }
+}
+
+impl ToValidate {
+    /// Keeps `yaml`, as hooklog wrote it, to be validated.
+    pub fn add(&mut self, yaml: &str) {
+        let file = self.dir.path().join(format!("{}.yaml", self.files.len()));
+        std::fs::write(&file, validator_input(yaml)).expect("write a file to validate");
+        self.files.push(file);
+    }
+
+    /// How many outputs are kept.
+    pub fn count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Validates every output kept.
+    pub fn validate(self) {
+        validate_strictly(&self.files);
+    }
+}
+
+/// `once`, what inject wrote of `input`, holds as every inject output must: `hooklog
+/// REINJECT` (an inject reading stdin) on it changes nothing, and `uninject -` gives back
+/// `input` byte for byte. `what` names the case in a failure.
+pub fn assert_reinject_and_uninject(reinject: &[&str], input: &str, once: &str, what: &str) {
+    let again = run(reinject, Some(once));
+    assert_eq!(
+        text(&again.stdout),
+        once,
+        "{what}: inject again changed it: {}",
+        text(&again.stderr)
+    );
+    let back = run(&["uninject", "-"], Some(once));
+    assert!(back.status.success(), "{what}: {}", text(&back.stderr));
+    assert_eq!(
+        text(&back.stdout),
+        input,
+        "{what}: uninject(inject(x)) != x\n--- injected\n{once}"
+    );
+}
+
+/// A Deployment `web` (selector `app: web`) as text, a string literal: `template: "…"` is the
+/// text after its `  template:` key; `image: "…"`, the text after the `image: ` of the one
+/// container `web` of a block-style pod template labelled `app: web`.
+macro_rules! web_deployment {
+    (template: $template:expr) => {
+        concat!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n",
+            "  selector:\n    matchLabels: {app: web}\n  template:",
+            $template
+        )
+    };
+    (image: $image:literal) => {
+        $crate::util::manifests::web_deployment!(template: concat!(
+            "\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n",
+            "        - name: web\n          image: ",
+            $image
+        ))
+    };
+}
+pub(crate) use web_deployment;

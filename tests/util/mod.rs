@@ -3,17 +3,20 @@
 //! The set-up more than one test module needs has a file of its own here, by concern: the
 //! webhook and its certificates (`webhook`), the API server tier (`apiserver`), a registry
 //! (`registry`), manifests and their validators (`manifests`), the shipped binaries
-//! (`binaries`), `hooklog run --events` and its service account mount (`events`), HTTP
-//! stand-ins (`http`), a pod's Downward API volume (`podinfo`), the go-yaml oracle (`goyaml`),
-//! podman (`podman`), markdown (`markdown`), the summary's word on a peer (`summary`), the hook
-//! wrapper's command (`wrapper`).
+//! (`binaries`), check's JSON report (`findings`), an injected pod run here (`injected_pod`),
+//! `hooklog run --events` and its service account mount (`events`), HTTP stand-ins (`http`), a
+//! pod's Downward API volume (`podinfo`), the go-yaml oracle (`goyaml`), podman (`podman`),
+//! markdown (`markdown`), the summary's word on a peer (`summary`), the hook wrapper's command
+//! (`wrapper`).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod binaries;
 pub mod events;
+pub mod findings;
 pub mod goyaml;
 pub mod http;
+pub mod injected_pod;
 pub mod manifests;
 pub mod markdown;
 pub mod podinfo;

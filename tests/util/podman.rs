@@ -112,13 +112,13 @@ pub fn dockerfile_target(arch: &str, target: &str) -> String {
     require_podman();
     let cache = cache_dir();
     let rust_version = dockerfile_rust_version();
-    let standin = Command::new("bash")
-        .arg(repo().join("tests/support/rust-standin.sh"))
-        .arg(&rust_version)
-        .env("HOOKLOG_CACHE_DIR", &cache)
-        .env("CONTAINERS_CONF", containers_conf())
-        .output()
-        .expect("run tests/support/rust-standin.sh");
+    let standin = output_of(
+        Command::new("bash")
+            .arg(repo().join("tests/support/rust-standin.sh"))
+            .arg(&rust_version)
+            .env("HOOKLOG_CACHE_DIR", &cache)
+            .env("CONTAINERS_CONF", containers_conf()),
+    );
     assert!(
         standin.status.success(),
         "cannot make the stand-in for rust:{rust_version}-bookworm:\n{}",
@@ -143,7 +143,7 @@ pub fn dockerfile_target(arch: &str, target: &str) -> String {
         .args(["--target", target, "-t", &image, "-f", "Dockerfile", "."])
         .current_dir(repo());
     let started = std::time::Instant::now();
-    let out = build.output().expect("run flock podman build");
+    let out = output_of(&mut build);
     let log = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(
         out.status.success(),
@@ -156,10 +156,7 @@ pub fn dockerfile_target(arch: &str, target: &str) -> String {
         "podman build --iidfile wrote {iid:?}"
     );
     let by_id = format!("{image}-{}", &id[..12]);
-    let out = podman()
-        .args(["tag", id, &by_id])
-        .output()
-        .expect("run podman tag");
+    let out = output_of(podman().args(["tag", id, &by_id]));
     assert!(out.status.success(), "podman tag: {}", text(&out.stderr));
     eprintln!(
         "built {by_id} from the Dockerfile in {:.0?} (cached layers: {})",
@@ -167,4 +164,18 @@ pub fn dockerfile_target(arch: &str, target: &str) -> String {
         log.matches("Using cache").count()
     );
     by_id
+}
+
+/// `cmd`'s output; a command that cannot start fails the test, naming it.
+pub fn output_of(cmd: &mut Command) -> std::process::Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// The folder `path` made as the kubelet makes an emptyDir: world-writable, sticky (1777), so
+/// containers of other users can write in it.
+pub fn empty_dir(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o1777)).unwrap();
 }

@@ -347,17 +347,28 @@ pub fn run(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, V
 
 /// One Deployment per `(name, image, preStop argv, arch)`.
 pub fn manifest(dir: &Path, pods: &[(&str, String, &[&str], Option<&str>)]) -> PathBuf {
-    let mut text = String::new();
-    for (name, image, argv, arch) in pods {
+    let documents = pods.iter().map(|(name, image, argv, arch)| {
         let selector = arch
             .map(|a| format!("      nodeSelector:\n        kubernetes.io/arch: {a}\n"))
             .unwrap_or_default();
-        text.push_str(&format!(
-            "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n{selector}      containers:\n      - name: {name}\n        image: {image}\n        lifecycle:\n          preStop:\n            exec:\n              command: {}\n",
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n{selector}      containers:\n      - name: {name}\n        image: {image}\n        lifecycle:\n          preStop:\n            exec:\n              command: {}\n",
             serde_json::to_string(argv).unwrap()
-        ));
-    }
-    let path = dir.join("deploy.yaml");
+        )
+    });
+    write_documents(dir.join("deploy.yaml"), documents)
+}
+
+/// Writes `documents` (YAML, each ending in a line break) to `path` as one file: `path`.
+pub fn write_documents(path: PathBuf, documents: impl IntoIterator<Item = String>) -> PathBuf {
+    let text: String = documents.into_iter().map(|d| format!("---\n{d}")).collect();
     std::fs::write(&path, text).unwrap();
     path
+}
+
+impl Registry {
+    /// The image `name` (`repository:tag`) in this registry.
+    pub fn image(&self, name: &str) -> String {
+        format!("{}/{name}", self.addr)
+    }
 }

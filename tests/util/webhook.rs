@@ -545,3 +545,12 @@ impl Webhook {
         assert!(self.logged(words), "{why}: {:#?}", self.log());
     }
 }
+
+/// A webhook serving with `args` on a CA and serving certificate made for it: the folder that
+/// holds them (keep it while the webhook runs), the certificates and the webhook.
+pub fn serving(args: &[&str]) -> (tempfile::TempDir, Certs, Webhook) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let certs = Certs::make(dir.path(), "hooklog test CA");
+    let w = Webhook::start(&certs, args);
+    (dir, certs, w)
+}
