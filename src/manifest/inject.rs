@@ -80,6 +80,9 @@ pub enum Outcome {
     AlreadyInjected,
     /// Injected before issue 37: the hooks' binary moved to a volume of its own.
     Relaid,
+    /// Injected before with other settings: hooklog's containers now as inject writes them,
+    /// what changed in words ([`super::update::change`]).
+    Updated(String),
     /// Injected before, without `--events`; the sidecar has it now (`inject --events` again).
     EventsAdded,
     Uninjected,
@@ -107,6 +110,7 @@ pub fn report_line(kind: &str, name: &str, outcome: &Outcome) -> String {
             "injected before, its hooks' binary now on a read-only volume of its own".to_string()
         }
         Outcome::EventsAdded => "injected before, now with --events".to_string(),
+        Outcome::Updated(what) => format!("updated: {what}"),
         Outcome::Uninjected => "uninjected".to_string(),
         Outcome::NotInjected => "not injected, unchanged".to_string(),
         Outcome::Skipped => "skipped".to_string(),
@@ -131,6 +135,20 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
 pub fn inject_outcomes(
     doc: &mut Value,
     opts: &Options,
+) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
+    inject_updating(doc, opts, None)
+}
+
+/// Undoes inject on one pod template, returning its warnings: uninject's, passed in by the
+/// commands and the webhook (it is above this module).
+pub type Undo = dyn Fn(&mut Value, &TemplateRef) -> Result<Vec<String>, String>;
+
+/// [`inject_outcomes`]; with `undo`, a pod injected before with other settings is updated
+/// ([`update_pod`]).
+pub fn inject_updating(
+    doc: &mut Value,
+    opts: &Options,
+    undo: Option<&Undo>,
 ) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
     let mut report = Vec::new();
     let mut outcomes = Vec::new();
@@ -185,7 +203,7 @@ pub fn inject_outcomes(
                 at: Some(at),
             });
         }
-        let outcome = inject_pod(doc, t, opts, &mut notes).map_err(|why| InjectError {
+        let outcome = update_pod(doc, t, opts, undo, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,
             at: None,
@@ -391,6 +409,65 @@ fn inject_pod(
         Outcome::Injected
     };
     write_record(doc, t, &mut record)?;
+    Ok(outcome)
+}
+
+/// A pod injected before, with `undo`: injected again as before ("kept"), and also undone and
+/// injected anew with these settings on a copy ("fresh"; its sidecar's form and `--events`
+/// kept). When hooklog's containers differ, the fresh pod is taken: the same as inject with
+/// these settings on the pod as it was, every other byte the user's. Kept when the undo warns
+/// (hooklog's pieces edited since) or the fresh inject does not inject, with a note.
+fn update_pod(
+    doc: &mut Value,
+    t: &TemplateRef,
+    opts: &Options,
+    undo: Option<&Undo>,
+    notes: &mut Vec<String>,
+) -> Result<Outcome, String> {
+    let Some(undo) = undo.filter(|_| matches!(read_record(doc, t), Ok(Some(_)))) else {
+        return inject_pod(doc, t, opts, notes);
+    };
+    let Some((at, before, small)) = super::update::template(doc, t) else {
+        return inject_pod(doc, t, opts, notes);
+    };
+    let mut kept = before.clone();
+    let mut kept_notes = Vec::new();
+    let outcome = inject_pod(&mut kept, &small, opts, &mut kept_notes)?;
+    let mut fresh = before;
+    let was = fresh.pointer(&small.spec_pointer).cloned().unwrap_or_default();
+    let fresh_opts = Options {
+        mode: super::update::form(&was).unwrap_or(opts.mode),
+        events: opts.events || super::update::has_events(&was),
+        ..opts.clone()
+    };
+    let mut fresh_notes = Vec::new();
+    let warnings = undo(&mut fresh, &small)?;
+    let fresh_outcome = match warnings.is_empty() {
+        true => inject_pod(&mut fresh, &small, &fresh_opts, &mut fresh_notes).ok(),
+        false => None,
+    };
+    let spec_of = |v: &Value| v.pointer(&small.spec_pointer).cloned().unwrap_or_default();
+    let change = super::update::change(&spec_of(&kept), &spec_of(&fresh));
+    let (taken, outcome) = match (change, fresh_outcome) {
+        (Some(what), Some(Outcome::Injected)) => {
+            notes.extend(fresh_notes);
+            (fresh, Outcome::Updated(what))
+        }
+        (change, _) => {
+            notes.extend(kept_notes);
+            if change.is_some() {
+                notes.push(format!(
+                    "hooklog's containers not updated to these settings: {}; run `hooklog uninject`, then inject",
+                    match warnings.is_empty() {
+                        true => "inject would not take the pod as it was".to_string(),
+                        false => warnings.join("; "),
+                    }
+                ));
+            }
+            (kept, outcome)
+        }
+    };
+    *doc.pointer_mut(&at).ok_or("no pod template")? = taken;
     Ok(outcome)
 }
 

@@ -29,6 +29,7 @@ mod shapes;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
+mod update;
 #[cfg(test)]
 mod whole;
 
@@ -435,7 +436,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
                     &namespaced
                 }
             };
-            let lines = inject::inject(doc, opts)?;
+            let lines = inject::inject_updating(doc, opts, Some(&uninject::undo_pod))?.0;
             match lines
                 .iter()
                 .find(|l| l.contains(adoption::CLASSIC_NEVER_ENDS))
@@ -462,7 +463,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         let _ = input.each_part(|part| {
             let (load::Part::Item { doc, .. } | load::Part::Document { doc, .. }) = part;
             let mut after = doc.value.clone();
-            if inject::inject(&mut after, &opts).is_ok() {
+            if inject::inject_updating(&mut after, &opts, Some(&uninject::undo_pod)).is_ok() {
                 for line in image_notes::notes(&[(&doc.value, &after)], &lookup) {
                     eprintln!("{line}");
                 }

@@ -354,7 +354,10 @@ fn injected(
     let mut pod = object.clone();
     pod["kind"] = json!("Pod");
     pod["apiVersion"] = json!("v1");
-    let (report, outcomes) = inject::inject_outcomes(&mut pod, opts).map_err(|e| e.why)?;
+    // A pod injected with other settings (an older inject's image) is updated, as inject does.
+    let undo: &inject::Undo = &crate::manifest::uninject::undo_pod;
+    let (report, outcomes) =
+        inject::inject_updating(&mut pod, opts, Some(undo)).map_err(|e| e.why)?;
     for key in ["kind", "apiVersion"] {
         match object.get(key) {
             Some(v) => pod[key] = v.clone(),
