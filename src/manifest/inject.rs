@@ -143,12 +143,23 @@ pub fn inject_outcomes(
 /// commands and the webhook (it is above this module).
 pub type Undo = dyn Fn(&mut Value, &TemplateRef) -> Result<Vec<String>, String>;
 
-/// [`inject_outcomes`]; with `undo`, a pod injected before with other settings is updated
+/// What inject needs to update a pod injected before with other settings ([`update_pod`]).
+#[derive(Clone, Copy)]
+pub struct Again<'a> {
+    /// uninject's step for one pod template.
+    pub undo: &'a Undo,
+    /// The sidecar form was asked for (`--sidecar`, `--kubernetes-version`; the webhook's, which
+    /// it learns from the cluster): a pod injected in the other form is moved to this one.
+    /// Without it, a pod keeps its form: inject cannot tell the cluster's version then.
+    pub form_asked: bool,
+}
+
+/// [`inject_outcomes`]; with `again`, a pod injected before with other settings is updated
 /// ([`update_pod`]).
 pub fn inject_updating(
     doc: &mut Value,
     opts: &Options,
-    undo: Option<&Undo>,
+    again: Option<Again>,
 ) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
     let mut report = Vec::new();
     let mut outcomes = Vec::new();
@@ -203,7 +214,7 @@ pub fn inject_updating(
                 at: Some(at),
             });
         }
-        let outcome = update_pod(doc, t, opts, undo, &mut notes).map_err(|why| InjectError {
+        let outcome = update_pod(doc, t, opts, again, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,
             at: None,
@@ -412,19 +423,20 @@ fn inject_pod(
     Ok(outcome)
 }
 
-/// A pod injected before, with `undo`: injected again as before ("kept"), and also undone and
-/// injected anew with these settings on a copy ("fresh"; its sidecar's form and `--events`
-/// kept). When hooklog's containers differ, the fresh pod is taken: the same as inject with
-/// these settings on the pod as it was, every other byte the user's. Kept when the undo warns
-/// (hooklog's pieces edited since) or the fresh inject does not inject, with a note.
+/// A pod injected before, with `again`: injected again as before ("kept"), and also undone and
+/// injected anew with these settings on a copy ("fresh"; its `--events` kept, and its sidecar's
+/// form unless one was asked for). When hooklog's containers differ, the fresh pod is taken: the
+/// same as inject with these settings on the pod as it was (hooklog out, said, when they leave
+/// that pod alone), every other byte the user's. Kept when the undo warns (hooklog's pieces
+/// edited since), with a note.
 fn update_pod(
     doc: &mut Value,
     t: &TemplateRef,
     opts: &Options,
-    undo: Option<&Undo>,
+    again: Option<Again>,
     notes: &mut Vec<String>,
 ) -> Result<Outcome, String> {
-    let Some(undo) = undo.filter(|_| matches!(read_record(doc, t), Ok(Some(_)))) else {
+    let Some(again) = again.filter(|_| matches!(read_record(doc, t), Ok(Some(_)))) else {
         return inject_pod(doc, t, opts, notes);
     };
     let Some((at, before, small)) = super::update::template(doc, t) else {
@@ -434,14 +446,20 @@ fn update_pod(
     let mut kept_notes = Vec::new();
     let outcome = inject_pod(&mut kept, &small, opts, &mut kept_notes)?;
     let mut fresh = before;
-    let was = fresh.pointer(&small.spec_pointer).cloned().unwrap_or_default();
+    let was = fresh
+        .pointer(&small.spec_pointer)
+        .cloned()
+        .unwrap_or_default();
     let fresh_opts = Options {
-        mode: super::update::form(&was).unwrap_or(opts.mode),
+        mode: match again.form_asked {
+            true => opts.mode,
+            false => super::update::form(&was).unwrap_or(opts.mode),
+        },
         events: opts.events || super::update::has_events(&was),
         ..opts.clone()
     };
     let mut fresh_notes = Vec::new();
-    let warnings = undo(&mut fresh, &small)?;
+    let warnings = (again.undo)(&mut fresh, &small)?;
     let fresh_outcome = match warnings.is_empty() {
         true => inject_pod(&mut fresh, &small, &fresh_opts, &mut fresh_notes).ok(),
         false => None,
@@ -453,13 +471,20 @@ fn update_pod(
             notes.extend(fresh_notes);
             (fresh, Outcome::Updated(what))
         }
+        // The form asked for cannot take the pod (a classic sidecar in a Job's): as inject on
+        // the pod as it was, hooklog is not in it, and the notes say why.
+        (Some(_), Some(Outcome::NotInjected)) => {
+            notes.extend(fresh_notes);
+            let what = "hooklog taken out: with these settings inject leaves the pod as it was";
+            (fresh, Outcome::Updated(what.to_string()))
+        }
         (change, _) => {
             notes.extend(kept_notes);
             if change.is_some() {
                 notes.push(format!(
                     "hooklog's containers not updated to these settings: {}; run `hooklog uninject`, then inject",
                     match warnings.is_empty() {
-                        true => "inject would not take the pod as it was".to_string(),
+                        true => "inject refuses the pod as it was".to_string(),
                         false => warnings.join("; "),
                     }
                 ));
@@ -506,7 +531,7 @@ fn pod_mode(
     };
     if installed.is_some_and(|i| i.mode != requested) {
         notes.push(format!(
-            "keeps its {} sidecar (uninject, then inject, to change it)",
+            "keeps its {} sidecar (`--sidecar` or `--kubernetes-version` moves it to the other form)",
             mode_name(mode)
         ));
     }

@@ -399,6 +399,12 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         && args.common.kubernetes_version.is_some()
         && inject::sidecar_mode(None, args.common.kubernetes_version)
             == Ok(budget::SidecarMode::Native);
+    // A pod injected before with other settings is updated; it changes form only when one is
+    // asked for.
+    let again = inject::Again {
+        undo: &uninject::undo_pod,
+        form_asked: args.sidecar.is_some() || args.common.kubernetes_version.is_some(),
+    };
     let mut wanted = std::collections::BTreeSet::new();
     let mut namespaces = sidecar_settings::SeenNamespaces::default();
     let inputs = match transform_command(
@@ -436,7 +442,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
                     &namespaced
                 }
             };
-            let lines = inject::inject_updating(doc, opts, Some(&uninject::undo_pod))?.0;
+            let lines = inject::inject_updating(doc, opts, Some(again))?.0;
             match lines
                 .iter()
                 .find(|l| l.contains(adoption::CLASSIC_NEVER_ENDS))
@@ -463,7 +469,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         let _ = input.each_part(|part| {
             let (load::Part::Item { doc, .. } | load::Part::Document { doc, .. }) = part;
             let mut after = doc.value.clone();
-            if inject::inject_updating(&mut after, &opts, Some(&uninject::undo_pod)).is_ok() {
+            if inject::inject_updating(&mut after, &opts, Some(again)).is_ok() {
                 for line in image_notes::notes(&[(&doc.value, &after)], &lookup) {
                     eprintln!("{line}");
                 }

@@ -32,13 +32,15 @@ pub(super) fn template(doc: &Value, t: &TemplateRef) -> Option<(String, Value, T
 /// hooklog's own containers in a pod spec, by name: the installer (an init container) and the
 /// sidecar (an init container when native).
 fn owned<'a>(spec: &'a Value, name: &str) -> Option<(&'static str, &'a Value)> {
-    ["initContainers", "containers"].into_iter().find_map(|key| {
-        spec[key]
-            .as_array()?
-            .iter()
-            .find(|c| c["name"] == name)
-            .map(|c| (key, c))
-    })
+    ["initContainers", "containers"]
+        .into_iter()
+        .find_map(|key| {
+            spec[key]
+                .as_array()?
+                .iter()
+                .find(|c| c["name"] == name)
+                .map(|c| (key, c))
+        })
 }
 
 /// The form of an injected pod's sidecar: native when it is an init container.
@@ -49,14 +51,19 @@ pub(super) fn form(spec: &Value) -> Option<SidecarMode> {
     })
 }
 
-/// Whether an injected pod's sidecar runs `--events` (kept when inject runs again without it).
+/// Whether an injected pod's sidecar runs `--events` (kept when inject runs again without it):
+/// in its `args`, or in its `command` before the `--` of a `tail -F` forwarder it took the
+/// place of ([`super::migrate`]).
 pub(super) fn has_events(spec: &Value) -> bool {
     owned(spec, SIDECAR).is_some_and(|(_, c)| {
-        c["args"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|a| a == "--events")
+        ["args", "command"].iter().any(|key| {
+            c[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--events")
+        })
     })
 }
 
@@ -81,8 +88,17 @@ pub(super) fn change(was: &Value, now: &Value) -> Option<String> {
     } else if field(installer_was, "image") != field(installer_now, "image") {
         parts.push("installer image".to_string());
     }
+    if let (Some(a), Some(b)) = (form(was), form(now))
+        && a != b
+    {
+        let name = |m| match m {
+            SidecarMode::Native => "native",
+            SidecarMode::Classic => "classic",
+        };
+        parts.push(format!("sidecar {} -> {}", name(a), name(b)));
+    }
     let mut fields = Vec::new();
-    for key in ["args", "env", "resources"] {
+    for key in ["command", "args", "env", "resources"] {
         if field(sidecar_was, key) != field(sidecar_now, key) {
             fields.push(key);
         }
@@ -121,6 +137,18 @@ mod tests {
         assert_eq!(form(&was), Some(SidecarMode::Native));
         assert!(!has_events(&was));
         assert!(has_events(&spec("h", json!(["run", "--events"]))));
+        let mut migrated = spec("h", json!(null));
+        migrated["initContainers"][1]["command"] =
+            json!(["hooklog", "run", "--", "tail", "--events"]);
+        assert!(!has_events(&migrated));
+        migrated["initContainers"][1]["command"][2] = json!("--events");
+        assert!(has_events(&migrated));
+        let classic = json!({"initContainers": [{"name": INSTALLER, "image": "h:0.1.0"}],
+            "containers": [{"name": "web"}, {"name": SIDECAR, "image": "h:0.1.0", "args": ["run"]}]});
+        assert_eq!(
+            change(&was, &classic).as_deref(),
+            Some("sidecar native -> classic")
+        );
     }
 
     #[test]

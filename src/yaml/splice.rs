@@ -64,6 +64,8 @@ struct Splicer<'a> {
     anchor_edited: bool,
     /// How many aliases were tried in [`Splicer::unchanged`], each a read of the document.
     trials: usize,
+    /// How deep the diff is inside one of [`OWN_ITEMS`] (0: outside).
+    own: usize,
 }
 
 /// How many aliases whose value stays one document's edit tries, each a read of the document
@@ -609,6 +611,7 @@ impl<'a> Splicer<'a> {
             notes: Vec::new(),
             anchor_edited: false,
             trials: 0,
+            own: 0,
         }
     }
 
@@ -955,8 +958,11 @@ impl<'a> Splicer<'a> {
             {
                 self.seq(node, *flow, items, o, n)
             }
-            (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
-                let text = self.restyled(node, *style, s);
+            (Kind::Scalar(style), Value::String(o), Value::String(s)) => {
+                let text = match self.own > 0 && self.is_as_new(node, o) {
+                    true => emit::string(s),
+                    false => self.restyled(node, *style, s),
+                };
                 self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
@@ -1323,6 +1329,12 @@ impl<'a> Splicer<'a> {
         self.push(after_dash, node.end.max(after_dash), text);
     }
 
+    /// Whether the string `node` is written as a new string is ([`emit::string`]: bare when
+    /// safe, else single-quoted).
+    fn is_as_new(&self, node: &Node, old: &str) -> bool {
+        self.text.get(self.content_start(node)..node.end) == Some(emit::string(old).as_str())
+    }
+
     /// A string in place of a string, written in the old one's style where that style can hold
     /// it.
     fn restyled(&self, node: &Node, style: Style, s: &str) -> String {
@@ -1666,9 +1678,13 @@ impl<'a> Splicer<'a> {
                         Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
                         other => other,
                     };
+                    let own = usize::from(is_own_item(&old[*i], &new[*j]));
+                    self.own += own;
                     self.path.push(i.to_string());
-                    self.diff(&items[*i], &old[*i], &new[*j], slot)?;
+                    let diffed = self.diff(&items[*i], &old[*i], &new[*j], slot);
                     self.path.pop();
+                    self.own -= own;
+                    diffed?;
                     last_kept = Some(*i);
                 }
                 (Some(i), None) => deleted.push(*i),
@@ -2007,6 +2023,19 @@ fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
     out
 }
 
+/// The containers `hooklog inject` writes itself (manifest::layout's `SIDECAR` and `INSTALLER`;
+/// inject refuses a pod that has one of its own). A string in one that changes is written as a
+/// new string is ([`emit::string`]) when it was written so, not in the old one's style: inject
+/// again with other settings then writes the bytes a first inject writes (tests/reinject.rs).
+/// Elsewhere a string keeps the style the user chose, which undoing an edit needs.
+const OWN_ITEMS: [&str; 2] = ["hooklog", "hooklog-install"];
+
+/// Whether the item matched from `old` to `new` is one of [`OWN_ITEMS`].
+fn is_own_item(old: &Value, new: &Value) -> bool {
+    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_string);
+    name(old).is_some_and(|n| OWN_ITEMS.contains(&n.as_str())) && name(old) == name(new)
+}
+
 /// What [`align`] matches an item by: its `name` when it has one, else its whole value.
 #[derive(PartialEq)]
 enum AlignKey<'v> {
@@ -2182,6 +2211,21 @@ mod tests {
         let doc = tree::parse("a: x\n").unwrap().remove(0);
         let e = edits("a: x\n", &doc.node, &doc.value, &json!({"a": "no"})).unwrap();
         assert_eq!(apply("a: x\n", e).unwrap(), "a: \"no\"\n");
+    }
+
+    #[test]
+    fn strings_of_hooklogs_own_containers_are_written_as_new_ones() {
+        let text =
+            "c:\n- name: hooklog\n  args: [run, 'a,b', \"x\"]\n- name: web\n  args: [run, 'a,b']\n";
+        let out = edit(text, |v| {
+            v["c"][0]["args"] = json!(["run", "a", "x,y"]);
+            v["c"][1]["args"] = json!(["run", "a"]);
+        });
+        // hooklog's: as a first write; the user's: in their style. Undone: the text again.
+        assert_eq!(
+            out,
+            "c:\n- name: hooklog\n  args: [run, a, \"x,y\"]\n- name: web\n  args: [run, 'a']\n"
+        );
     }
 
     #[test]
