@@ -959,10 +959,7 @@ impl<'a> Splicer<'a> {
                 self.seq(node, *flow, items, o, n)
             }
             (Kind::Scalar(style), Value::String(o), Value::String(s)) => {
-                let text = match self.own > 0 && self.is_as_new(node, o) {
-                    true => emit::string(s),
-                    false => self.restyled(node, *style, s),
-                };
+                let text = self.string_in_place(node, *style, o, s);
                 self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
@@ -1329,10 +1326,16 @@ impl<'a> Splicer<'a> {
         self.push(after_dash, node.end.max(after_dash), text);
     }
 
-    /// Whether the string `node` is written as a new string is ([`emit::string`]: bare when
-    /// safe, else single-quoted).
-    fn is_as_new(&self, node: &Node, old: &str) -> bool {
-        self.text.get(self.content_start(node)..node.end) == Some(emit::string(old).as_str())
+    /// The text of the string `s` in place of `old`: in [`OWN_ITEMS`], as a new string is
+    /// written ([`emit::string`]: bare when safe, else single-quoted) when `old` was written so;
+    /// else in `old`'s style ([`Self::restyled`]).
+    fn string_in_place(&self, node: &Node, style: Style, old: &str, s: &str) -> String {
+        let as_new =
+            self.text.get(self.content_start(node)..node.end) == Some(emit::string(old).as_str());
+        match self.own > 0 && as_new {
+            true => emit::string(s),
+            false => self.restyled(node, style, s),
+        }
     }
 
     /// A string in place of a string, written in the old one's style where that style can hold
