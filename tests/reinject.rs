@@ -279,4 +279,5 @@ fn a_pod_keeps_its_form_when_none_is_asked_for() {
         said.contains("updated: image reg/h:0.1.0 -> reg/h:0.2.0"),
         "{said}"
     );
+    assert!(said.contains("keeps its classic sidecar"), "{said}");
 }

@@ -468,6 +468,12 @@ fn update_pod(
     let change = super::update::change(&spec_of(&kept), &spec_of(&fresh));
     let (taken, outcome) = match (change, fresh_outcome) {
         (Some(what), Some(Outcome::Injected)) => {
+            if fresh_opts.mode != opts.mode {
+                notes.push(format!(
+                    "keeps its {} sidecar (`--sidecar` or `--kubernetes-version` moves it to the other form)",
+                    mode_name(fresh_opts.mode)
+                ));
+            }
             notes.extend(fresh_notes);
             (fresh, Outcome::Updated(what))
         }
