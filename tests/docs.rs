@@ -127,6 +127,13 @@ const EXAMPLES: &[(&str, Example)] = &[
         ),
     ),
     (
+        "inject-upgrade",
+        Example::Elsewhere(
+            "tests/reinject.rs an_image_upgrade_is_said_and_the_same_again_is_unchanged: the same \
+             two runs on the same Deployment, the report line compared in full",
+        ),
+    ),
+    (
         "iam-policy",
         Example::Elsewhere(
             "tests/k8s.rs: the shown policy must equal k8s/aws/hooklog-iam-policy.json",

@@ -41,6 +41,7 @@ mod cloudwatch;
 mod day_one;
 mod helm;
 mod log_format;
+mod reinject;
 mod release;
 mod schema_pods;
 mod sidecar_settings;

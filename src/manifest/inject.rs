@@ -80,6 +80,9 @@ pub enum Outcome {
     AlreadyInjected,
     /// Injected before issue 37: the hooks' binary moved to a volume of its own.
     Relaid,
+    /// Injected before with other settings: hooklog's containers now as inject writes them,
+    /// what changed in words ([`super::update::change`]).
+    Updated(String),
     /// Injected before, without `--events`; the sidecar has it now (`inject --events` again).
     EventsAdded,
     Uninjected,
@@ -107,6 +110,7 @@ pub fn report_line(kind: &str, name: &str, outcome: &Outcome) -> String {
             "injected before, its hooks' binary now on a read-only volume of its own".to_string()
         }
         Outcome::EventsAdded => "injected before, now with --events".to_string(),
+        Outcome::Updated(what) => format!("updated: {what}"),
         Outcome::Uninjected => "uninjected".to_string(),
         Outcome::NotInjected => "not injected, unchanged".to_string(),
         Outcome::Skipped => "skipped".to_string(),
@@ -131,6 +135,31 @@ pub fn inject(doc: &mut Value, opts: &Options) -> Result<Vec<String>, InjectErro
 pub fn inject_outcomes(
     doc: &mut Value,
     opts: &Options,
+) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
+    inject_updating(doc, opts, None)
+}
+
+/// Undoes inject on one pod template, returning its warnings: uninject's, passed in by the
+/// commands and the webhook (it is above this module).
+pub type Undo = dyn Fn(&mut Value, &TemplateRef) -> Result<Vec<String>, String>;
+
+/// What inject needs to update a pod injected before with other settings ([`update_pod`]).
+#[derive(Clone, Copy)]
+pub struct Again<'a> {
+    /// uninject's step for one pod template.
+    pub undo: &'a Undo,
+    /// The sidecar form was asked for (`--sidecar`, `--kubernetes-version`; the webhook's, which
+    /// it learns from the cluster): a pod injected in the other form is moved to this one.
+    /// Without it, a pod keeps its form: inject cannot tell the cluster's version then.
+    pub form_asked: bool,
+}
+
+/// [`inject_outcomes`]; with `again`, a pod injected before with other settings is updated
+/// ([`update_pod`]).
+pub fn inject_updating(
+    doc: &mut Value,
+    opts: &Options,
+    again: Option<Again>,
 ) -> Result<(Vec<String>, Vec<Outcome>), InjectError> {
     let mut report = Vec::new();
     let mut outcomes = Vec::new();
@@ -185,7 +214,7 @@ pub fn inject_outcomes(
                 at: Some(at),
             });
         }
-        let outcome = inject_pod(doc, t, opts, &mut notes).map_err(|why| InjectError {
+        let outcome = update_pod(doc, t, opts, again, &mut notes).map_err(|why| InjectError {
             object: t.object.clone(),
             why,
             at: None,
@@ -394,6 +423,85 @@ fn inject_pod(
     Ok(outcome)
 }
 
+/// A pod injected before, with `again`: injected again as before ("kept"), and also undone and
+/// injected anew with these settings on a copy ("fresh"; its `--events` kept, and its sidecar's
+/// form unless one was asked for). When hooklog's containers differ, the fresh pod is taken: the
+/// same as inject with these settings on the pod as it was (hooklog out, said, when they leave
+/// that pod alone), every other byte the user's. Kept when the undo warns (hooklog's pieces
+/// edited since), with a note.
+fn update_pod(
+    doc: &mut Value,
+    t: &TemplateRef,
+    opts: &Options,
+    again: Option<Again>,
+    notes: &mut Vec<String>,
+) -> Result<Outcome, String> {
+    let Some(again) = again.filter(|_| matches!(read_record(doc, t), Ok(Some(_)))) else {
+        return inject_pod(doc, t, opts, notes);
+    };
+    let Some((at, before, small)) = super::update::template(doc, t) else {
+        return inject_pod(doc, t, opts, notes);
+    };
+    let mut kept = before.clone();
+    let mut kept_notes = Vec::new();
+    let outcome = inject_pod(&mut kept, &small, opts, &mut kept_notes)?;
+    let mut fresh = before;
+    let was = fresh
+        .pointer(&small.spec_pointer)
+        .cloned()
+        .unwrap_or_default();
+    let fresh_opts = Options {
+        mode: match again.form_asked {
+            true => opts.mode,
+            false => super::update::form(&was).unwrap_or(opts.mode),
+        },
+        events: opts.events || super::update::has_events(&was),
+        ..opts.clone()
+    };
+    let mut fresh_notes = Vec::new();
+    let warnings = (again.undo)(&mut fresh, &small)?;
+    let fresh_outcome = match warnings.is_empty() {
+        true => inject_pod(&mut fresh, &small, &fresh_opts, &mut fresh_notes).ok(),
+        false => None,
+    };
+    let spec_of = |v: &Value| v.pointer(&small.spec_pointer).cloned().unwrap_or_default();
+    let change = super::update::change(&spec_of(&kept), &spec_of(&fresh));
+    let (taken, outcome) = match (change, fresh_outcome) {
+        (Some(what), Some(Outcome::Injected)) => {
+            if fresh_opts.mode != opts.mode {
+                notes.push(format!(
+                    "keeps its {} sidecar (`--sidecar` or `--kubernetes-version` moves it to the other form)",
+                    mode_name(fresh_opts.mode)
+                ));
+            }
+            notes.extend(fresh_notes);
+            (fresh, Outcome::Updated(what))
+        }
+        // The form asked for cannot take the pod (a classic sidecar in a Job's): as inject on
+        // the pod as it was, hooklog is not in it, and the notes say why.
+        (Some(_), Some(Outcome::NotInjected)) => {
+            notes.extend(fresh_notes);
+            let what = "hooklog taken out: with these settings inject leaves the pod as it was";
+            (fresh, Outcome::Updated(what.to_string()))
+        }
+        (change, _) => {
+            notes.extend(kept_notes);
+            if change.is_some() {
+                notes.push(format!(
+                    "hooklog's containers not updated to these settings: {}; run `hooklog uninject`, then inject",
+                    match warnings.is_empty() {
+                        true => "inject refuses the pod as it was".to_string(),
+                        false => warnings.join("; "),
+                    }
+                ));
+            }
+            (kept, outcome)
+        }
+    };
+    *doc.pointer_mut(&at).ok_or("no pod template")? = taken;
+    Ok(outcome)
+}
+
 /// The sidecar's settings for one pod: its annotations over the install's (and the
 /// namespace's). A bad one refuses the pod, naming it, before anything changes.
 fn pod_settings(
@@ -429,7 +537,7 @@ fn pod_mode(
     };
     if installed.is_some_and(|i| i.mode != requested) {
         notes.push(format!(
-            "keeps its {} sidecar (uninject, then inject, to change it)",
+            "keeps its {} sidecar (`--sidecar` or `--kubernetes-version` moves it to the other form)",
             mode_name(mode)
         ));
     }

@@ -31,6 +31,7 @@ mod shell;
 pub mod tailer;
 pub(crate) mod transform;
 pub mod uninject;
+mod update;
 #[cfg(test)]
 mod whole;
 
@@ -400,6 +401,12 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         && args.common.kubernetes_version.is_some()
         && inject::sidecar_mode(None, args.common.kubernetes_version)
             == Ok(budget::SidecarMode::Native);
+    // A pod injected before with other settings is updated; it changes form only when one is
+    // asked for.
+    let again = inject::Again {
+        undo: &uninject::undo_pod,
+        form_asked: args.sidecar.is_some() || args.common.kubernetes_version.is_some(),
+    };
     let mut wanted = std::collections::BTreeSet::new();
     let mut namespaces = sidecar_settings::SeenNamespaces::default();
     let inputs = match transform_command(
@@ -437,7 +444,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
                     &namespaced
                 }
             };
-            let lines = inject::inject(doc, opts)?;
+            let lines = inject::inject_updating(doc, opts, Some(again))?.0;
             match lines
                 .iter()
                 .find(|l| l.contains(adoption::CLASSIC_NEVER_ENDS))
@@ -464,7 +471,7 @@ pub fn inject_command(args: InjectArgs) -> u8 {
         let _ = input.each_part(|part| {
             let (load::Part::Item { doc, .. } | load::Part::Document { doc, .. }) = part;
             let mut after = doc.value.clone();
-            if inject::inject(&mut after, &opts).is_ok() {
+            if inject::inject_updating(&mut after, &opts, Some(again)).is_ok() {
                 for line in image_notes::notes(&[(&doc.value, &after)], &lookup) {
                     eprintln!("{line}");
                 }

@@ -32,6 +32,13 @@ pub fn uninject(doc: &mut Value) -> Result<Vec<String>, inject::InjectError> {
     Ok(report)
 }
 
+/// Removes hooklog from one pod template, returning its warnings ([`inject::Undo`]).
+pub fn undo_pod(doc: &mut Value, t: &TemplateRef) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    uninject_pod(doc, t, &mut warnings)?;
+    Ok(warnings)
+}
+
 /// Removes hooklog from one pod template, in named steps.
 fn uninject_pod(
     doc: &mut Value,

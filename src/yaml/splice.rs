@@ -64,6 +64,8 @@ struct Splicer<'a> {
     anchor_edited: bool,
     /// How many aliases were tried in [`Splicer::unchanged`], each a read of the document.
     trials: usize,
+    /// How deep the diff is inside one of [`OWN_ITEMS`] (0: outside).
+    own: usize,
 }
 
 /// How many aliases whose value stays one document's edit tries, each a read of the document
@@ -609,6 +611,7 @@ impl<'a> Splicer<'a> {
             notes: Vec::new(),
             anchor_edited: false,
             trials: 0,
+            own: 0,
         }
     }
 
@@ -955,8 +958,8 @@ impl<'a> Splicer<'a> {
             {
                 self.seq(node, *flow, items, o, n)
             }
-            (Kind::Scalar(style), Value::String(_), Value::String(s)) => {
-                let text = self.restyled(node, *style, s);
+            (Kind::Scalar(style), Value::String(o), Value::String(s)) => {
+                let text = self.string_in_place(node, *style, o, s);
                 self.push(self.content_start(node), node.end, text);
                 Ok(())
             }
@@ -1323,6 +1326,18 @@ impl<'a> Splicer<'a> {
         self.push(after_dash, node.end.max(after_dash), text);
     }
 
+    /// The text of the string `s` in place of `old`: in [`OWN_ITEMS`], as a new string is
+    /// written ([`emit::string`]: bare when safe, else single-quoted) when `old` was written so;
+    /// else in `old`'s style ([`Self::restyled`]).
+    fn string_in_place(&self, node: &Node, style: Style, old: &str, s: &str) -> String {
+        let as_new =
+            self.text.get(self.content_start(node)..node.end) == Some(emit::string(old).as_str());
+        match self.own > 0 && as_new {
+            true => emit::string(s),
+            false => self.restyled(node, style, s),
+        }
+    }
+
     /// A string in place of a string, written in the old one's style where that style can hold
     /// it.
     fn restyled(&self, node: &Node, style: Style, s: &str) -> String {
@@ -1666,9 +1681,13 @@ impl<'a> Splicer<'a> {
                         Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
                         other => other,
                     };
+                    let own = usize::from(is_own_item(&old[*i], &new[*j]));
+                    self.own += own;
                     self.path.push(i.to_string());
-                    self.diff(&items[*i], &old[*i], &new[*j], slot)?;
+                    let diffed = self.diff(&items[*i], &old[*i], &new[*j], slot);
                     self.path.pop();
+                    self.own -= own;
+                    diffed?;
                     last_kept = Some(*i);
                 }
                 (Some(i), None) => deleted.push(*i),
@@ -2007,6 +2026,19 @@ fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
     out
 }
 
+/// The containers `hooklog inject` writes itself (manifest::layout's `SIDECAR` and `INSTALLER`;
+/// inject refuses a pod that has one of its own). A string in one that changes is written as a
+/// new string is ([`emit::string`]) when it was written so, not in the old one's style: inject
+/// again with other settings then writes the bytes a first inject writes (tests/reinject.rs).
+/// Elsewhere a string keeps the style the user chose, which undoing an edit needs.
+const OWN_ITEMS: [&str; 2] = ["hooklog", "hooklog-install"];
+
+/// Whether the item matched from `old` to `new` is one of [`OWN_ITEMS`].
+fn is_own_item(old: &Value, new: &Value) -> bool {
+    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_string);
+    name(old).is_some_and(|n| OWN_ITEMS.contains(&n.as_str())) && name(old) == name(new)
+}
+
 /// What [`align`] matches an item by: its `name` when it has one, else its whole value.
 #[derive(PartialEq)]
 enum AlignKey<'v> {
@@ -2182,6 +2214,21 @@ mod tests {
         let doc = tree::parse("a: x\n").unwrap().remove(0);
         let e = edits("a: x\n", &doc.node, &doc.value, &json!({"a": "no"})).unwrap();
         assert_eq!(apply("a: x\n", e).unwrap(), "a: \"no\"\n");
+    }
+
+    #[test]
+    fn strings_of_hooklogs_own_containers_are_written_as_new_ones() {
+        let text =
+            "c:\n- name: hooklog\n  args: [run, 'a,b', \"x\"]\n- name: web\n  args: [run, 'a,b']\n";
+        let out = edit(text, |v| {
+            v["c"][0]["args"] = json!(["run", "a", "x,y"]);
+            v["c"][1]["args"] = json!(["run", "a"]);
+        });
+        // hooklog's: as a first write; the user's: in their style. Undone: the text again.
+        assert_eq!(
+            out,
+            "c:\n- name: hooklog\n  args: [run, a, \"x,y\"]\n- name: web\n  args: [run, 'a']\n"
+        );
     }
 
     #[test]
