@@ -9,6 +9,9 @@ use super::budget::secs;
 /// Names inject adds; a pod that already uses one is an error, never overwritten.
 pub const SIDECAR: &str = "hooklog";
 pub const INSTALLER: &str = "hooklog-install";
+/// The containers inject writes whole (it refuses a pod that has one of its own): inject again
+/// writes a changed string in them as a first inject does (`yaml::splice::edits_noted`'s `fresh`).
+pub const OWN_CONTAINERS: &[&str] = &[SIDECAR, INSTALLER];
 pub const VOLUME: &str = "hooklog-shared";
 pub const PODINFO_VOLUME: &str = "hooklog-podinfo";
 /// Where the shared emptyDir is mounted, in every container inject touches. hooklog's image

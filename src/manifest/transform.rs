@@ -5,6 +5,7 @@
 
 use crate::yaml::{digest, emit, splice, spool, tree};
 
+use super::layout::OWN_CONTAINERS;
 use super::{inject, load};
 
 /// A document transform: [`inject::inject`] or [`super::uninject::uninject`].
@@ -204,7 +205,7 @@ fn edit_list(
         // `fits` found them.
         _ => return Err(Box::new(doc)),
     };
-    let mut list = splice::ListEdits::new(&input.text, &doc.node);
+    let mut list = splice::ListEdits::new(&input.text, &doc.node, OWN_CONTAINERS);
     let mut lines = Vec::new();
     let mut folded = digest::Items::new();
     let mut failed: Option<String> = None;
@@ -514,14 +515,14 @@ impl<'t> Progress<'t> {
             // An item of a List edited as one.
             (true, false) => self
                 .joint
-                .get_or_insert_with(|| splice::ListEdits::open(text, root))
+                .get_or_insert_with(|| splice::ListEdits::open(text, root, OWN_CONTAINERS))
                 .next_item(index, &doc.node, &doc.value, value)
                 .map(|()| (Vec::new(), Vec::new())),
             (true, true) => match self.joint.take() {
                 Some(list) => list.finish(&doc.node, &doc.value, value),
-                None => splice::edits_noted(text, &doc.node, &doc.value, value),
+                None => splice::edits_noted(text, &doc.node, &doc.value, value, OWN_CONTAINERS),
             },
-            (false, _) => splice::edits_noted(text, &doc.node, &doc.value, value),
+            (false, _) => splice::edits_noted(text, &doc.node, &doc.value, value, OWN_CONTAINERS),
         };
         match made {
             Ok((e, n)) => {
@@ -593,7 +594,7 @@ pub(crate) fn rewrite(
     let mut edits = Vec::new();
     let mut notes = Vec::new();
     for (doc, new) in source.documents.iter().zip(values) {
-        let (e, n) = splice::edits_noted(&source.text, &doc.node, &doc.value, new)
+        let (e, n) = splice::edits_noted(&source.text, &doc.node, &doc.value, new, OWN_CONTAINERS)
             .map_err(|e| format!("document at line {}: {e}", doc.line))?;
         edits.extend(e);
         notes.extend(n);
@@ -631,8 +632,13 @@ fn applied(
             let _ = input.each_document(|doc| {
                 let mut value = doc.value.clone();
                 if f(&mut value).is_ok()
-                    && let Ok((e, _)) =
-                        splice::edits_noted(&input.text, &doc.node, &doc.value, &value)
+                    && let Ok((e, _)) = splice::edits_noted(
+                        &input.text,
+                        &doc.node,
+                        &doc.value,
+                        &value,
+                        OWN_CONTAINERS,
+                    )
                 {
                     edits.extend(e);
                 }

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::layout::OWN_CONTAINERS;
 use super::load::{self, Input, LoadError, Source};
 use super::{check, inject, uninject};
 use crate::yaml::{emit, splice};
@@ -98,7 +99,7 @@ fn rewrite_whole(source: &Source, values: &[Value]) -> Result<(String, Vec<Strin
     let mut edits = Vec::new();
     let mut notes = Vec::new();
     for (doc, new) in source.documents.iter().zip(values) {
-        let (e, n) = splice::edits_noted(&source.text, &doc.node, &doc.value, new)
+        let (e, n) = splice::edits_noted(&source.text, &doc.node, &doc.value, new, OWN_CONTAINERS)
             .map_err(|e| format!("document at line {}: {e}", doc.line))?;
         edits.extend(e);
         notes.extend(n);

@@ -64,7 +64,10 @@ struct Splicer<'a> {
     anchor_edited: bool,
     /// How many aliases were tried in [`Splicer::unchanged`], each a read of the document.
     trials: usize,
-    /// How deep the diff is inside one of [`OWN_ITEMS`] (0: outside).
+    /// The `name`s of the sequence items whose strings the caller writes itself (see
+    /// [`edits_noted`]).
+    fresh: &'a [&'a str],
+    /// How deep the diff is inside one of the `fresh` items (0: outside).
     own: usize,
 }
 
@@ -95,17 +98,22 @@ enum Slot {
 
 /// The edits that turn `node` (read as `old`) into `new`.
 pub fn edits(text: &str, node: &Node, old: &Value, new: &Value) -> Result<Vec<Edit>, SpliceError> {
-    edits_noted(text, node, old, new).map(|(edits, _)| edits)
+    edits_noted(text, node, old, new, &[]).map(|(edits, _)| edits)
 }
 
-/// [`edits`], and what they did that a user should hear of (an alias written out).
-pub fn edits_noted(
-    text: &str,
+/// [`edits`], and what they did that a user should hear of (an alias written out). A string that
+/// changes in a sequence item whose `name` is one of `fresh` (items the caller writes whole, as
+/// inject writes its own containers) is written as a new string is ([`emit::string`]) when it
+/// was written so, not in the old one's style: writing such an item again gives the bytes of its
+/// first writing. Elsewhere a string keeps the style the user chose, which undoing an edit needs.
+pub fn edits_noted<'a>(
+    text: &'a str,
     node: &Node,
     old: &Value,
     new: &Value,
+    fresh: &'a [&'a str],
 ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
-    let mut s = Splicer::new(text, node);
+    let mut s = Splicer::new(text, node, fresh);
     s.diff(node, old, new, Slot::Root)?;
     Ok(s.finish())
 }
@@ -118,10 +126,10 @@ pub struct ListEdits<'t> {
 }
 
 impl<'t> ListEdits<'t> {
-    /// For the document whose root, a mapping, is `root`.
-    pub fn new(text: &'t str, root: &Node) -> ListEdits<'t> {
+    /// For the document whose root, a mapping, is `root`; `fresh` as [`edits_noted`]'s.
+    pub fn new(text: &'t str, root: &Node, fresh: &'t [&'t str]) -> ListEdits<'t> {
         ListEdits {
-            s: Splicer::new(text, root),
+            s: Splicer::new(text, root, fresh),
         }
     }
 
@@ -148,8 +156,8 @@ impl<'t> ListEdits<'t> {
     }
 
     /// For the document whose root starts at `root`, its items read one at a time
-    /// ([`ListEdits::next_item`]), its text tree never whole.
-    pub fn open(text: &'t str, root: usize) -> ListEdits<'t> {
+    /// ([`ListEdits::next_item`]), its text tree never whole; `fresh` as [`edits_noted`]'s.
+    pub fn open(text: &'t str, root: usize, fresh: &'t [&'t str]) -> ListEdits<'t> {
         let mut s = Splicer::new(
             text,
             &Node {
@@ -160,6 +168,7 @@ impl<'t> ListEdits<'t> {
                 shared: false,
                 kind: Kind::Scalar(Style::Plain),
             },
+            fresh,
         );
         s.layout = Layout {
             indent: 2,
@@ -596,7 +605,7 @@ fn is_empty_collection(v: &Value) -> bool {
 
 impl<'a> Splicer<'a> {
     /// A splicer of the document whose root is `node`.
-    fn new(text: &'a str, node: &Node) -> Splicer<'a> {
+    fn new(text: &'a str, node: &Node, fresh: &'a [&'a str]) -> Splicer<'a> {
         Splicer {
             text,
             layout: layout(text, node),
@@ -611,6 +620,7 @@ impl<'a> Splicer<'a> {
             notes: Vec::new(),
             anchor_edited: false,
             trials: 0,
+            fresh,
             own: 0,
         }
     }
@@ -1326,7 +1336,7 @@ impl<'a> Splicer<'a> {
         self.push(after_dash, node.end.max(after_dash), text);
     }
 
-    /// The text of the string `s` in place of `old`: in [`OWN_ITEMS`], as a new string is
+    /// The text of the string `s` in place of `old`: in a `fresh` item, as a new string is
     /// written ([`emit::string`]: bare when safe, else single-quoted) when `old` was written so;
     /// else in `old`'s style ([`Self::restyled`]).
     fn string_in_place(&self, node: &Node, style: Style, old: &str, s: &str) -> String {
@@ -1681,7 +1691,7 @@ impl<'a> Splicer<'a> {
                         Slot::Flow(_) => Slot::Flow(self.flow_layout(node, items.iter())),
                         other => other,
                     };
-                    let own = usize::from(is_own_item(&old[*i], &new[*j]));
+                    let own = usize::from(is_fresh_item(self.fresh, &old[*i], &new[*j]));
                     self.own += own;
                     self.path.push(i.to_string());
                     let diffed = self.diff(&items[*i], &old[*i], &new[*j], slot);
@@ -2026,17 +2036,10 @@ fn align(old: &[Value], new: &[Value]) -> Vec<(Option<usize>, Option<usize>)> {
     out
 }
 
-/// The containers `hooklog inject` writes itself (manifest::layout's `SIDECAR` and `INSTALLER`;
-/// inject refuses a pod that has one of its own). A string in one that changes is written as a
-/// new string is ([`emit::string`]) when it was written so, not in the old one's style: inject
-/// again with other settings then writes the bytes a first inject writes (tests/reinject.rs).
-/// Elsewhere a string keeps the style the user chose, which undoing an edit needs.
-const OWN_ITEMS: [&str; 2] = ["hooklog", "hooklog-install"];
-
-/// Whether the item matched from `old` to `new` is one of [`OWN_ITEMS`].
-fn is_own_item(old: &Value, new: &Value) -> bool {
+/// Whether the item matched from `old` to `new` is one of the `fresh` items, by `name`.
+fn is_fresh_item(fresh: &[&str], old: &Value, new: &Value) -> bool {
     let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_string);
-    name(old).is_some_and(|n| OWN_ITEMS.contains(&n.as_str())) && name(old) == name(new)
+    name(old).is_some_and(|n| fresh.contains(&n.as_str())) && name(old) == name(new)
 }
 
 /// What [`align`] matches an item by: its `name` when it has one, else its whole value.
@@ -2217,17 +2220,26 @@ mod tests {
     }
 
     #[test]
-    fn strings_of_hooklogs_own_containers_are_written_as_new_ones() {
+    fn strings_of_fresh_items_are_written_as_new_ones() {
         let text =
             "c:\n- name: hooklog\n  args: [run, 'a,b', \"x\"]\n- name: web\n  args: [run, 'a,b']\n";
-        let out = edit(text, |v| {
-            v["c"][0]["args"] = json!(["run", "a", "x,y"]);
-            v["c"][1]["args"] = json!(["run", "a"]);
-        });
-        // hooklog's: as a first write; the user's: in their style. Undone: the text again.
+        let doc = tree::parse(text).unwrap().remove(0);
+        let mut new = doc.value.clone();
+        new["c"][0]["args"] = json!(["run", "a", "x,y"]);
+        new["c"][1]["args"] = json!(["run", "a"]);
+        let with = |fresh: &[&str]| {
+            let (e, _) = edits_noted(text, &doc.node, &doc.value, &new, fresh).unwrap();
+            apply(text, e).unwrap()
+        };
+        // The fresh item's as a first write; the user's in their style.
         assert_eq!(
-            out,
+            with(&["hooklog"]),
             "c:\n- name: hooklog\n  args: [run, a, \"x,y\"]\n- name: web\n  args: [run, 'a']\n"
+        );
+        // No item fresh: every string keeps its style.
+        assert_eq!(
+            with(&[]),
+            "c:\n- name: hooklog\n  args: [run, 'a', \"x,y\"]\n- name: web\n  args: [run, 'a']\n"
         );
     }
 
