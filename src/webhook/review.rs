@@ -354,14 +354,10 @@ fn injected(
     let mut pod = object.clone();
     pod["kind"] = json!("Pod");
     pod["apiVersion"] = json!("v1");
-    // A pod injected with other settings (an older inject's image) is updated, as inject does.
-    // Its sidecar form is the cluster's (asked of the API server, or given).
-    let again = inject::Again {
-        undo: &crate::manifest::uninject::undo_pod,
-        form_asked: true,
-    };
-    let (report, outcomes) =
-        inject::inject_updating(&mut pod, opts, Some(again)).map_err(|e| e.why)?;
+    // A pod `hooklog inject` wrote keeps the settings it was given there: flags the webhook
+    // cannot see (`--sidecar-output cloudwatch`) are the user's, not to be taken back to the
+    // install's at admission. Running `inject` again updates them in the manifest.
+    let (report, outcomes) = inject::inject_outcomes(&mut pod, opts).map_err(|e| e.why)?;
     for key in ["kind", "apiVersion"] {
         match object.get(key) {
             Some(v) => pod[key] = v.clone(),
@@ -430,38 +426,33 @@ mod tests {
         out
     }
 
-    /// A pod an older `inject` wrote (another image, classic) is updated to the webhook's image
-    /// and the cluster's form, as `inject` with them writes into the pod as it was; asked
-    /// again, the webhook has nothing to say.
+    /// A pod `inject` wrote with other settings (another image, CloudWatch output, classic)
+    /// keeps them: the webhook cannot see inject's flags, and does not take them back to the
+    /// install's.
     #[test]
-    fn a_pod_injected_with_other_settings_is_updated_as_inject_does() {
+    fn a_pod_injected_with_other_settings_keeps_them() {
         let p = policy(SidecarMode::Native);
-        let mut older = p.inject.clone();
-        older.image = "hooklog:older".into();
-        older.mode = SidecarMode::Classic;
+        let mut by_cli = p.inject.clone();
+        by_cli.image = "hooklog:older".into();
+        by_cli.mode = SidecarMode::Classic;
+        by_cli.settings.outputs = vec![sidecar_settings::Output::Cloudwatch];
+        by_cli.settings.log_group = Some("shop".into());
         let object = pod(
             json!({}),
             json!({"containers": [{"name": "app", "image": "nginx",
                 "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "sleep 5"]}}}}]}),
         );
-        let mut by_older = object.clone();
-        inject::inject(&mut by_older, &older).expect("injects");
-        let r = review(
-            &review_of(by_older.clone(), "shop"),
-            Scope::NamespaceEnabled,
-            &p,
+        let mut injected = object.clone();
+        injected["kind"] = json!("Pod");
+        inject::inject(&mut injected, &by_cli).expect("injects");
+        injected.as_object_mut().expect("a pod").remove("kind");
+        let text = injected.to_string();
+        assert!(
+            text.contains("hooklog:older") && text.contains("cloudwatch"),
+            "{text}"
         );
-        assert_eq!(r.verdict, Verdict::Injected);
-        let mut got = apply(&by_older, &r);
-        let mut want = object.clone();
-        want["kind"] = json!("Pod");
-        inject::inject(&mut want, &p.inject).expect("injects");
-        got["kind"] = json!("Pod");
-        assert_eq!(got, want);
-        assert!(!got.to_string().contains("hooklog:older"), "{got}");
-        got.as_object_mut().expect("a pod").remove("kind");
-        let again = review(&review_of(got, "shop"), Scope::NamespaceEnabled, &p);
-        assert_eq!(again.verdict, Verdict::NotSelected("already injected"));
+        let r = review(&review_of(injected, "shop"), Scope::NamespaceEnabled, &p);
+        assert_eq!(r.verdict, Verdict::NotSelected("already injected"));
     }
 
     #[test]
