@@ -140,7 +140,8 @@ pub fn inject_outcomes(
 }
 
 /// Undoes inject on one pod template, returning its warnings: uninject's, passed in by the
-/// commands and the webhook (it is above this module).
+/// commands (it is above this module). The webhook passes none: a pod inject wrote keeps the
+/// settings it was given there.
 pub type Undo = dyn Fn(&mut Value, &TemplateRef) -> Result<Vec<String>, String>;
 
 /// What inject needs to update a pod injected before with other settings ([`update_pod`]).
@@ -148,8 +149,8 @@ pub type Undo = dyn Fn(&mut Value, &TemplateRef) -> Result<Vec<String>, String>;
 pub struct Again<'a> {
     /// uninject's step for one pod template.
     pub undo: &'a Undo,
-    /// The sidecar form was asked for (`--sidecar`, `--kubernetes-version`; the webhook's, which
-    /// it learns from the cluster): a pod injected in the other form is moved to this one.
+    /// The sidecar form was asked for (`--sidecar`, `--kubernetes-version`): a pod injected in
+    /// the other form is moved to this one.
     /// Without it, a pod keeps its form: inject cannot tell the cluster's version then.
     pub form_asked: bool,
 }
