@@ -4,6 +4,7 @@
     python3 bench/manifest.py                      # 1, 10 and 100 MB; builds cargo build --release
     python3 bench/manifest.py --sizes 1,10 --bin target/release/hooklog
     python3 bench/manifest.py --sizes 1 --list --bin BIN    # one kind: List of 1 MB
+    python3 bench/manifest.py --sizes 1,4 --json --bin BIN  # that List as one line of JSON
 
 Generates a file of Deployments with bench/gen_manifests.py (each with two containers, a preStop
 hook, env, labels and annotations: about 725 bytes; issue 24's 10 MB file of 18,224
@@ -62,6 +63,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="1,10,100", help="input sizes in MB (default 1,10,100)")
     ap.add_argument("--bin", type=Path, default=None, help="hooklog binary (default: cargo build --release)")
     ap.add_argument("--list", action="store_true", help="one kind: List document, not a stream")
+    ap.add_argument("--json", action="store_true", help="one kind: List as one line of JSON")
     ap.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap per run (default 8 GB)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="where manifest.md goes")
     a = ap.parse_args()
@@ -70,7 +72,7 @@ def main() -> int:
         subprocess.run(["cargo", "build", "--release", "--locked"], cwd=ROOT, check=True)
         binary = ROOT / "target" / "release" / "hooklog"
     env_bin = str(binary.resolve())
-    shape = "one kind: List" if a.list else "a stream"
+    shape = "one kind: List, one line of JSON," if a.json else "one kind: List" if a.list else "a stream"
     rows = [f"{shape} of Deployments", "",
             "| input | Deployments | command | wall s | CPU s | CPU s / MB | peak RSS MB | RSS / input | exit |",
             "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -78,7 +80,7 @@ def main() -> int:
         d = Path(tmp)
         for mb in [int(s) for s in a.sizes.split(",")]:
             src, injected, back = d / "in.yaml", d / "injected.yaml", d / "back.yaml"
-            n = generate_file(src, mb * MB, a.list)
+            n = generate_file(src, mb * MB, a.list, a.json)
             size = src.stat().st_size
             for name, args, i, o in [
                 ("inject", [env_bin, "inject", "--offline", "--image", IMAGE, "-"], src, injected),

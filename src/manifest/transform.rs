@@ -556,15 +556,18 @@ fn refused_line(line: usize, node: &tree::Node, e: &inject::InjectError) -> usiz
     e.at.as_deref().map_or(line, |at| node.line_at(at))
 }
 
-/// Whether a List's item, read on its own, holds an alias inject wrote out (to its last line's
-/// end: the mark follows what was written out).
+/// Whether a List's item, read on its own, holds an alias inject wrote out: the mark, a comment,
+/// follows what was written out, inside the item or after its end on its last line. Only the
+/// item's text and the blanks after it are read: reading to its line's end read the rest of a
+/// one-line (compact JSON) List for each item, quadratic.
 fn written_out_in(input: &load::Input, doc: &load::Document) -> bool {
-    let rest = input.text.get(doc.node.end..).unwrap_or_default();
-    let end = doc.node.end + rest.find('\n').unwrap_or(rest.len());
-    input
-        .text
-        .get(doc.node.start..end)
-        .is_some_and(|t| t.contains(splice::WRITTEN_OUT))
+    let text = &input.text;
+    let inside = text
+        .get(doc.node.start..doc.node.end)
+        .is_some_and(|t| t.contains(splice::WRITTEN_OUT));
+    let after = text.get(doc.node.end..).unwrap_or_default();
+    let mark = splice::WRITTEN_OUT.trim_start_matches(' ');
+    inside || after.trim_start_matches([' ', '\t']).starts_with(mark)
 }
 
 /// `input` written anew from `f` of each document, in its BOM and line endings: each document

@@ -50,11 +50,11 @@ struct Splicer<'a> {
     text: &'a str,
     layout: Layout,
     edits: Vec<Edit>,
-    /// The document's text, its root's start to the end of its last line: a trial edit reads
-    /// back only this, so that it costs the document's size, not the file's.
+    /// The document's root's start and end: a trial edit reads back only its text, to the end
+    /// of its last line, so that it costs the document's size, not the file's. That line end is
+    /// found when a trial needs it, not for each splicer: on a one-line (compact JSON) List, a
+    /// search for it for each item read the rest of the List, quadratic.
     root: (usize, usize),
-    /// The root's column: a trial starts there ([`Splicer::settles`]).
-    root_col: usize,
     /// The keys and (old) indices from the root to the node being edited.
     path: Vec<String>,
     /// What the user should hear of.
@@ -187,7 +187,7 @@ impl<'t> ListEdits<'t> {
         new: &Value,
     ) -> Result<(), SpliceError> {
         self.s.layout = layout(self.s.text, node);
-        self.s.root.1 = self.s.root.1.max(line_end(self.s.text, node.end));
+        self.s.root.1 = self.s.root.1.max(node.end);
         if dash_of(self.s.text, node).is_none() {
             return Err(self.s.err(node, "a List item in flow style"));
         }
@@ -218,7 +218,7 @@ impl<'t> ListEdits<'t> {
         old: &Value,
         new: &Value,
     ) -> Result<(Vec<Edit>, Vec<String>), SpliceError> {
-        self.s.root.1 = self.s.root.1.max(line_end(self.s.text, root.end));
+        self.s.root.1 = self.s.root.1.max(root.end);
         self.s.diff(root, old, new, Slot::Root)?;
         Ok(self.s.finish())
     }
@@ -610,12 +610,7 @@ impl<'a> Splicer<'a> {
             text,
             layout: layout(text, node),
             edits: Vec::new(),
-            root: (node.start, line_end(text, node.end)),
-            // Not `node.col`, which counts a BOM: libyaml does not indent by it.
-            root_col: text[line_start(text, node.start)..node.start]
-                .chars()
-                .filter(|c| *c != '\u{feff}')
-                .count(),
+            root: (node.start, node.end),
             path: Vec::new(),
             notes: Vec::new(),
             anchor_edited: false,
@@ -623,6 +618,18 @@ impl<'a> Splicer<'a> {
             fresh,
             own: 0,
         }
+    }
+
+    /// The root's column: the characters before it on its line. Counted when an alias trial
+    /// needs it, not for each splicer: a List's items each have one, and on a one-line (compact
+    /// JSON) List counting for each made uninject quadratic. Not the node's `col`, which counts
+    /// a BOM: libyaml does not indent by it.
+    fn root_col(&self) -> usize {
+        let at = self.root.0;
+        self.text[line_start(self.text, at)..at]
+            .chars()
+            .filter(|c| *c != BOM)
+            .count()
     }
 
     /// Its edits and notes. New lines end as the lines beside them do: a CRLF file stays CRLF,
@@ -647,7 +654,7 @@ impl<'a> Splicer<'a> {
     /// `want`, read back from the text (its path is [`Self::path`]: items at their old
     /// indices, as the edits so far leave them).
     fn settles(&self, candidate: &[Edit], want: &Value) -> bool {
-        let (start, end) = self.root;
+        let (start, end) = (self.root.0, line_end(self.text, self.root.1));
         let trial: Vec<Edit> = self
             .edits
             .iter()
@@ -671,7 +678,7 @@ impl<'a> Splicer<'a> {
         };
         // The root at its own column, as in the text: a List's item read on its own starts
         // after its `- `, and its lines below are indented past it.
-        let out = " ".repeat(self.root_col) + &out;
+        let out = " ".repeat(self.root_col()) + &out;
         let pointer: String = self
             .path
             .iter()
