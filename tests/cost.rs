@@ -51,12 +51,15 @@ fn repo() -> PathBuf {
 
 /// bench/gen_manifests.py's Deployments, at least `bytes` of them: a stream, or one `kind: List`.
 fn deployments(bytes: usize, list: bool) -> String {
+    generated(bytes, if list { &["--list"] } else { &[] })
+}
+
+/// bench/gen_manifests.py's output of at least `bytes` with `flags`.
+fn generated(bytes: usize, flags: &[&str]) -> String {
     let mut cmd = Command::new("python3");
     cmd.arg(repo().join("bench/gen_manifests.py"))
-        .args(["--bytes", &bytes.to_string()]);
-    if list {
-        cmd.arg("--list");
-    }
+        .args(["--bytes", &bytes.to_string()])
+        .args(flags);
     let out = cmd
         .stderr(Stdio::null())
         .output()
@@ -237,6 +240,17 @@ fn one_large_list_holds_about_one_item_at_a_time() {
     let small = runs(&deployments(SMALL_BYTES, true));
     let large = runs(&deployments(LARGE_BYTES, true));
     assert_within("list", STREAM_TIMES_INPUT, small, large);
+}
+
+/// The List as one line of JSON (`kubectl get -o json | jq -c`): its items too are read one at a
+/// time, and given back byte for byte. Three steps read each item's line to its end, or from its
+/// start: the rest of the file on one line, which made inject and uninject quadratic in time
+/// (docs/performance.md: a 2 MB List's uninject took 306 CPU seconds, a debug build; now 7).
+#[test]
+fn a_one_line_json_list_holds_about_one_item_at_a_time() {
+    let small = runs(&generated(SMALL_BYTES, &["--json"]));
+    let large = runs(&generated(LARGE_BYTES, &["--json"]));
+    assert_within("one-line JSON list", STREAM_TIMES_INPUT, small, large);
 }
 
 /// The same List with an alias from one item to another's anchor: an edit of one item may then
