@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use hooklog::manifest::{load, podspec};
 use hooklog::yaml::splice;
 
-use crate::util::manifests::{assert_python, python_output, run};
+use crate::util::manifests::{assert_python, every_manifest, first_difference, python_output, run};
 use crate::util::text;
 
 const IMAGE: &str = "registry.example.com/hooklog:0.1.0";
@@ -21,16 +21,7 @@ fn manifests() -> PathBuf {
 /// Files that already carry a hand-wired hooklog are refused by inject (a name it would
 /// overwrite): those are left out.
 fn inputs() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for dir in ["real", "faithful", "corpus", "incidents", "e2e"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(manifests().join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
-            .collect();
-        files.sort();
-        out.extend(files);
-    }
+    let out = every_manifest();
     assert!(out.len() >= 30, "{out:?}");
     out
 }
@@ -112,22 +103,6 @@ fn every_manifest_comes_back_byte_for_byte_and_inject_is_idempotent() {
         }
     }
     assert!(injected_files >= 50, "{injected_files}");
-}
-
-/// The first line where `a` and `b` differ, for a failure message.
-fn first_difference(a: &str, b: &str) -> String {
-    let (al, bl): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    let i = al
-        .iter()
-        .zip(&bl)
-        .position(|(x, y)| x != y)
-        .unwrap_or(al.len().min(bl.len()));
-    format!(
-        "line {}:\n  want {:?}\n  got  {:?}",
-        i + 1,
-        al.get(i),
-        bl.get(i)
-    )
 }
 
 /// The lines of `a` that a longest-common-subsequence diff against `b` removes.

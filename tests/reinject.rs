@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::manifests::{run, validate_strictly, validator_input};
+use crate::util::manifests::{
+    every_manifest, first_difference, run, validate_strictly, validator_input,
+};
 use crate::util::text;
 
 /// Settings drawn from every kind inject has: the image, each output, a log group, EMF,
@@ -74,17 +76,7 @@ const SETTINGS: [&[&str]; 6] = [
 
 /// Every manifest of tests/manifests (as tests/faithful.rs reads them).
 fn inputs() -> Vec<PathBuf> {
-    let root = crate::util::manifests::root().join("tests/manifests");
-    let mut out = Vec::new();
-    for dir in ["real", "faithful", "corpus", "incidents", "e2e"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
-            .collect();
-        files.sort();
-        out.extend(files);
-    }
+    let out = every_manifest();
     assert!(out.len() >= 40, "{out:?}");
     out
 }
@@ -214,22 +206,6 @@ fn validatable(stream: &str) -> String {
         })
         .map(|d| format!("---\n{d}"))
         .collect()
-}
-
-/// The first line where `a` and `b` differ, for a failure message.
-fn first_difference(a: &str, b: &str) -> String {
-    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
-    let at = la
-        .iter()
-        .zip(&lb)
-        .position(|(x, y)| x != y)
-        .unwrap_or(la.len().min(lb.len()));
-    format!(
-        "line {}:\n  want: {:?}\n  got:  {:?}",
-        at + 1,
-        la.get(at),
-        lb.get(at)
-    )
 }
 
 /// The report's words: the example, the image upgrade said; the same again unchanged.

@@ -337,3 +337,36 @@ macro_rules! web_deployment {
     };
 }
 pub(crate) use web_deployment;
+
+/// The first line where `want` and `got` differ, for a failure message.
+pub fn first_difference(want: &str, got: &str) -> String {
+    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+    let at = w
+        .iter()
+        .zip(&g)
+        .position(|(x, y)| x != y)
+        .unwrap_or(w.len().min(g.len()));
+    format!(
+        "line {}:\n  want: {:?}\n  got:  {:?}",
+        at + 1,
+        w.get(at),
+        g.get(at)
+    )
+}
+
+/// Every manifest of tests/manifests' folders of real and project inputs (`real`, `faithful`,
+/// `corpus`, `incidents`, `e2e`), YAML and JSON, sorted within each folder: what tests/faithful.rs
+/// and tests/reinject.rs run inject on.
+pub fn every_manifest() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["real", "faithful", "corpus", "incidents", "e2e"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("tests/manifests").join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
+            .collect();
+        files.sort();
+        out.extend(files);
+    }
+    out
+}
