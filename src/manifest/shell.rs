@@ -231,17 +231,22 @@ impl Word {
 
     /// `NAME=value`, its `NAME=` unquoted.
     fn is_assignment(&self) -> bool {
-        self.text.split_once('=').is_some_and(|(name, _)| {
-            self.quoted_at.is_none_or(|q| q > name.len())
-                && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
+        self.text
+            .split_once('=')
+            .is_some_and(|(name, _)| self.quoted_at.is_none_or(|q| q > name.len()) && is_name(name))
     }
 
     fn reserved(&self) -> Option<&str> {
         let plain = self.quoted_at.is_none();
         plain.then_some(self.text.as_str())
     }
+}
+
+/// A POSIX name (XBD 3.235): a letter or `_`, then letters, digits and `_`; what an assignment
+/// sets and a function is called (dash refuses `}{()`: "Bad function name").
+fn is_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// What a compound command waits for: its closing word, or `)`.
@@ -396,16 +401,16 @@ impl Reader<'_> {
         self.word.get_or_insert_with(Word::default)
     }
 
-    /// A `(`: a subshell at a command's start, or a function's header (`f()`, `f ()`); sh
-    /// refuses it anywhere else.
+    /// A `(`: a subshell at a command's start, or a function's header (`f()`, `f ()`, `f` a
+    /// name); sh refuses it anywhere else.
     fn paren(&mut self) -> Option<()> {
         let subshell = self.word.is_none()
             && self.cmd.assignments.is_empty()
             && self.cmd.redirects.is_empty()
             && !self.named;
         let header = match &self.word {
-            Some(_) => self.cmd.words.is_empty(),
-            None => self.cmd.words.len() == 1,
+            Some(w) => self.cmd.words.is_empty() && w.quoted_at.is_none() && is_name(&w.text),
+            None => self.cmd.words.len() == 1 && is_name(&self.cmd.words[0]),
         };
         if subshell {
             self.cmd.opaque = true;
@@ -858,6 +863,9 @@ mod tests {
             "( )",
             "{ }",
             "a (b)",
+            "}{()",
+            "a-b() { c; }",
+            "'f'() { c; }",
             "{ a; b",
             "}",
             "done",
